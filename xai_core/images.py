@@ -1,0 +1,408 @@
+"""Image I/O for ViT Lens: sample gallery, safe uploads, and the exact model input.
+
+Pure Python (PIL, numpy, torch, torchvision); never imports streamlit.
+
+Every public function either returns a fresh RGB `PIL.Image.Image` or raises
+`ImageError` with a message a learner can act on. Uploads are validated by
+their content, never their file name: the uploader's `type=` checks only the
+extension.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import math
+import threading
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass
+from io import BytesIO
+from pathlib import Path
+from types import MappingProxyType
+
+import numpy as np
+import torch
+import torchvision.transforms.v2.functional as TF
+from PIL import Image, ImageOps, UnidentifiedImageError
+
+
+class ImageError(ValueError):
+    """An image we refuse or cannot read; the message is meant for the learner."""
+
+
+# ---------------------------------------------------------------------------
+# Sample gallery (photos shipped inside installed PyPI packages)
+# ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Sample:
+    """A gallery photo. `loader_path` is "<import package>/<path inside it>"."""
+
+    id: str
+    title: str
+    label: str
+    loader_path: str
+
+
+_PACKAGE_NAMES = {  # import name -> the name a learner or admin would install
+    "skimage": "scikit-image",
+    "sklearn": "scikit-learn",
+    "matplotlib": "matplotlib",
+}
+
+SAMPLES: MappingProxyType[str, Sample] = MappingProxyType(
+    {
+        sample.id: sample
+        for sample in (
+            Sample("chelsea", "Chelsea the cat", "cat", "skimage/data/chelsea.png"),
+            Sample("coffee", "Cup of coffee", "coffee cup", "skimage/data/coffee.png"),
+            Sample("astronaut", "Astronaut", "astronaut", "skimage/data/astronaut.png"),
+            Sample("rocket", "Rocket on the launch pad", "rocket", "skimage/data/rocket.jpg"),
+            Sample("motorcycle", "Motorcycle", "motorcycle", "skimage/data/motorcycle_left.png"),
+            Sample("china", "Chinese palace", "palace", "sklearn/datasets/images/china.jpg"),
+            Sample("flower", "Flower", "flower", "sklearn/datasets/images/flower.jpg"),
+            Sample(
+                "grace_hopper",
+                "Grace Hopper",
+                "person",
+                "matplotlib/mpl-data/sample_data/grace_hopper.jpg",
+            ),
+        )
+    }
+)
+
+COLLAGE_ID = "collage"
+COLLAGE_TITLE = "Cat and coffee cup (collage)"
+COLLAGE_LABELS = ("cat", "coffee cup")  # left half, right half
+
+# Crop boxes (left, top, right, bottom), each a 1:2 portrait strip chosen by eye:
+# the cat's eye, nose and whiskers; the whole cup with its handle and spoon.
+_COLLAGE_CROPS = {
+    "chelsea": (150, 0, 300, 300),  # source 451x300
+    "coffee": (188, 0, 388, 400),  # source 600x400
+}
+
+
+def sample_ids() -> list[str]:
+    """Gallery ids in display order, then the collage."""
+    return [*SAMPLES, COLLAGE_ID]
+
+
+def sample_path(sample_id: str) -> Path:
+    """The file of a gallery sample, located through its installed package."""
+    sample = _get_sample(sample_id)
+    package, _, inner_path = sample.loader_path.partition("/")
+    install_name = _PACKAGE_NAMES.get(package, package)
+    # find_spec locates the package without importing it (sklearn imports are slow).
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        raise ImageError(
+            f"The sample '{sample_id}' comes with the {install_name} package, "
+            "which is not installed."
+        )
+    path = Path(next(iter(spec.submodule_search_locations))) / inner_path
+    if not path.is_file():
+        raise ImageError(
+            f"The sample '{sample_id}' is missing from the installed {install_name} "
+            f"package (expected {inner_path})."
+        )
+    return path
+
+
+def load_sample(sample_id: str) -> Image.Image:
+    """A gallery photo or the collage, as a new RGB image."""
+    if sample_id == COLLAGE_ID:
+        return make_collage()
+    return load_image_file(sample_path(sample_id))
+
+
+def make_collage(size: int = 448) -> Image.Image:
+    """A square two-object image: the cat on the left half, the coffee cup on the right.
+
+    No shipped photo holds two ImageNet classes; this one lets class-discriminative
+    maps show that "cat" and "coffee cup" light up different halves.
+    """
+    if size < 32 or size % 2:
+        raise ValueError(f"collage size must be an even number of pixels >= 32, got {size}")
+    collage = Image.new("RGB", (size, size))
+    for column, sample_id in enumerate(("chelsea", "coffee")):
+        strip = load_sample(sample_id).crop(_COLLAGE_CROPS[sample_id])
+        strip = strip.resize((size // 2, size), Image.Resampling.LANCZOS)
+        collage.paste(strip, (column * size // 2, 0))
+    return collage
+
+
+def _get_sample(sample_id: str) -> Sample:
+    try:
+        return SAMPLES[sample_id]
+    except KeyError:
+        raise ImageError(
+            f"There is no sample called '{sample_id}'. Choose one of: "
+            + ", ".join(sample_ids())
+            + "."
+        ) from None
+
+
+# ---------------------------------------------------------------------------
+# Uploads: validate by content, decode fully, normalise to RGB
+# ---------------------------------------------------------------------------
+
+UPLOAD_FORMATS = ("PNG", "JPEG", "WEBP", "GIF", "BMP", "TIFF")
+MIN_SIDE = 16  # smaller than one ViT patch is meaningless to explain
+MAX_ASPECT_RATIO = 10
+
+_NOT_AN_IMAGE = "This file is not an image we can read (PNG, JPEG, WEBP, GIF, BMP or TIFF)."
+_DAMAGED = (
+    "This image file is damaged or incomplete, so it cannot be decoded. "
+    "Try saving it again as PNG or JPEG."
+)
+_HIGH_BIT_DEPTH_MODES = ("I;16", "I;16L", "I;16B", "I;16N", "I", "F")
+
+# warnings.catch_warnings swaps a process-wide filter list (not thread-safe before
+# Python 3.14); serialising our own uses keeps concurrent uploads from restoring
+# each other's filters and leaving the "error" filter installed for everyone.
+_WARNINGS_LOCK = threading.Lock()
+
+
+def load_upload(
+    data: bytes,
+    max_bytes: int = 10 * 2**20,
+    max_pixels: int = 40_000_000,
+    max_side: int = 1024,
+) -> Image.Image:
+    """Validate uploaded bytes and return a new RGB image, longer side <= max_side."""
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        raise TypeError(f"load_upload expects bytes, got {type(data).__name__}")
+    data = bytes(data)
+    if not data:
+        raise ImageError("The file is empty.")
+    if len(data) > max_bytes:
+        raise ImageError(
+            f"The file is {_megabytes(len(data))}; the limit is {_megabytes(max_bytes)}."
+        )
+    image = _decode_first_frame(data, max_pixels, max_side)
+    image = _to_rgb(image)
+    return _shrink_to(image, max_side)
+
+
+def load_image_file(
+    path: str | Path,
+    max_bytes: int = 10 * 2**20,
+    max_pixels: int = 40_000_000,
+    max_side: int = 1024,
+) -> Image.Image:
+    """Like `load_upload`, for a file on disk."""
+    path = Path(path)
+    try:
+        if path.stat().st_size > max_bytes:  # refuse before reading it into memory
+            raise ImageError(
+                f"The file is {_megabytes(path.stat().st_size)}; "
+                f"the limit is {_megabytes(max_bytes)}."
+            )
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise ImageError(f"There is no file at {path}.") from None
+    except IsADirectoryError:
+        raise ImageError(f"{path} is a folder, not an image file.") from None
+    except OSError as error:
+        raise ImageError(f"The file {path} cannot be read ({error.strerror}).") from None
+    return load_upload(data, max_bytes=max_bytes, max_pixels=max_pixels, max_side=max_side)
+
+
+def _decode_first_frame(data: bytes, max_pixels: int, max_side: int) -> Image.Image:
+    """Open, check the header, decode the first frame fully, apply EXIF orientation.
+
+    Every decoder failure becomes an ImageError: PIL raises OSError, SyntaxError,
+    ValueError, EOFError, struct.error and more on hostile input.
+    """
+    with _WARNINGS_LOCK, warnings.catch_warnings():
+        warnings.simplefilter("error", Image.DecompressionBombWarning)
+        try:
+            with Image.open(BytesIO(data), formats=list(UPLOAD_FORMATS)) as image:
+                _check_dimensions(image.size, max_pixels)  # before any pixel is decoded
+                _request_reduced_jpeg_decode(image, max_side)
+                image.load()
+                _check_dimensions(image.size, max_pixels)  # GIF frames may grow the canvas
+                return ImageOps.exif_transpose(image)  # a new, fully loaded image
+        except ImageError:
+            raise
+        except UnidentifiedImageError:
+            raise ImageError(_NOT_AN_IMAGE) from None
+        except (Image.DecompressionBombError, Image.DecompressionBombWarning):
+            raise ImageError(
+                f"The image has too many pixels; the limit is {_megapixels(max_pixels)}."
+            ) from None
+        except Exception:
+            raise ImageError(_DAMAGED) from None
+
+
+def _check_dimensions(size: tuple[int, int], max_pixels: int) -> None:
+    width, height = size
+    if width * height > max_pixels:
+        raise ImageError(
+            f"The image is {width}x{height} pixels ({_megapixels(width * height)}); "
+            f"the limit is {_megapixels(max_pixels)}. Make it smaller and upload it again."
+        )
+    if min(width, height) < MIN_SIDE:
+        raise ImageError(
+            f"The image is {width}x{height} pixels; it must be at least "
+            f"{MIN_SIDE}x{MIN_SIDE} pixels."
+        )
+    if max(width, height) > MAX_ASPECT_RATIO * min(width, height):
+        raise ImageError(
+            f"The image is {width}x{height} pixels, too long and thin: the longer side "
+            f"may be at most {MAX_ASPECT_RATIO} times the shorter. Crop it closer to a square."
+        )
+
+
+def _request_reduced_jpeg_decode(image: Image.Image, max_side: int) -> None:
+    """Let libjpeg decode big photos at 1/2, 1/4 or 1/8 scale: far less memory.
+
+    The reduced image is still at least the downscale target, so LANCZOS does the
+    final resize as usual.
+    """
+    if image.format not in ("JPEG", "MPO") or max(image.size) <= max_side:
+        return
+    scale = max_side / max(image.size)
+    image.draft(None, (math.ceil(image.width * scale), math.ceil(image.height * scale)))
+
+
+def _to_rgb(image: Image.Image) -> Image.Image:
+    """Any PIL mode to RGB; transparent areas become white, as a page shows them."""
+    if image.mode in _HIGH_BIT_DEPTH_MODES:
+        image = _high_bit_depth_to_grayscale(image)
+    try:
+        if image.has_transparency_data:
+            rgba = image.convert("RGBA")
+            white = Image.new("RGBA", rgba.size, (255, 255, 255, 255))
+            return Image.alpha_composite(white, rgba).convert("RGB")
+        return image.convert("RGB")
+    except (ValueError, OSError):
+        raise ImageError(
+            f"The image uses a color format ({image.mode}) we cannot convert to RGB. "
+            "Save it as an ordinary PNG or JPEG and upload it again."
+        ) from None
+
+
+def _high_bit_depth_to_grayscale(image: Image.Image) -> Image.Image:
+    """16-bit / 32-bit / float grayscale to 8-bit by scaling, never by clipping."""
+    values = np.asarray(image).astype(np.float64)
+    values = np.nan_to_num(values, nan=0.0, posinf=0.0, neginf=0.0)
+    low, high = float(values.min()), float(values.max())
+    if image.mode.startswith("I;16") or (image.mode == "I" and low >= 0 and high <= 65535):
+        scaled = values / 257.0  # 65535 -> 255 exactly
+    elif image.mode == "F" and low >= 0 and high <= 1:
+        scaled = values * 255.0
+    elif high > low:  # unknown range: stretch what is there
+        scaled = (values - low) * (255.0 / (high - low))
+    else:
+        scaled = np.full_like(values, np.clip(low, 0, 255))
+    return Image.fromarray(np.clip(np.rint(scaled), 0, 255).astype(np.uint8))
+
+
+def _shrink_to(image: Image.Image, max_side: int) -> Image.Image:
+    longer = max(image.size)
+    if longer <= max_side:
+        return image
+    scale = max_side / longer
+    new_size = tuple(max(1, round(side * scale)) for side in image.size)
+    return image.resize(new_size, Image.Resampling.LANCZOS)
+
+
+def _megabytes(count: int) -> str:
+    return f"{count / 2**20:.1f} MB" if count % 2**20 else f"{count // 2**20} MB"
+
+
+def _megapixels(count: int) -> str:
+    return f"{count / 1e6:g} megapixels"
+
+
+# ---------------------------------------------------------------------------
+# Identity and model input
+# ---------------------------------------------------------------------------
+
+
+def image_sha256(image: Image.Image) -> str:
+    """A content hash (mode, size, pixels) to key caches; metadata is ignored."""
+    digest = hashlib.sha256()
+    digest.update(f"{image.mode}:{image.width}x{image.height}:".encode())
+    digest.update(image.tobytes())
+    return digest.hexdigest()
+
+
+_RESAMPLING = {
+    "nearest": Image.Resampling.NEAREST,
+    "bilinear": Image.Resampling.BILINEAR,
+    "bicubic": Image.Resampling.BICUBIC,
+    "lanczos": Image.Resampling.LANCZOS,
+    "box": Image.Resampling.BOX,
+    "hamming": Image.Resampling.HAMMING,
+}
+
+
+def fit_to_model(
+    img: Image.Image,
+    input_size: tuple[int, int],
+    crop_pct: float = 1.0,
+    interpolation: str = "bicubic",
+) -> Image.Image:
+    """The exact RGB image the model sees, of size `input_size` (H, W).
+
+    crop_pct < 1 follows timm's eval transform: resize (keeping the aspect ratio)
+    so the image covers floor(H / crop_pct) x floor(W / crop_pct), then center-crop
+    to H x W. crop_pct == 1 squashes the whole image to H x W, so nothing the
+    learner uploaded is hidden from the model (and from the maps).
+    """
+    target_h, target_w = _check_input_size(input_size)
+    if not 0 < crop_pct <= 1:
+        raise ValueError(f"crop_pct must be in (0, 1], got {crop_pct}")
+    if interpolation not in _RESAMPLING:
+        raise ValueError(
+            f"interpolation must be one of {', '.join(_RESAMPLING)}, got {interpolation!r}"
+        )
+    resample = _RESAMPLING[interpolation]
+    img = img if img.mode == "RGB" else img.convert("RGB")
+    if crop_pct == 1:
+        return img.resize((target_w, target_h), resample)
+    cover_h, cover_w = math.floor(target_h / crop_pct), math.floor(target_w / crop_pct)
+    resized_w, resized_h = _covering_size(img.width, img.height, cover_w, cover_h)
+    resized = img.resize((resized_w, resized_h), resample)
+    # Same rounding as torchvision's CenterCrop, which timm uses.
+    top = int(round((resized_h - target_h) / 2.0))
+    left = int(round((resized_w - target_w) / 2.0))
+    return resized.crop((left, top, left + target_w, top + target_h))
+
+
+def _covering_size(width: int, height: int, cover_w: int, cover_h: int) -> tuple[int, int]:
+    """Aspect-preserving size that covers cover_w x cover_h, rounded exactly as timm does.
+
+    timm uses torchvision's Resize(int) for square targets (the longer side is
+    truncated) and its own ResizeKeepRatio otherwise (both sides rounded); copying
+    both keeps our model input pixel-identical to timm's eval transform.
+    """
+    if cover_w == cover_h:
+        short, long = sorted((width, height))
+        new_long = int(cover_w * long / short)
+        return (cover_w, new_long) if width <= height else (new_long, cover_w)
+    ratio = min(height / cover_h, width / cover_w)
+    return round(width / ratio), round(height / ratio)
+
+
+def to_model_tensor(
+    model_image: Image.Image, mean: Sequence[float], std: Sequence[float]
+) -> torch.Tensor:
+    """(1, 3, H, W) float32: pixels scaled to [0, 1], then (x - mean) / std per channel."""
+    if len(mean) != 3 or len(std) != 3 or any(s == 0 for s in std):
+        raise ValueError(f"mean and std need 3 values each, std non-zero; got {mean}, {std}")
+    rgb = model_image if model_image.mode == "RGB" else model_image.convert("RGB")
+    tensor = TF.to_dtype(TF.to_image(rgb), torch.float32, scale=True)
+    tensor = TF.normalize(tensor, mean=list(mean), std=list(std))
+    return tensor.as_subclass(torch.Tensor).unsqueeze(0).contiguous()
+
+
+def _check_input_size(input_size: Sequence[int]) -> tuple[int, int]:
+    if len(input_size) != 2 or any(int(side) != side or side < 1 for side in input_size):
+        raise ValueError(f"input_size must be (height, width) in pixels, got {input_size}")
+    return int(input_size[0]), int(input_size[1])
