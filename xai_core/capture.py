@@ -1,0 +1,351 @@
+"""The capture engine: one forward (and one backward when asked) that records
+everything the explanation methods read.
+
+For every transformer block it records, under the names used throughout the
+project (B = batch, H = heads, Nq/Nk = query/key tokens, C = width, d = C/H):
+
+    ln1       (B, Nk, C)     LN1 output, the attention's input             [F1]
+    q, k, v   (B, H, N*, d)  queries (Nq), keys and values (Nk)
+    attn      (B, H, Nq, Nk) attention probabilities, rows sum to 1        [F2]
+    context   (B, Nq, C)     per-head context softmax(QK^T)V, heads concatenated
+                             (channel h*d + j), as it enters `attn.proj`     [F3]
+    attn_out  (B, Nq, C)     attention output after the projection
+    ln2       (B, Nq, C)     LN2 output                                      [F4]
+    mlp       (B, Nq, C)     MLP output                                      [F5]
+    out       (B, Nq, C)     block output                                    [F6]
+
+With a target, one `torch.autograd.grad` call gives the gradient of that scalar
+with respect to every recorded tensor (and the input pixels); nothing is left
+on the parameters and no hook outlives the call. Everything is returned as CPU
+float32 tensors so results can be cached and shared between sessions.
+
+Token layout is read from the model and the input: prefix tokens (CLS,
+distillation, registers), patch grid, patch size. CaiT's class-attention blocks
+(one [CLS] query over [CLS] + patches) are recorded with kind "class".
+"""
+
+from __future__ import annotations
+
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Callable
+
+import torch
+
+ScoreFn = Callable[[torch.Tensor], torch.Tensor]
+RECORDED = ("ln1", "q", "k", "v", "attn", "context", "attn_out", "ln2", "mlp", "out")
+
+
+class CaptureError(ValueError):
+    """The model or input does not fit the capture engine (message in words)."""
+
+
+@dataclass(frozen=True)
+class TokenLayout:
+    """How the token sequence maps onto the image."""
+
+    num_prefix_tokens: int
+    grid: tuple[int, int]  # (rows, cols) of patches
+    patch_size: tuple[int, int]  # (height, width) in pixels
+    input_size: tuple[int, int]  # (height, width) in pixels
+
+    @property
+    def num_patches(self) -> int:
+        return self.grid[0] * self.grid[1]
+
+    @property
+    def num_tokens(self) -> int:
+        return self.num_prefix_tokens + self.num_patches
+
+
+@dataclass
+class BlockRecord:
+    """What one block computed. `num_prefix_tokens` counts the prefix tokens in
+    this block's key sequence (0 in CaiT's patch blocks, 1 in its class blocks)."""
+
+    index: int
+    kind: str  # "self" (self-attention) or "class" (CaiT class attention)
+    num_prefix_tokens: int
+    acts: dict[str, torch.Tensor]
+    grads: dict[str, torch.Tensor] | None = None
+
+    @property
+    def num_heads(self) -> int:
+        return self.acts["attn"].shape[1]
+
+
+@dataclass
+class Capture:
+    layout: TokenLayout
+    blocks: list[BlockRecord]
+    output: torch.Tensor  # logits, or features for self-supervised models
+    score: float | None = None  # the target scalar, when a backward ran
+    input_grad: torch.Tensor | None = None
+    seconds: dict[str, float] = field(default_factory=dict)
+    passes: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def has_gradients(self) -> bool:
+        return self.score is not None
+
+    def self_attention_blocks(self) -> list[BlockRecord]:
+        return [block for block in self.blocks if block.kind == "self"]
+
+    def stacked(self, name: str, grads: bool = False, kind: str = "self") -> torch.Tensor:
+        """One recorded tensor for every block of `kind`, stacked: (L, ...)."""
+        blocks = [b for b in self.blocks if b.kind == kind]
+        if not blocks:
+            raise CaptureError(f"This model has no '{kind}' attention blocks.")
+        if grads and not self.has_gradients:
+            raise CaptureError("This capture ran without a target, so it has no gradients.")
+        return torch.stack([(b.grads if grads else b.acts)[name] for b in blocks])
+
+
+# --- where each block type keeps its pieces ---------------------------------------------------
+
+def _is_class_attention(block: torch.nn.Module) -> bool:
+    return hasattr(block.attn, "q") and hasattr(block.attn, "k") and not hasattr(block.attn, "qkv")
+
+
+def _is_talking_heads(block: torch.nn.Module) -> bool:
+    return hasattr(block.attn, "proj_w")
+
+
+def transformer_blocks(module: torch.nn.Module) -> list[tuple[str, torch.nn.Module]]:
+    """The blocks in forward order with their kind; CaiT's class blocks come last."""
+    blocks = [("self", b) for b in getattr(module, "blocks", [])]
+    blocks += [("class", b) for b in (getattr(module, "blocks_token_only", None) or [])]
+    if not blocks or not all(hasattr(b, "attn") and hasattr(b, "norm1") for _, b in blocks):
+        raise CaptureError(f"{type(module).__name__} is not a ViT the capture engine knows "
+                           "(it needs timm-style blocks with norm1/attn/norm2/mlp).")
+    return blocks
+
+
+def token_layout(module: torch.nn.Module, pixels: torch.Tensor) -> TokenLayout:
+    patch = getattr(getattr(module, "patch_embed", None), "patch_size", None)
+    if patch is None:
+        raise CaptureError("This model has no patch embedding, so it has no token grid.")
+    patch = (patch, patch) if isinstance(patch, int) else tuple(patch)
+    height, width = pixels.shape[-2:]
+    return TokenLayout(num_prefix_tokens=int(getattr(module, "num_prefix_tokens", 0)),
+                       grid=(height // patch[0], width // patch[1]), patch_size=patch,
+                       input_size=(height, width))
+
+
+class _Recorder:
+    """Hooks on one block that keep references to the tensors of the forward pass."""
+
+    def __init__(self, block: torch.nn.Module, kind: str):
+        self.block, self.kind, self.raw = block, kind, {}
+        self.handles: list = []
+        attn = block.attn
+        self._on_output(block.norm1, "ln1")
+        if kind == "class":
+            for name in ("q", "k", "v"):
+                self._on_output(getattr(attn, name), name + "_flat")
+        else:
+            self._on_output(attn.qkv, "qkv")
+        if _is_talking_heads(block):  # softmax probabilities enter the head-mixing layer
+            self._on_input(attn.proj_w, "attn_bnnh")
+        else:
+            self._on_output(attn.attn_drop, "attn")
+        self._on_input(attn.proj, "context")
+        self._on_output(attn.proj, "attn_out")
+        self._on_output(block.norm2, "ln2")
+        self._on_output(block.mlp, "mlp")
+        self._on_output(block, "out")
+
+    def _on_output(self, module, name):
+        self.handles.append(module.register_forward_hook(
+            lambda _m, _i, out: self.raw.__setitem__(name, out)))
+
+    def _on_input(self, module, name):
+        self.handles.append(module.register_forward_pre_hook(
+            lambda _m, args: self.raw.__setitem__(name, args[0])))
+
+    def remove(self):
+        for handle in self.handles:
+            handle.remove()
+
+    def tensors(self) -> dict[str, torch.Tensor]:
+        """The recorded tensors under their public names (views of the originals,
+        so gradients with respect to the originals map onto them)."""
+        raw, heads = self.raw, self.block.attn.num_heads
+        named = {k: raw[k] for k in ("ln1", "context", "attn_out", "ln2", "mlp", "out")}
+        named["attn"] = raw["attn"] if "attn" in raw else raw["attn_bnnh"].permute(0, 3, 1, 2)
+        if self.kind == "class":
+            for name in ("q", "k", "v"):
+                named[name] = _split_heads(raw[name + "_flat"], heads)
+        else:
+            qkv = raw["qkv"]
+            batch, tokens, _ = qkv.shape
+            q, k, v = qkv.reshape(batch, tokens, 3, heads, -1).permute(2, 0, 3, 1, 4).unbind(0)
+            named.update(q=q, k=k, v=v)
+        return named
+
+    def sources(self) -> dict[str, torch.Tensor]:
+        """The tensors autograd differentiates against (q/k/v come from qkv)."""
+        return dict(self.raw)
+
+
+def _split_heads(flat: torch.Tensor, heads: int) -> torch.Tensor:
+    if flat.dim() == 2:  # CaiT's class query is computed from x[:, 0] alone
+        flat = flat.unsqueeze(1)
+    batch, tokens, width = flat.shape
+    return flat.reshape(batch, tokens, heads, width // heads).permute(0, 2, 1, 3)
+
+
+@contextmanager
+def _unfused_attention(module: torch.nn.Module):
+    """Fused SDPA never materialises the attention matrix; switch it off for this call."""
+    switched = [m for m in module.modules() if getattr(m, "fused_attn", False)]
+    for m in switched:
+        m.fused_attn = False
+    try:
+        yield
+    finally:
+        for m in switched:
+            m.fused_attn = True
+
+
+def _as_cpu(tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    return {k: v.detach().to("cpu", torch.float32) for k, v in tensors.items()}
+
+
+def _gradients(score: torch.Tensor, recorders: list[_Recorder], pixels: torch.Tensor):
+    """One backward pass for every recorded tensor of every block, and the input."""
+    names = [(i, k) for i, r in enumerate(recorders) for k in r.sources()]
+    inputs = [recorders[i].sources()[k] for i, k in names] + [pixels]
+    grads = torch.autograd.grad(score, inputs, allow_unused=True)
+    grads = [torch.zeros_like(x) if g is None else g for x, g in zip(inputs, grads)]
+    per_block: list[dict[str, torch.Tensor]] = [{} for _ in recorders]
+    for (i, k), g in zip(names, grads[:-1]):
+        per_block[i][k] = g
+    return per_block, grads[-1]
+
+
+def _named_grads(recorder: _Recorder, raw_grads: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """Map raw gradients onto public names, re-using the recorder's view logic."""
+    original = recorder.raw
+    recorder.raw = raw_grads
+    try:
+        return recorder.tensors()
+    finally:
+        recorder.raw = original
+
+
+def run_capture(module: torch.nn.Module, pixels: torch.Tensor, score_fn: ScoreFn | None = None,
+                lock=None) -> Capture:
+    """Forward `pixels` through a timm ViT, recording every block; with `score_fn`
+    (model output -> scalar) also one backward pass for all gradients."""
+    layout = token_layout(module, pixels)
+    blocks = transformer_blocks(module)
+    with (lock if lock is not None else _no_lock()):
+        recorders = [_Recorder(block, kind) for kind, block in blocks]
+        try:
+            with _unfused_attention(module):
+                return _forward_backward(module, pixels, score_fn, layout, blocks, recorders)
+        finally:
+            for recorder in recorders:
+                recorder.remove()
+
+
+def _forward_backward(module, pixels, score_fn, layout, blocks, recorders) -> Capture:
+    want_grads = score_fn is not None
+    pixels = pixels.detach().clone().requires_grad_(want_grads)
+    started = time.perf_counter()
+    with torch.set_grad_enabled(want_grads):
+        output = module(pixels)
+        score = score_fn(output) if want_grads else None
+    forward_done = time.perf_counter()
+    raw_grads, input_grad = (_gradients(score, recorders, pixels) if want_grads
+                             else ([None] * len(recorders), None))
+    backward_done = time.perf_counter()
+    records = []
+    for index, ((kind, _), recorder, grads) in enumerate(zip(blocks, recorders, raw_grads)):
+        acts = recorder.tensors()
+        prefix = acts["k"].shape[2] - layout.num_patches
+        records.append(BlockRecord(
+            index=index, kind=kind, num_prefix_tokens=prefix, acts=_as_cpu(acts),
+            grads=_as_cpu(_named_grads(recorder, grads)) if grads is not None else None))
+    _check_layout(layout, records)
+    return Capture(
+        layout=layout, blocks=records, output=output.detach().to("cpu", torch.float32),
+        score=float(score.detach()) if want_grads else None,
+        input_grad=input_grad.detach().cpu() if want_grads else None,
+        seconds={"forward": forward_done - started, "backward": backward_done - forward_done},
+        passes={"forward": 1, "backward": int(want_grads)})
+
+
+def _check_layout(layout: TokenLayout, records: list[BlockRecord]) -> None:
+    for record in records:
+        if record.num_prefix_tokens < 0:
+            raise CaptureError(
+                f"Block {record.index} has {record.acts['k'].shape[2]} tokens but the grid "
+                f"{layout.grid} needs {layout.num_patches}; the input size does not fit the model.")
+
+
+@contextmanager
+def _no_lock():
+    yield
+
+
+def capture(model, pixels: torch.Tensor, score_fn: ScoreFn | None = None) -> Capture:
+    """Capture a loaded model (`xai_core.models.LoadedModel`) under its lock."""
+    return run_capture(model.module, pixels.to(model.device), score_fn, lock=model.lock)
+
+
+# --- CNNs ---------------------------------------------------------------------------------------
+
+@dataclass
+class CnnCapture:
+    layer: str
+    activations: torch.Tensor  # (B, K, h, w)
+    gradients: torch.Tensor | None
+    output: torch.Tensor
+    score: float | None = None
+    input_grad: torch.Tensor | None = None
+    seconds: dict[str, float] = field(default_factory=dict)
+
+
+def conv_layer_names(module: torch.nn.Module) -> list[str]:
+    """Layers whose output is a spatial feature map, in forward order (for the layer picker)."""
+    return [name for name, m in module.named_modules()
+            if name and isinstance(m, (torch.nn.Conv2d, torch.nn.BatchNorm2d))]
+
+
+def run_cnn_capture(module: torch.nn.Module, pixels: torch.Tensor, layer: str,
+                    score_fn: ScoreFn | None = None, lock=None) -> CnnCapture:
+    """Record one conv stage's activations (and, with a target, their gradients)."""
+    try:
+        target = module.get_submodule(layer)
+    except AttributeError:
+        raise CaptureError(f"The model has no layer named '{layer}'.") from None
+    with (lock if lock is not None else _no_lock()):
+        store: dict[str, torch.Tensor] = {}
+        handle = target.register_forward_hook(lambda _m, _i, out: store.__setitem__("a", out))
+        try:
+            want_grads = score_fn is not None
+            pixels = pixels.detach().clone().requires_grad_(want_grads)
+            started = time.perf_counter()
+            with torch.set_grad_enabled(want_grads):
+                output = module(pixels)
+                score = score_fn(output) if want_grads else None
+            forward_done = time.perf_counter()
+            grads = (torch.autograd.grad(score, [store["a"], pixels]) if want_grads
+                     else (None, None))
+            done = time.perf_counter()
+        finally:
+            handle.remove()
+    cpu = lambda t: None if t is None else t.detach().to("cpu", torch.float32)  # noqa: E731
+    return CnnCapture(layer=layer, activations=cpu(store["a"]), gradients=cpu(grads[0]),
+                      output=cpu(output), score=float(score) if want_grads else None,
+                      input_grad=cpu(grads[1]),
+                      seconds={"forward": forward_done - started, "backward": done - forward_done})
+
+
+def capture_cnn(model, pixels: torch.Tensor, layer: str | None = None,
+                score_fn: ScoreFn | None = None) -> CnnCapture:
+    layer = layer or model.spec.cnn_target_layer
+    return run_cnn_capture(model.module, pixels.to(model.device), layer, score_fn, lock=model.lock)

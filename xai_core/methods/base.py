@@ -1,0 +1,100 @@
+"""The method registry behind `python -m xai_core explain` and the comparison page.
+
+A method module defines a function `(request) -> ExplainResult` and decorates it
+with `@register(name, family=..., needs_target=...)`. `request` carries the
+loaded model, the image, the resolved target class index (or None) and the
+user's `--set key=value` options.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+from PIL import Image
+
+
+class OptionError(ValueError):
+    """A method option that is unknown or out of range (message in words)."""
+
+
+class Options:
+    """String options from the CLI or the UI, read with typed, range-checked getters."""
+
+    def __init__(self, values: dict[str, Any] | None = None):
+        self.values = dict(values or {})
+        self._read: set[str] = set()
+
+    def _raw(self, key, default):
+        self._read.add(key)
+        return self.values.get(key, default)
+
+    def get_int(self, key: str, default: int, low: int, high: int) -> int:
+        raw = self._raw(key, default)
+        try:
+            value = int(raw)
+        except (TypeError, ValueError):
+            raise OptionError(f"Option {key} must be a whole number, got '{raw}'.") from None
+        if not low <= value <= high:
+            raise OptionError(f"Option {key}={value} is out of range ({low}-{high}).")
+        return value
+
+    def get_float(self, key: str, default: float, low: float, high: float) -> float:
+        raw = self._raw(key, default)
+        try:
+            value = float(raw)
+        except (TypeError, ValueError):
+            raise OptionError(f"Option {key} must be a number, got '{raw}'.") from None
+        if not (low <= value <= high):
+            raise OptionError(f"Option {key}={value} is out of range ({low}-{high}).")
+        return value
+
+    def get_choice(self, key: str, default: str, choices: tuple[str, ...]) -> str:
+        value = str(self._raw(key, default))
+        if value not in choices:
+            raise OptionError(f"Option {key}='{value}' is not one of: {', '.join(choices)}.")
+        return value
+
+    def check_all_used(self) -> None:
+        unknown = sorted(set(self.values) - self._read)
+        if unknown:
+            raise OptionError(f"Unknown option(s) for this method: {', '.join(unknown)}.")
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(self.values)
+
+
+@dataclass
+class ExplainRequest:
+    model: Any  # xai_core.models.LoadedModel
+    image: Image.Image
+    target: int | None
+    options: Options
+    head: Any = None  # a session's own k-NN head, when it has one
+
+
+@dataclass
+class ExplainResult:
+    map: np.ndarray  # raw, unnormalised, grid-shaped float32
+    arrays: dict[str, np.ndarray] = field(default_factory=dict)  # per head / per block
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class MethodInfo:
+    name: str
+    family: str  # "vit" or "cnn"
+    needs_target: bool
+    run: Callable[[ExplainRequest], ExplainResult]
+    summary: str
+
+
+METHODS: dict[str, MethodInfo] = {}
+
+
+def register(name: str, family: str, needs_target: bool, summary: str):
+    def decorate(function):
+        METHODS[name] = MethodInfo(name, family, needs_target, function, summary)
+        return function
+    return decorate

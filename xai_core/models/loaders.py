@@ -1,0 +1,202 @@
+"""Load models once per process: bundled weights offline, hub weights when reachable."""
+
+from __future__ import annotations
+
+import os
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from ..locks import FairLock
+from .registry import ModelSpec, get_spec
+
+CACHE_ENV = "VIT_LENS_CACHE_DIR"
+WEIGHTS_ENV = "VIT_LENS_WEIGHTS_DIR"
+DEVICE_ENV = "VIT_LENS_DEVICE"
+
+
+class ModelUnavailableError(RuntimeError):
+    """A model whose weights cannot be had here; the message says why in words."""
+
+
+def cache_dir() -> Path:
+    """Where converted weights and memory banks live (XDG cache unless overridden)."""
+    base = os.environ.get(CACHE_ENV)
+    if not base:
+        xdg = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+        base = str(Path(xdg) / "vit-lens")
+    path = Path(base)
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def default_device() -> torch.device:
+    wanted = os.environ.get(DEVICE_ENV)
+    if wanted:
+        return torch.device(wanted)
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def hub_offline() -> bool:
+    return os.environ.get("HF_HUB_OFFLINE", "").lower() in {"1", "true", "yes"}
+
+
+@dataclass(frozen=True)
+class Availability:
+    available: bool
+    reason: str
+
+
+@dataclass
+class LoadedModel:
+    """A ready-to-run model plus what every caller needs beside it.
+
+    `lock` guards every use of `module` (hooks and flags are shared state).
+    """
+
+    spec: ModelSpec
+    module: torch.nn.Module
+    device: torch.device
+    random_weights: bool
+    weights_source: str
+    class_names: list[str] = field(default_factory=list)
+    head: object | None = None  # ImageNetHead / KnnHead; None for text models
+    lock: FairLock = field(default_factory=FairLock)
+    extras: dict = field(default_factory=dict)
+
+    @property
+    def label(self) -> str:
+        """The name to show wherever this model's results appear."""
+        name = self.spec.display_name
+        return f"{name} [RANDOM WEIGHTS - shapes only]" if self.random_weights else name
+
+    def num_parameters(self) -> int:
+        return sum(p.numel() for p in self.module.parameters())
+
+
+def _local_weights_file(spec: ModelSpec) -> Path | None:
+    folder = os.environ.get(WEIGHTS_ENV)
+    if not folder:
+        return None
+    for name in (spec.id, spec.timm_name or ""):
+        candidate = Path(folder) / f"{name}.safetensors"
+        if name and candidate.is_file():
+            return candidate
+    return None
+
+
+def _hub_cached_file(spec: ModelSpec) -> str | None:
+    from huggingface_hub import try_to_load_from_cache
+    from timm.models import get_pretrained_cfg
+
+    hub_id = get_pretrained_cfg(spec.timm_name).hf_hub_id
+    for filename in ("model.safetensors", "pytorch_model.bin"):
+        found = try_to_load_from_cache(hub_id, filename)
+        if isinstance(found, str):
+            return found
+    return None
+
+
+_load_failures: dict[str, str] = {}
+
+
+def availability(model_id: str) -> Availability:
+    """Whether `model_id` can load here, and in words why or why not."""
+    spec = get_spec(model_id)
+    if spec.is_bundled:
+        from . import bundled
+
+        return bundled.availability(spec)
+    if model_id in _load_failures:
+        return Availability(False, _load_failures[model_id])
+    if local := _local_weights_file(spec):
+        return Availability(True, f"Weights from the local file {local}.")
+    if _hub_cached_file(spec):
+        return Availability(True, "Weights already downloaded to the Hugging Face cache.")
+    if hub_offline():
+        return Availability(
+            False,
+            f"{spec.display_name} needs weights from the Hugging Face hub, which is switched "
+            f"off here (HF_HUB_OFFLINE=1) and nothing is cached. Put {spec.id}.safetensors in "
+            f"${WEIGHTS_ENV} or start once with network access.",
+        )
+    return Availability(True, "Will download from the Hugging Face hub on first use.")
+
+
+def _create_hub_model(spec: ModelSpec, random_weights: bool) -> tuple[torch.nn.Module, str]:
+    import timm
+
+    if random_weights:
+        return timm.create_model(spec.timm_name, pretrained=False), "random initialisation"
+    status = availability(spec.id)
+    if not status.available:
+        raise ModelUnavailableError(status.reason)
+    overlay = {}
+    if local := _local_weights_file(spec):
+        overlay = {"file": str(local)}
+    try:
+        module = timm.create_model(spec.timm_name, pretrained=True, pretrained_cfg_overlay=overlay)
+    except Exception as error:  # network, missing file, corrupt download: say which
+        reason = (f"{spec.display_name} could not be loaded from the hub: "
+                  f"{type(error).__name__}: {str(error).splitlines()[0][:200]}")
+        _load_failures[spec.id] = reason
+        raise ModelUnavailableError(reason) from error
+    return module, status.reason
+
+
+def _imagenet_class_names() -> list[str]:
+    from timm.data import ImageNetInfo
+
+    info = ImageNetInfo()
+    return [info.index_to_description(i) for i in range(info.num_classes())]
+
+
+def _prepare(module: torch.nn.Module, device: torch.device) -> torch.nn.Module:
+    module.eval().to(device)
+    for parameter in module.parameters():
+        parameter.requires_grad_(False)  # gradients flow to activations only
+    return module
+
+
+def _build(model_id: str, random_weights: bool, device: torch.device) -> LoadedModel:
+    spec = get_spec(model_id)
+    if spec.is_bundled:
+        from . import bundled
+
+        if random_weights:
+            raise ModelUnavailableError(f"{spec.display_name} is bundled; it has real weights.")
+        module, source = bundled.create(spec)
+    else:
+        module, source = _create_hub_model(spec, random_weights)
+    loaded = LoadedModel(spec=spec, module=_prepare(module, device), device=device,
+                         random_weights=random_weights, weights_source=source)
+    if spec.head == "imagenet":
+        from ..heads import ImageNetHead
+
+        loaded.head = ImageNetHead(_imagenet_class_names())
+        loaded.class_names = loaded.head.class_names
+    elif spec.head == "knn":
+        from ..knn import attach_default_bank
+
+        attach_default_bank(loaded)
+    return loaded
+
+
+_models: dict[tuple[str, bool, str], LoadedModel] = {}
+_models_lock = threading.Lock()
+
+
+def get_model(model_id: str, random_weights: bool = False,
+              device: torch.device | None = None) -> LoadedModel:
+    """The process-wide instance of a model, loaded on first use.
+
+    Raises `ModelUnavailableError` (with the reason in words) or `UnknownModelError`.
+    """
+    device = device or default_device()
+    key = (model_id, random_weights, str(device))
+    with _models_lock:  # one load at a time: loads are rare and memory-heavy
+        if key not in _models:
+            _models[key] = _build(model_id, random_weights, device)
+        return _models[key]

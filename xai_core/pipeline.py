@@ -1,0 +1,123 @@
+"""The one road from (model, image, target) to predictions and captures.
+
+Pages, the CLI and the benchmarks all call these functions, so every number in
+the app comes from the same code path and the same bounded caches.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import torch
+from PIL import Image
+
+from .cache import BoundedCache
+from .capture import Capture, CnnCapture, capture, capture_cnn
+from .images import fit_to_model, image_sha256, to_model_tensor
+
+CAPTURE_CACHE = BoundedCache(
+    max_entries=int(os.environ.get("VIT_LENS_CAPTURE_ENTRIES", 24)),
+    max_bytes=int(os.environ.get("VIT_LENS_CAPTURE_MB", 1536)) * 2**20)
+
+
+class TargetError(ValueError):
+    """An unknown class name or an out-of-range class index (message in words)."""
+
+
+@dataclass(frozen=True)
+class PreparedInput:
+    model_image: Image.Image  # exactly what the model sees, for overlays
+    pixels: torch.Tensor  # (1, 3, H, W) normalised, on the CPU
+    sha256: str  # of the ORIGINAL image: the cache key
+
+
+def prepare(model, image: Image.Image) -> PreparedInput:
+    spec = model.spec
+    fitted = fit_to_model(image, spec.input_size, spec.crop_pct, spec.interpolation)
+    return PreparedInput(fitted, to_model_tensor(fitted, spec.mean, spec.std), image_sha256(image))
+
+
+@dataclass(frozen=True)
+class Prediction:
+    index: int
+    label: str
+    probability: float
+
+
+def head_of(model, head=None):
+    head = head or model.head
+    if head is None:
+        raise TargetError(f"{model.spec.display_name} has no classifier or k-NN head.")
+    return head
+
+
+def _plain_output(model, pixels: torch.Tensor) -> torch.Tensor:
+    with model.lock, torch.inference_mode():
+        return model.module(pixels.to(model.device)).float().cpu()
+
+
+def model_output(model, image: Image.Image) -> torch.Tensor:
+    """The model's raw output (logits, or CLS features) for one image, cached."""
+    prepared = prepare(model, image)
+    key = ("output", model.spec.id, model.random_weights, prepared.sha256)
+    return CAPTURE_CACHE.get_or_compute(key, lambda: _plain_output(model, prepared.pixels))
+
+
+def predict(model, image: Image.Image, topk: int = 5, head=None) -> list[Prediction]:
+    head = head_of(model, head)
+    probabilities = head.probabilities(model_output(model, image))
+    top = probabilities.topk(min(topk, probabilities.numel()))
+    return [Prediction(i, head.class_names[i], float(p))
+            for p, i in zip(top.values.tolist(), top.indices.tolist())]
+
+
+def resolve_target(model, target: int | str | None, image: Image.Image | None = None,
+                   head=None) -> int:
+    """A class index from an index, an exact or unique partial class name, or the
+    top prediction (None)."""
+    head = head_of(model, head)
+    names = head.class_names
+    if target is None:
+        if image is None:
+            raise TargetError("A target class or an image to predict is needed.")
+        return predict(model, image, topk=1, head=head)[0].index
+    if isinstance(target, str) and target.strip().lstrip("-").isdigit():
+        target = int(target)
+    if isinstance(target, int):
+        if not 0 <= target < len(names):
+            raise TargetError(f"Class index {target} is out of range (0-{len(names) - 1}).")
+        return target
+    return _class_by_name(names, target)
+
+
+def _class_by_name(names: list[str], wanted: str) -> int:
+    wanted = wanted.strip().lower()
+    for i, name in enumerate(names):
+        if wanted in [part.strip().lower() for part in name.split(",")] or name.lower() == wanted:
+            return i
+    partial = [i for i, name in enumerate(names) if wanted and wanted in name.lower()]
+    if len(partial) == 1:
+        return partial[0]
+    if partial:
+        examples = "; ".join(names[i] for i in partial[:5])
+        raise TargetError(f"'{wanted}' matches several classes ({examples}...). Be more specific.")
+    raise TargetError(f"No class is called '{wanted}'.")
+
+
+def vit_capture(model, image: Image.Image, target: int | None = None, head=None) -> Capture:
+    """One forward (+ one backward for a target class index) of a ViT, cached."""
+    prepared = prepare(model, image)
+    head_key = head_of(model, head).fingerprint() if target is not None else None
+    key = ("vit", model.spec.id, model.random_weights, prepared.sha256, target, head_key)
+    score_fn = head_of(model, head).score_fn(target) if target is not None else None
+    return CAPTURE_CACHE.get_or_compute(key, lambda: capture(model, prepared.pixels, score_fn))
+
+
+def cnn_capture(model, image: Image.Image, target: int, layer: str | None = None) -> CnnCapture:
+    prepared = prepare(model, image)
+    layer = layer or model.spec.cnn_target_layer
+    key = ("cnn", model.spec.id, model.random_weights, prepared.sha256, target, layer)
+    score_fn = head_of(model).score_fn(target)
+    return CAPTURE_CACHE.get_or_compute(
+        key, lambda: capture_cnn(model, prepared.pixels, layer, score_fn))
