@@ -1,0 +1,118 @@
+"""Caching glue between Streamlit sessions and `xai_core`.
+
+Models and captures live in `xai_core`'s process-wide, lock-guarded, bounded
+caches (shared by every session: they are keyed by content, so sharing leaks
+nothing). What belongs to one person - their upload, their k-NN examples,
+their choices - lives in `st.session_state` only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import streamlit as st
+from PIL import Image
+
+from xai_core import pipeline
+from xai_core.capture import CaptureError
+from xai_core.images import COLLAGE_ID, COLLAGE_TITLE, SAMPLES, ImageError, load_sample
+from xai_core.models import (DEFAULT_CNN, DEFAULT_VIT, ModelUnavailableError, availability,
+                             get_model, get_spec)
+
+UPLOAD_CHOICE = "upload"
+# Everything a page can fail on because of user input or an unavailable model.
+USER_ERRORS = (ImageError, ModelUnavailableError, pipeline.TargetError, CaptureError, ValueError)
+
+
+@dataclass(frozen=True)
+class Selection:
+    """What the sidebar chose, read by every page."""
+
+    vit_id: str
+    vit_random: bool
+    cnn_id: str
+    cnn_random: bool
+    image_choice: str
+    presentation: bool
+
+
+def image_title(choice: str) -> str:
+    if choice == COLLAGE_ID:
+        return COLLAGE_TITLE
+    if choice == UPLOAD_CHOICE:
+        return "Your upload"
+    return SAMPLES[choice].title
+
+
+def selection() -> Selection:
+    state = st.session_state
+    return Selection(
+        vit_id=state.get("vit_model", DEFAULT_VIT), vit_random=state.get("vit_random", False),
+        cnn_id=state.get("cnn_model", DEFAULT_CNN), cnn_random=state.get("cnn_random", False),
+        image_choice=state.get("image_choice", "chelsea"),
+        presentation=state.get("presentation", False))
+
+
+@st.cache_resource(max_entries=16, show_spinner=False)
+def _cached_sample(sample_id: str) -> Image.Image:
+    return load_sample(sample_id)
+
+
+def current_image() -> Image.Image | None:
+    """The chosen image; None (with a message shown) when an upload is missing or bad."""
+    choice = selection().image_choice
+    if choice != UPLOAD_CHOICE:
+        return _cached_sample(choice)
+    upload = st.session_state.get("upload_image")
+    if upload is None:
+        st.info("Upload an image in the sidebar, or pick one from the gallery.")
+    return upload
+
+
+def load_model_or_explain(model_id: str, random_weights: bool = False):
+    """The loaded model, or None after telling the user in words why it cannot load."""
+    spec = get_spec(model_id)
+    if not random_weights:
+        status = availability(model_id)
+        if not status.available:
+            st.warning(f"**{spec.display_name} is unavailable.** {status.reason} "
+                       "Tick *random weights* in the sidebar to explore its token layout "
+                       "with untrained weights.")
+            return None
+    try:
+        with st.spinner(f"Loading {spec.display_name}..."):
+            model = get_model(model_id, random_weights=random_weights)
+    except ModelUnavailableError as error:
+        st.warning(f"**{spec.display_name} is unavailable.** {error}")
+        return None
+    if model.random_weights:
+        st.error(f"{model.label}: this model has untrained random weights. Its maps show the "
+                 "token layout and the code path only - they explain nothing.")
+    return model
+
+
+def current_vit():
+    chosen = selection()
+    return load_model_or_explain(chosen.vit_id, chosen.vit_random)
+
+
+def current_cnn():
+    chosen = selection()
+    return load_model_or_explain(chosen.cnn_id, chosen.cnn_random)
+
+
+def session_head(model):
+    """The head for this session: the shared one, or this session's own k-NN bank
+    with the examples the user added (never visible to other sessions)."""
+    banks = st.session_state.setdefault("knn_banks", {})
+    return banks.get((model.spec.id, model.random_weights), model.head)
+
+
+def add_knn_example(model, image: Image.Image, label: str) -> None:
+    from xai_core.heads import KnnHead
+    from xai_core.images import image_sha256
+    from xai_core.knn import embed_images
+
+    features = embed_images(model, [pipeline.prepare(model, image).model_image])
+    bank = session_head(model).bank.with_examples(features, label, f"upload:{image_sha256(image)[:8]}")
+    st.session_state["knn_banks"][(model.spec.id, model.random_weights)] = KnnHead(bank)

@@ -1,0 +1,61 @@
+"""Shared presentation pieces: figures, presentation mode, pickers, friendly errors."""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+
+import plotly.graph_objects as go
+import streamlit as st
+
+from . import state
+
+PRESENTATION_FONT = 22
+NORMAL_FONT = 13
+
+
+def font_size() -> int:
+    return PRESENTATION_FONT if state.selection().presentation else NORMAL_FONT
+
+
+def show_figure(fig: go.Figure, key: str, **kwargs):
+    """Every Plotly figure goes through here, so presentation mode reaches them all."""
+    fig.update_layout(font=dict(size=font_size()))
+    return st.plotly_chart(fig, key=key, width="stretch", **kwargs)
+
+
+def apply_presentation_css() -> None:
+    if state.selection().presentation:
+        st.markdown(
+            "<style>html, body, [class*='st-'], .stMarkdown p, .stMarkdown li "
+            "{font-size: 1.35rem !important;} h1 {font-size: 3rem !important;}</style>",
+            unsafe_allow_html=True)
+
+
+@contextmanager
+def friendly_errors():
+    """Turn bad input or an unavailable model into a message instead of a traceback."""
+    try:
+        yield
+    except state.USER_ERRORS as error:
+        st.error(str(error))
+
+
+def target_picker(model, image, key: str, label: str = "Target class", head=None) -> int | None:
+    """Top predictions first, then every class (searchable). Returns a class index."""
+    from xai_core.pipeline import predict
+
+    head = head or model.head
+    if head is None:
+        return None
+    names = head.class_names
+    top = [p.index for p in predict(model, image, topk=5, head=head)]
+    options = top + [i for i in range(len(names)) if i not in top]
+    return st.selectbox(
+        label, options, key=key,
+        format_func=lambda i: f"{names[i]}" + ("  (top-5)" if i in top else ""),
+        help="Pick a class from the top predictions, or type to search all classes.")
+
+
+def model_caption(model) -> None:
+    st.caption(f"Model: **{model.label}** · weights: {model.weights_source} · "
+               f"device: {model.device}")

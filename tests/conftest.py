@@ -1,0 +1,9 @@
+import os
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+# No hub in tests: hub models must report "unavailable", never try the network.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("VIT_LENS_DEVICE", "cpu")
