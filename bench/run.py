@@ -1,0 +1,51 @@
+"""`make bench`: run every bench/bench_*.py, print one table, write bench/results.json.
+
+Each module exposes `run() -> list[dict]` with rows
+{"name": str, "value": float, "unit": str, "note": str (optional)}.
+Pass module names (e.g. `foundation`) to run only those.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+
+def device_name() -> str:
+    if torch.cuda.is_available():
+        return torch.cuda.get_device_name(0)
+    return f"CPU ({platform.processor() or platform.machine()}, {torch.get_num_threads()} threads)"
+
+
+def main(selected: list[str]) -> None:
+    modules = sorted(p.stem for p in HERE.glob("bench_*.py"))
+    if selected:
+        modules = [m for m in modules if m.removeprefix("bench_") in selected or m in selected]
+    results = {"device": device_name(), "torch": torch.__version__, "sections": {}}
+    print(f"ViT Lens benchmarks on {results['device']}")
+    for name in modules:
+        started = time.perf_counter()
+        rows = importlib.import_module(f"bench.{name}").run()
+        results["sections"][name] = rows
+        print(f"\n== {name.removeprefix('bench_')} ({time.perf_counter() - started:.0f} s)")
+        for row in rows:
+            note = f"  {row['note']}" if row.get("note") else ""
+            print(f"  {row['name']:<58} {row['value']:>10.3f} {row['unit']:<6}{note}")
+    out = HERE / f"results-{'cuda' if torch.cuda.is_available() else 'cpu'}.json"
+    out.write_text(json.dumps(results, indent=2))
+    print(f"\nwrote {out}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
