@@ -1,0 +1,238 @@
+"""Page 8: attention in a text transformer - head view, head specialisation, layer
+progression, rollout, and where attention and gradient importance part ways."""
+
+import math
+
+import pandas as pd
+import streamlit as st
+
+from dashboard import state, ui
+from xai_core import figures_text as ft
+from xai_core import text
+from xai_core import text_metrics as tm
+from xai_core.models import DEFAULT_TEXT
+
+# title -> (sentence to inspect, second sentence for the similarity target)
+EXAMPLES = {
+    "Pronoun to resolve (it = animal?)": (
+        "The animal didn't cross the street because it was too tired.",
+        "The animal was exhausted."),
+    "Pronoun to resolve (it = street?)": (
+        "The animal didn't cross the street because it was too wide.",
+        "The road was very broad."),
+    "Winograd: trophy and suitcase": (
+        "The trophy doesn't fit into the brown suitcase because it is too large.",
+        "The trophy is big."),
+    "Negation": ("This film was not good at all, although the actors tried hard.",
+                 "I loved this movie."),
+    "Rare word split into pieces": ("Photosynthesis converts sunlight into chemical energy.",
+                                    "Plants make food from light."),
+}
+CUSTOM = "(type your own)"
+
+
+def use_example() -> None:
+    chosen = st.session_state["text_example"]
+    if chosen in EXAMPLES:
+        st.session_state["text_input"], st.session_state["text_reference"] = EXAMPLES[chosen]
+
+
+def clicked_token(chart_key: str) -> int | None:
+    """The token index of the last clicked marker in a lines chart, if any."""
+    event = st.session_state.get(chart_key)
+    points = (event or {}).get("selection", {}).get("points", []) if event else []
+    for point in points:
+        if point.get("customdata") is not None:
+            return int(point["customdata"])
+    return None
+
+
+st.title("Attention in a text transformer")
+st.markdown(
+    "Vision Transformers borrowed their attention from language models. Here is the original "
+    "setting: a sentence becomes word pieces, and in every layer each of the 12 heads decides, "
+    "for every token, how to split one unit of attention over all the tokens. This page lets "
+    "you read those weights, find heads with a recognisable habit, follow how attention "
+    "changes with depth - and then check whether the tokens that get the attention are the "
+    "ones the output actually depends on.")
+
+model = state.load_model_or_explain(DEFAULT_TEXT)
+if model is None:
+    st.stop()
+ui.model_caption(model)
+
+first = next(iter(EXAMPLES.values()))
+st.session_state.setdefault("text_input", first[0])
+st.session_state.setdefault("text_reference", first[1])
+st.selectbox("Example", list(EXAMPLES) + [CUSTOM], key="text_example", on_change=use_example,
+             persist_state="session",
+             help="Choosing an example fills both sentences below; then edit freely.")
+sentence = st.text_area("Sentence to inspect", key="text_input", height=90, max_chars=5000,
+                        persist_state="session")
+
+try:
+    capture = text.text_capture(model, sentence)
+except text.TextInputError as error:
+    st.warning(str(error))
+    st.stop()
+
+if capture.tokenised.truncated:
+    st.warning(capture.tokenised.notice())
+
+tokens = capture.tokens
+n, layers, heads = capture.num_tokens, capture.num_layers, capture.num_heads
+
+st.subheader("The tokens the model sees")
+st.markdown(" ".join(f"`{token}`" for token in tokens))
+st.caption(f"{n} tokens. [CLS] opens and [SEP] closes every input; a piece starting with ## "
+           "continues the word before it. The uncased model lower-cases everything first.")
+
+# ------------------------------------------------------------------ head view
+st.subheader("Head view")
+st.markdown(
+    "Each row of the heatmap is one **query** token; its colours show how that token's "
+    "attention is split over the **keys** (columns), and every row adds up to 1. The line "
+    "view shows the same numbers the way bertviz does: queries on the left, keys on the "
+    "right, thicker and darker lines for larger weights. Click a token on the left (or pick "
+    "it below) to pick out its row.")
+view_options = ["one head", "mean of the heads", "all heads of the layer"]
+left, middle, right = st.columns(3)
+layer = left.slider("Layer", 0, layers - 1, layers - 1, key="text_layer", bind="query-params")
+view = middle.radio("Show", view_options, key="text_view", horizontal=True)
+head = right.slider("Head", 0, heads - 1, 0, key="text_head", bind="query-params",
+                    disabled=view != "one head")
+
+if view == "all heads of the layer":
+    ui.show_figure(ft.all_heads_grid(capture.attentions[layer], tokens,
+                                     f"Layer {layer}: all {heads} heads (rows = queries)"),
+                   key="text_heads_grid")
+else:
+    matrix = capture.attentions[layer, head] if view == "one head" \
+        else capture.attentions[layer].mean(0)
+    label = f"layer {layer}, head {head}" if view == "one head" \
+        else f"layer {layer}, mean of {heads} heads"
+    lines_key, highlight_key = "text_lines", f"text_highlight_{hash(tokens)}"
+    clicked = clicked_token(lines_key)
+    if clicked is not None and clicked < n and clicked != st.session_state.get("text_last_click"):
+        st.session_state["text_last_click"] = clicked
+        st.session_state[highlight_key] = clicked
+    highlight = st.selectbox("Highlight the row of", [None] + list(range(n)), key=highlight_key,
+                             format_func=lambda i: "no token" if i is None
+                             else f"{i}: {tokens[i]}")
+    top_k = 8 if n > 64 else None
+    heat, lines = st.columns([1.15, 1])
+    with heat:
+        ui.show_figure(ft.attention_heatmap(matrix, tokens, f"Attention, {label}",
+                                            highlight=highlight), key="text_heatmap")
+    with lines:
+        ui.show_figure(ft.attention_lines(matrix, tokens, f"Lines, {label}", highlight=highlight,
+                                          top_k=top_k),
+                       key=lines_key, on_select="rerun", selection_mode="points")
+    st.caption("Lines below 0.01 are not drawn"
+               + (f"; with {n} tokens only each query's {top_k} largest weights are."
+                  if top_k else "."))
+
+# ------------------------------------------------------------------ specialisation
+st.subheader("Head specialisation")
+st.markdown(
+    "Some heads have a habit that shows on almost any sentence: looking at the previous or "
+    "next word, at the token itself, or parking their attention on [CLS] or [SEP] (Clark et "
+    "al., 2019, read heavy [SEP] attention as a head having nothing to do). Each number "
+    "below is averaged over all query rows of this sentence: **self** is the mean of the "
+    "diagonal, **previous/next token** the mean of the diagonal just below/above it, "
+    "**[CLS]/[SEP]-directed** the mean weight landing on those tokens, and **entropy** the "
+    f"mean row entropy in nats (0 = all on one token; log {n} = {math.log(n):.2f} = spread "
+    "evenly). Click a column header to sort.")
+rows = tm.specialisation_rows(capture.attentions, capture.cls_index, capture.sep_indices)
+table = pd.DataFrame(rows).rename(columns={k: title for k, (title, _) in tm.METRICS.items()})
+st.dataframe(table, hide_index=True, height=260, key="text_spec_table",
+             column_config={title: st.column_config.NumberColumn(format="%.3f")
+                            for title, _ in tm.METRICS.values()})
+question = st.selectbox("Find the heads that ...", list(tm.HEAD_QUESTIONS), key="text_question")
+metric = tm.HEAD_QUESTIONS[question][0]
+found = tm.find_heads(rows, question, count=5)
+st.markdown("Best matches: " + ", ".join(
+    f"**L{r['layer']} H{r['head']}** ({r[metric]:.2f})" for r in found)
+    + f". High {tm.METRICS[metric][0]} means {tm.METRICS[metric][1]}.")
+metrics = tm.head_metrics(capture.attentions, capture.cls_index, capture.sep_indices)
+per_head = ft.head_metric_heatmap(metrics[metric], f"{tm.METRICS[metric][0]} for every layer "
+                                  "and head", tm.METRICS[metric][0])
+ui.show_figure(per_head, key="text_metric_heatmap")
+
+# ------------------------------------------------------------------ layers
+st.subheader("Layer by layer")
+progression = tm.layer_progression(capture.attentions, capture.cls_index, capture.sep_indices)
+ui.show_figure(ft.layer_progression_figure(progression, "Averages over heads and queries"),
+               key="text_progression")
+st.markdown(
+    "Entropy is shown as a fraction of log N, the entropy of perfectly even attention, so "
+    "sentences of different lengths compare. A drop means the layer's heads focus on fewer "
+    "tokens; a rise in the [CLS] or [SEP] share usually means more heads are idling there "
+    "rather than reading a particular word.")
+
+# ------------------------------------------------------------------ rollout
+st.subheader("Rollout next to raw attention")
+rollout = tm.attention_rollout(capture.attentions)
+last = capture.attentions[-1].mean(0)
+ui.show_figure(ft.token_bars(
+    tokens, {"raw attention from [CLS], last layer (mean of heads)": last[capture.cls_index],
+             "rollout from [CLS] through all layers": rollout[capture.cls_index]},
+    "Where [CLS] looks: one layer vs. all layers", "weight (each sums to 1)"),
+    key="text_rollout")
+st.markdown(
+    "Rollout (Abnar & Zuidema, 2020) follows attention through every layer: each layer's "
+    "heads are averaged, the identity is added for the residual connection, rows are "
+    "renormalised, and the layers are multiplied in order - the convention of Chefer et al.'s "
+    "`compute_rollout_attention`, the same one page 4 uses for images. Because of the "
+    "residual term, rollout keeps more weight on each token's own position and smooths out "
+    "the sharp [SEP] spikes of single layers.")
+
+# ------------------------------------------------------------------ attention vs gradient
+st.subheader("Attention vs. importance")
+st.markdown(
+    "MiniLM has no classifier; it turns a sentence into an embedding (the mean of its last "
+    "token states, scaled to length 1). So the target here is the **cosine similarity** "
+    "between this sentence's embedding and a second sentence's. **Gradient x input** asks "
+    "how much that number moves per token: the gradient of the similarity with respect to "
+    "each input word embedding, multiplied by the embedding itself, summarised by its length "
+    "per token.")
+reference = st.text_input("Second sentence (the target is the similarity to it)",
+                          key="text_reference", max_chars=2000, persist_state="session")
+source_col, special_col = st.columns([2, 1])
+source = source_col.selectbox("Attention summary to compare", list(tm.ATTENTION_SOURCES),
+                              format_func=tm.ATTENTION_SOURCES.get, key="text_source")
+with_special = special_col.checkbox("Include [CLS] and [SEP]", value=False, key="text_special",
+                                    help="Special tokens collect a lot of attention; including "
+                                         "them mostly measures that.")
+try:
+    importance = text.gradient_importance(model, sentence, reference)
+except text.TextInputError as error:
+    st.warning(f"Second sentence: {error}")
+    st.stop()
+
+keep = list(range(n)) if with_special else list(capture.word_indices)
+attention = tm.token_attention(capture.attentions, source, capture.cls_index)[keep]
+gradient = importance.importance[keep]
+agreement = tm.spearman(attention, gradient)
+shown_tokens = [tokens[i] for i in keep]
+st.metric("Cosine similarity of the two sentence embeddings", f"{importance.similarity:.3f}")
+ui.show_figure(ft.attention_vs_gradient_figure(shown_tokens, attention, gradient,
+                                               tm.ATTENTION_SOURCES[source], agreement.rho),
+               key="text_vs_gradient")
+if agreement.rho == agreement.rho:  # not NaN
+    st.markdown(f"**Spearman rank correlation: {agreement.rho:+.2f}** over {agreement.count} "
+                f"tokens (p = {agreement.p_value:.2g}).")
+else:
+    st.info(f"With {agreement.count} token(s), or a constant signal, there is no ranking to "
+            "compare: use a longer sentence.")
+st.markdown(
+    "**The lesson.** Attention says where a head *looked*; gradient x input says which "
+    "tokens the *output* is sensitive to. They answer different questions, and a weak or "
+    "even negative rank correlation is common. Jain & Wallace (2019) showed that attention "
+    "often disagrees with gradient and leave-one-out importance and that very different "
+    "attention can give the same prediction; Wiegreffe & Pinter (2019) answered that "
+    "attention can still be a useful explanation when tested properly. Note also that this "
+    "model never reads [CLS] for its embedding - it averages all tokens - so the [CLS] row, "
+    "the favourite picture in tutorials, is not even on the path to this output. Treat "
+    "attention maps as a view of the computation, and check any claim of importance with a "
+    "method that asks the output.")
