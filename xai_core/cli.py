@@ -188,6 +188,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 EXTENSIONS: list = []  # functions (add) -> None that add more subcommands
 
+from .metrics_cli import add_metrics_command  # noqa: E402  (light: imports lazily)
+
+EXTENSIONS.append(add_metrics_command)
+
 
 def main(argv: list[str] | None = None) -> int:
     from .capture import CaptureError

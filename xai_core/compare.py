@@ -1,0 +1,225 @@
+"""Every registered method on one image: maps, measured cost, and the export bundle.
+
+The comparison page, the `metrics` CLI and the benchmark read the method
+registry (`xai_core.methods.METHODS`), so a method appears here as soon as its
+module registers it.
+
+Cost is measured, not quoted: while a method runs, hooks on the model count the
+forward passes (and images) and the backward passes that call actually ran in
+this thread, and a clock measures its wall time. A method that finds the
+capture it needs already cached (another method, or another page, paid for it)
+runs 0 new passes - the "one capture serves many methods" design made visible.
+Results are cached by content, so the numbers are those of the first run.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import threading
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .methods import METHODS, ExplainRequest, MethodInfo, Options
+from .pipeline import CAPTURE_CACHE, prepare
+
+# Registered methods whose map is not an attribution for a class (mean attention
+# distance describes how far each patch looks): listed, but off by default.
+NOT_ATTRIBUTION = {"distance"}
+
+
+@dataclass
+class MethodRun:
+    name: str
+    family: str
+    summary: str
+    target: int | None
+    map: np.ndarray | None
+    meta: dict = field(default_factory=dict)
+    wall_ms: float = 0.0
+    forwards: int = 0  # forward calls through the model during this run
+    images: int = 0  # images in those forward calls
+    backwards: int = 0  # backward passes through the model during this run
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.map is not None
+
+    def cost_text(self) -> str:
+        if not self.ok:
+            return "n/a"
+        passes = f"{self.forwards} fwd + {self.backwards} bwd"
+        if self.images > self.forwards:
+            passes += f" ({self.images} images)"
+        return f"{passes}, {self.wall_ms:.0f} ms"
+
+
+class PassCounter:
+    """Counts forward calls (and their images) and backward passes through `model.module`
+    made by the current thread while the context is open. Hooks are added and removed
+    under the model's lock, so another session's forward never sees a half-changed
+    hook table; other threads' passes are not counted."""
+
+    def __init__(self, model):
+        self.model, self.forwards, self.images, self.backwards = model, 0, 0, 0
+        self._thread = threading.get_ident()
+        self._handle = None
+
+    def _on_forward(self, _module, args, output):
+        if threading.get_ident() != self._thread:
+            return
+        self.forwards += 1
+        first = args[0] if args else None
+        self.images += int(first.shape[0]) if hasattr(first, "shape") else 1
+        tensor = output if hasattr(output, "register_hook") else None
+        if tensor is not None and tensor.requires_grad:
+            tensor.register_hook(self._on_backward)
+
+    def _on_backward(self, grad):
+        self.backwards += 1  # may run on an autograd worker thread: registered by ours only
+
+    def __enter__(self) -> "PassCounter":
+        with self.model.lock:
+            self._handle = self.model.module.register_forward_hook(self._on_forward)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        with self.model.lock:
+            self._handle.remove()
+
+
+def applicable_methods(model) -> list[MethodInfo]:
+    return [info for info in METHODS.values() if info.family == model.spec.family]
+
+
+def default_methods(model) -> list[str]:
+    return [info.name for info in applicable_methods(model) if info.name not in NOT_ATTRIBUTION]
+
+
+def _valid_map(values) -> np.ndarray | None:
+    values = np.asarray(values, dtype=np.float32)
+    if values.ndim != 2 or values.size < 2 or not np.isfinite(values).all():
+        return None
+    return values
+
+
+def run_method(model, image, name: str, target: int | None, head=None,
+               options: dict | None = None) -> MethodRun:
+    """Run one registered method with its default (or given) options, measured and cached.
+    User-facing failures (a method that cannot handle this model) come back as
+    `MethodRun.error` instead of raising, so one method cannot break the page."""
+    from .capture import CaptureError
+    from .methods import OptionError
+    from .pipeline import TargetError
+
+    info = METHODS[name]
+    target = target if info.needs_target else None
+    prepared = prepare(model, image)
+    chosen_head = head or model.head
+    head_key = chosen_head.fingerprint() if chosen_head is not None else None
+    key = ("compare-run", model.spec.id, model.random_weights, prepared.sha256, name, target,
+           head_key, json.dumps(options or {}, sort_keys=True))
+
+    def compute() -> MethodRun:
+        run = MethodRun(name, info.family, info.summary, target, None)
+        request = ExplainRequest(model, image, target, Options(options or {}), head)
+        started = time.perf_counter()
+        try:
+            with PassCounter(model) as counter:
+                result = info.run(request)
+            request.options.check_all_used()
+        except (CaptureError, OptionError, TargetError, ValueError) as error:
+            run.error = str(error)
+            return run
+        run.wall_ms = (time.perf_counter() - started) * 1000
+        run.forwards, run.images, run.backwards = (counter.forwards, counter.images,
+                                                   counter.backwards)
+        run.map = _valid_map(result.map)
+        run.meta = _jsonable(result.meta)
+        if run.map is None:
+            run.error = f"'{name}' returned no 2-D map (shape {np.shape(result.map)})."
+        return run
+
+    return CAPTURE_CACHE.get_or_compute(key, compute)
+
+
+def run_methods(model, image, names: list[str], target: int | None, head=None) -> list[MethodRun]:
+    return [run_method(model, image, name, target, head) for name in names if name in METHODS]
+
+
+def _jsonable(value):
+    """Meta dicts as plain JSON types (numpy scalars/arrays become numbers/lists)."""
+    return json.loads(json.dumps(value, default=_json_default))
+
+
+def _json_default(value):
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, (set, tuple)):
+        return list(value)
+    return str(value)
+
+
+# --- export -----------------------------------------------------------------------------------
+
+@dataclass
+class ModelSection:
+    """What the comparison holds for one model."""
+
+    model: object
+    target: int | None
+    target_label: str | None
+    score_kind: str | None
+    runs: list[MethodRun]
+    curves: dict = field(default_factory=dict)  # (method, metric) -> metrics.Curve
+    localisation: dict = field(default_factory=dict)  # method -> metrics.Localisation
+
+
+def manifest(image, sections: list[ModelSection], settings: dict, agreement: dict | None) -> dict:
+    """Everything needed to reproduce the comparison: models, options, versions, image hash."""
+    import plotly
+    import scipy
+
+    from .cli import _meta
+
+    models = []
+    for section in sections:
+        meta = _meta(section.model, image, {
+            "target": section.target, "target_label": section.target_label,
+            "score": section.score_kind,
+            "methods": [{"name": r.name, "options": "defaults", "target": r.target,
+                         "error": r.error, "map_shape": None if r.map is None else list(r.map.shape),
+                         "cost": {"wall_ms": round(r.wall_ms, 2), "forward_calls": r.forwards,
+                                  "images": r.images, "backward_passes": r.backwards},
+                         "meta": r.meta} for r in section.runs],
+            "faithfulness": {f"{method}/{metric}": {k: v for k, v in curve.as_dict().items()
+                                                    if k not in ("fractions", "scores")}
+                             for (method, metric), curve in section.curves.items()},
+            "localisation": {method: _jsonable(vars(loc))
+                             for method, loc in section.localisation.items()}})
+        meta["versions"].update(numpy=np.__version__, scipy=scipy.__version__,
+                                plotly=plotly.__version__)
+        models.append(meta)
+    return {"app": "ViT Lens comparison matrix", "settings": _jsonable(settings),
+            "models": models, "agreement": _jsonable(agreement) if agreement else None}
+
+
+def npz_bytes(sections: list[ModelSection], manifest_dict: dict) -> bytes:
+    """Raw maps and recorded curves, keyed `<model>__<method>__...`, plus the manifest."""
+    arrays = {}
+    for section in sections:
+        model_id = section.model.spec.id
+        for run in section.runs:
+            if run.map is not None:
+                arrays[f"{model_id}__{run.name}__map"] = run.map
+        for (method, metric), curve in section.curves.items():
+            arrays[f"{model_id}__{method}__{metric}__fractions"] = curve.fractions
+            arrays[f"{model_id}__{method}__{metric}__scores"] = curve.scores
+    buffer = io.BytesIO()
+    np.savez_compressed(buffer, **arrays, manifest=np.array(json.dumps(manifest_dict)))
+    return buffer.getvalue()

@@ -1,0 +1,57 @@
+"""`python -m xai_core metrics`: one faithfulness curve for one method's map.
+
+Registered in `cli.EXTENSIONS`; heavy imports happen only when the command runs.
+"""
+
+from __future__ import annotations
+
+METRIC_CHOICES = ("deletion", "insertion", "pos-perturb", "neg-perturb")
+BASELINE_CHOICES = ("zeros", "blur", "mean")
+
+
+def add_metrics_command(add) -> None:
+    sub = add("metrics", cmd_metrics, "faithfulness curve (deletion, insertion, perturbation) "
+                                      "of one method's map")
+    sub.add_argument("--method", required=True)
+    sub.add_argument("--metric", required=True, choices=METRIC_CHOICES)
+    sub.add_argument("--steps", type=int, default=20, help="perturbation steps (2-500)")
+    sub.add_argument("--baseline", default="zeros", choices=BASELINE_CHOICES)
+    sub.add_argument("--target", help="class index or name (default: the top prediction)")
+    sub.add_argument("--set", action="append", metavar="KEY=VALUE",
+                     help="method option; repeatable")
+
+
+def cmd_metrics(args) -> None:
+    from .cli import CliError, _emit, _load_image, _load_model, _meta, _parse_sets
+    from .methods import METHODS, ExplainRequest, Options
+    from .metrics import check_curve_options, faithfulness
+    from .pipeline import resolve_target
+
+    check_curve_options(args.metric, args.baseline, args.steps)
+    if args.method not in METHODS:
+        raise CliError(f"Unknown method '{args.method}'. Methods: {', '.join(sorted(METHODS))}.")
+    method = METHODS[args.method]
+    model, image = _load_model(args), _load_image(args.image)
+    if method.family != model.spec.family:
+        raise CliError(f"Method '{method.name}' needs a {method.family.upper()} model; "
+                       f"{model.spec.id} is a {model.spec.family.upper()}.")
+    if model.head is None:
+        raise CliError(f"{model.spec.display_name} has no class score to perturb.")
+    target = resolve_target(model, args.target, image)  # metrics always score a class
+    options = Options(_parse_sets(args.set))
+    result = method.run(ExplainRequest(model, image, target if method.needs_target else None,
+                                       options))
+    options.check_all_used()
+    try:
+        curve = faithfulness(model, image, result.map, args.metric, target, args.baseline,
+                             args.steps)
+    except ValueError as error:  # a map the metric cannot rank (not 2-D, NaN)
+        raise CliError(str(error)) from None
+    payload = {**curve.as_dict(), "method": method.name, "options": options.as_dict(),
+               "target_label": model.class_names[target],
+               "meta": _meta(model, image)}
+    text = (f"{curve.metric} AUC {curve.auc:.4f} ({method.name}, target {target} "
+            f"'{model.class_names[target]}', {curve.score_kind}; baseline {curve.baseline}, "
+            f"{len(curve.fractions)} points, full image {curve.full_score:.4f}, "
+            f"baseline {curve.baseline_score:.4f})")
+    _emit(args, payload, text)
