@@ -1,0 +1,166 @@
+"""Attention rollout (Abnar & Zuidema 2020), in two named conventions.
+
+- "oracle" (Chefer's `compute_rollout_attention`): per block, fuse the heads,
+  optionally discard the weakest entries, add the identity for the residual
+  path and divide every ROW by its own sum; multiply the blocks left to right
+  in forward order, R = Â_end ... Â_start.
+- "vit-explain" (jacobgildenblat/vit-explain, the most copied code): the same
+  steps, but it computes (F + I) / 2 and then divides by `a.sum(-1)` without
+  keepdim. For batch 1 that broadcast divides COLUMN j by ROW j's sum (its
+  issue #16). When the fused rows already sum to one (mean fusion, nothing
+  discarded) every row of (F + I) / 2 sums to one and the two agree exactly.
+
+Rollout needs one token set shared by every multiplied block, so it runs over
+self-attention blocks only: CaiT's class-attention blocks (one [CLS] query)
+are left out and its patch blocks have no prefix token at all.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from ..capture import Capture, CaptureError
+from ..pipeline import vit_capture
+from .base import ExplainRequest, ExplainResult, register
+
+FUSIONS = ("mean", "max", "min")
+CONVENTIONS = ("oracle", "vit-explain")
+CONVENTION_NAMES = {
+    "oracle": "row-normalised (A+I)/rowsum, Chefer's compute_rollout_attention",
+    "vit-explain": "vit-explain: (A+I)/2 divided by a.sum(-1) without keepdim "
+                   "(column j / row j's sum)",
+}
+
+
+def fuse_heads(attn: np.ndarray, fusion: str = "mean") -> np.ndarray:
+    """(heads, N, N) -> (N, N) by the mean, max or min over heads."""
+    if fusion not in FUSIONS:
+        raise ValueError(f"Head fusion must be one of {', '.join(FUSIONS)}, not '{fusion}'.")
+    return getattr(np, fusion)(np.asarray(attn, dtype=np.float64), axis=0)
+
+
+def discard_lowest(fused: np.ndarray, ratio: float) -> np.ndarray:
+    """vit-explain's discard: zero the lowest `ratio` fraction of all N*N entries
+    (ties broken as torch.topk does), except entry [0, 0] (CLS -> CLS)."""
+    fused = np.array(fused, dtype=np.float64)
+    count = int(fused.size * ratio)
+    if count <= 0:
+        return fused
+    flat = torch.from_numpy(fused.reshape(-1))
+    _, indices = flat.topk(count, largest=False)
+    indices = indices[indices != 0]
+    flat[indices] = 0.0
+    return flat.reshape(fused.shape).numpy()
+
+
+def residual_step(fused: np.ndarray, convention: str = "oracle") -> np.ndarray:
+    """One block's rollout factor Â from its fused (and discarded) attention."""
+    n = fused.shape[-1]
+    with_identity = fused + np.eye(n)
+    if convention == "oracle":
+        return with_identity / with_identity.sum(-1, keepdims=True)
+    if convention == "vit-explain":
+        half = with_identity / 2
+        return half / half.sum(-1)  # the broadcast bug, on purpose: divides column j
+    raise ValueError(f"Rollout convention must be one of {', '.join(CONVENTIONS)}.")
+
+
+@dataclass
+class Rollout:
+    matrices: list[np.ndarray]  # R after each block in [start, end]: R_l = Â_l ... Â_start
+    block_indices: list[int]  # capture block index of each factor
+    num_prefix_tokens: int
+    grid: tuple[int, int]
+
+    @property
+    def matrix(self) -> np.ndarray:
+        return self.matrices[-1]
+
+    def query_row(self, query: int | None = None, matrix: np.ndarray | None = None):
+        """(map grid, prefix values, description) for the [CLS] row, a patch's row
+        (`query` = patch index), or - with no prefix token - the mean of all rows."""
+        matrix = self.matrix if matrix is None else matrix
+        prefix = self.num_prefix_tokens
+        if query is not None:
+            row, what = matrix[prefix + query], f"patch {query}'s row"
+        elif prefix:
+            row, what = matrix[0], "[CLS] row"
+        else:
+            row, what = matrix.mean(0), "mean over all patch rows (this model has no [CLS] here)"
+        return row[prefix:].reshape(self.grid), row[:prefix], what
+
+
+def rollout_blocks(capture: Capture) -> list[int]:
+    """Indices of the blocks rollout multiplies: the self-attention blocks."""
+    blocks = [b.index for b in capture.blocks if b.kind == "self"]
+    if not blocks:
+        raise CaptureError("Rollout needs self-attention blocks; this model has none.")
+    return blocks
+
+
+def attention_rollout(capture: Capture, start: int = 0, end: int | None = None,
+                      fusion: str = "mean", discard: float = 0.0,
+                      convention: str = "oracle") -> Rollout:
+    """Rollout over self-attention blocks start..end (positions among them, inclusive)."""
+    eligible = rollout_blocks(capture)
+    end = len(eligible) - 1 if end is None else end
+    if not 0 <= start <= end < len(eligible):
+        raise ValueError(f"Start and end blocks must satisfy 0 <= start <= end <= "
+                         f"{len(eligible) - 1}; got {start} and {end}.")
+    if not 0.0 <= discard < 1.0:
+        raise ValueError(f"Discard ratio must be in [0, 1); got {discard}.")
+    chosen = eligible[start:end + 1]
+    prefix = capture.blocks[chosen[0]].num_prefix_tokens
+    result = None
+    matrices = []
+    for index in chosen:
+        attn = capture.blocks[index].acts["attn"][0].numpy()
+        factor = residual_step(discard_lowest(fuse_heads(attn, fusion), discard), convention)
+        result = factor if result is None else factor @ result
+        matrices.append(result)
+    return Rollout(matrices, chosen, prefix, capture.layout.grid)
+
+
+def last_block_cls_attention(capture: Capture, query: int | None = None):
+    """Raw attention of the last self-attention block, heads averaged, from the
+    [CLS] query (or a patch; the mean row when there is no prefix token)."""
+    index = rollout_blocks(capture)[-1]
+    record = capture.blocks[index]
+    fused = record.acts["attn"][0].double().mean(0).numpy()
+    single = Rollout([fused], [index], record.num_prefix_tokens, capture.layout.grid)
+    return single.query_row(query)
+
+
+@register("rollout", family="vit", needs_target=False,
+          summary="Attention rollout over the self-attention blocks (oracle or vit-explain "
+                  "convention; head fusion, discard ratio, start/end block).")
+def explain_rollout(request: ExplainRequest) -> ExplainResult:
+    capture = vit_capture(request.model, request.image)
+    options = request.options
+    last = len(rollout_blocks(capture)) - 1
+    fusion = options.get_choice("fusion", "mean", FUSIONS)
+    discard = options.get_float("discard", 0.0, 0.0, 0.99)
+    start = options.get_int("start", 0, 0, last)
+    end = options.get_int("end", last, start, last)
+    convention = options.get_choice("convention", "oracle", CONVENTIONS)
+    query = options.get_int("query", -1, -1, capture.layout.num_patches - 1)
+    query = None if query < 0 else query
+    rolled = attention_rollout(capture, start, end, fusion, discard, convention)
+    grid, prefix_values, what = rolled.query_row(query)
+    per_block = np.stack([rolled.query_row(query, m)[0] for m in rolled.matrices])
+    return ExplainResult(
+        map=grid.astype(np.float32),
+        arrays={"per_block": per_block.astype(np.float32),
+                "prefix_values": prefix_values.astype(np.float32),
+                "blocks": np.array(rolled.block_indices)},
+        meta={"fusion": fusion, "discard": discard, "start": start, "end": end,
+              "convention": CONVENTION_NAMES[convention], "row": what,
+              "num_prefix_tokens": rolled.num_prefix_tokens,
+              "blocks_used": "self-attention blocks only"
+              + ("; class-attention blocks excluded"
+                 if last + 1 < len(capture.blocks) else ""),
+              "per_block": "rollout up to each block from `start`, same row",
+              "display": "raw rollout values, not normalised"})
