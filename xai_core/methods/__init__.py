@@ -1,6 +1,7 @@
 """Explanation methods over captured tensors. Importing this package registers them all."""
 
 from . import attention  # noqa: F401  (each import registers its methods)
+from . import daam  # noqa: F401
 from . import distance, gae, rollout  # noqa: F401
 from .base import METHODS, ExplainRequest, ExplainResult, MethodInfo, OptionError, Options
 

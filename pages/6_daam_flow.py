@@ -1,0 +1,167 @@
+"""Page 6: DAAM flow - how the decision forms, block by block."""
+
+import pandas as pd
+import streamlit as st
+
+from dashboard import state, ui
+from xai_core import pipeline
+from xai_core.figures_daam import contributions_figure, flow_figure, map_row_figure, weights_figure
+from xai_core.methods import daam
+from xai_core.tokens import prefix_token_names
+
+st.title("DAAM flow: how the decision forms, block by block")
+st.markdown(
+    "Most explanation maps look only at the end of the network. The **Dynamic Accumulated "
+    "Attention Map** (DAAM, Liao et al.) asks a different question: *which image regions has "
+    "the [CLS] token collected by block b, for this class?* In every block the [CLS] token "
+    "gathers the value vectors of all tokens, weighted by its attention row. Keeping those "
+    "weighted values apart instead of summing them gives a spatial map per channel; the "
+    "gradient of the class score at the [CLS] context says which channels matter. One forward "
+    "and ONE backward pass give every block's map at once.")
+st.latex(r"S_b[n,\,c] = a^0_b[h,n]\,V_b[h,n,j],\quad \textstyle\sum_n S_b[n,:] = T_b,\quad "
+         r"C_b = \frac{\partial y}{\partial T_b},\quad "
+         r"L_b = \mathrm{ReLU}\Big(\sum_c \mathrm{ReLU}(C_b)_c\, S_b[\text{patches},c]\Big),"
+         r"\quad D_b = \sum_{i\le b} L_i")
+st.caption("c = h·d + j numbers the channels head by head, as they enter the attention's "
+           "output projection; T_b is the [CLS] context at that point.")
+
+image = state.current_image()
+model = state.current_vit() if image is not None else None
+if model is None:
+    st.stop()
+ui.model_caption(model)
+head = state.session_head(model)
+if head is None:
+    st.warning(f"{model.label} has no classifier and no k-NN memory bank, so there is no "
+               "class score to explain.")
+    st.stop()
+
+result = None
+with ui.friendly_errors():
+    knn = head.kind == "knn"
+    top = pipeline.predict(model, image, topk=1, head=head)[0]
+    c1, c2, c3 = st.columns([1.3, 1.6, 1.3])
+    with c1:
+        target = ui.target_picker(model, image, key="daam_target", head=head)
+    with c2:
+        display = st.radio("Display normalisation", list(daam.DISPLAY_MODES), key="daam_display",
+                           persist_state="session", format_func=lambda m: {
+                               "official": "Official (sigmoid, shared max)",
+                               "frame": "Per-frame min-max",
+                               "shared": "One scale for all frames"}[m],
+                           help="Only the colours change; the raw maps (and the CLI's arrays) "
+                                "are the same.")
+    with c3:
+        relu = st.selectbox("Channel weights", daam.CHANNEL_RELU, key="daam_relu",
+                            persist_state="session", format_func=lambda v: {
+                                "auto": "As the official code",
+                                "yes": "ReLU(C_b): positive only",
+                                "no": "C_b as is (signed)"}[v],
+                            help="The official code clips the gradient to its positive part for "
+                                 "classifiers, and does not clip it in the k-NN variant.")
+        formula = "official"
+        if knn:
+            formula = st.selectbox("Eq. 13 weights", daam.KNN_FORMULAS, key="daam_formula",
+                                   persist_state="session",
+                                   format_func=lambda f: {"official": "Official code",
+                                                          "paper": "Paper's formula"}[f],
+                                   help=" · ".join(daam.KNN_FORMULA_NAMES.values()))
+
+    result = daam.compute_daam(model, image, target, head, formula, relu)
+    model_image = pipeline.prepare(model, image).model_image
+    names = prefix_token_names(model.module)
+    prefix = result.prefix_tokens[0]
+    where = ("its class-attention blocks, the only blocks with a [CLS] query (the patch blocks "
+             "before them have no [CLS] token)" if "class block" in result.block_labels[0]
+             else f"all {len(result.L)} blocks")
+    st.info(f"Token layout read from the model: {prefix} prefix token(s) "
+            f"({', '.join(names[:prefix]) or 'none'}) and a {result.grid[0]}x{result.grid[1]} "
+            f"patch grid. The flow runs over {where}; prefix tokens are left out of the maps "
+            "because they have no pixels.")
+
+    st.subheader(f"The flow for “{result.target_label}”"
+                 + ("  (the top prediction)" if target == top.index else ""))
+    L = daam.display_frames(result.L, display)
+    D = daam.display_frames(result.D, display)
+    ui.show_figure(flow_figure(model_image, L, D, result.patch_size, result.block_labels),
+                   key="daam_flow")
+    st.caption(f"Colours: **{daam.DISPLAY_MODES[display]}**, applied separately to the L row and "
+               f"to the D row. Channel weights: "
+               f"{'ReLU(C_b)' if result.channel_relu else 'C_b unclipped'}; each L_b is ReLU'd. "
+               "Press ▶ or drag the slider: the browser swaps the frames, nothing is recomputed.")
+    ui.show_figure(contributions_figure(result.L, result.block_labels), key="daam_contrib")
+
+    if knn and result.knn is not None:
+        st.subheader("Where the weights come from: the memory bank's vote")
+        weights = result.knn
+        st.markdown(
+            "This self-supervised model has no class logits. Its [CLS] feature is compared with "
+            f"every entry of the memory bank and the {len(weights.neighbours)} most similar vote "
+            f"(cosine, weight exp(sim/0.07)). Entries of the target class “{weights.class_label}” "
+            "among them give the **dimension-wise importance weights** w (eq. 13), and the "
+            "backward pass starts from w at the model output instead of a classifier row. "
+            f"Formula: {daam.KNN_FORMULA_NAMES[weights.formula]}.")
+        if weights.fallback:
+            st.warning(f"No entry of “{weights.class_label}” is among the nearest "
+                       f"{len(weights.neighbours)}: the weights use that class's own "
+                       f"{len(weights.voters)} nearest entries instead. This shows where the "
+                       "model would look for that class, not why it decided.")
+        st.dataframe(pd.DataFrame(daam.voter_rows(weights)), hide_index=True, height=260,
+                     key="daam_voters")
+        ui.show_figure(weights_figure(weights.weights), key="daam_weights")
+
+    if target != top.index:
+        st.subheader("Why this prediction, and where would it look for the other class?")
+        predicted = daam.compute_daam(model, image, top.index, head, formula, relu)
+        ui.show_figure(map_row_figure(
+            model_image, [predicted.D[-1], result.D[-1]],
+            [f"predicted: {top.label}", f"chosen: {result.target_label}"], result.patch_size,
+            height=340), key="daam_compare")
+        st.caption("Final accumulated maps D_B, each min-max scaled. As in the paper's analysis "
+                   "of wrong predictions: the first shows what the decision used, the second "
+                   "where the model finds evidence for the class you picked.")
+
+
+@st.fragment
+def channel_inspector(result, model_image) -> None:
+    st.subheader("Channel inspector")
+    frame = st.select_slider("Block", list(range(len(result.L))), key="daam_channel_block",
+                             value=len(result.L) - 1,
+                             format_func=lambda i: result.block_labels[i].split(" (")[0])
+    views = daam.top_channels(result, frame, count=6)
+    ui.show_figure(map_row_figure(
+        model_image, [v.contribution for v in views],
+        [f"ch {v.channel} (h{v.head}, j{v.dim})<br>w={v.weight:.2g}" for v in views],
+        result.patch_size), key="daam_channels")
+    st.caption("The six channels with the largest weight in this block and their share of L_b: "
+               "weight × S_b[patches, c], each min-max scaled. Channel c = h·d + j is dimension "
+               "j of head h's value vectors.")
+
+
+@st.fragment
+def sanity_check(result, model, image, head, formula, relu, model_image) -> None:
+    st.subheader("Sanity check: randomise the model, the map should break")
+    st.markdown(
+        "A map that survives random weights explains nothing about the model (Adebayo et al.). "
+        "As in the paper's section 4.4, a private copy of the model gets its attention's linear "
+        "layers re-drawn at random (Gaussian, each tensor keeping its own spread), from the top "
+        "block down to block k, one step more each time; the same target scalar is explained "
+        "again and compared with the trained model's final map by Spearman rank correlation.")
+    if not st.toggle("Run the sanity check (a few extra forward + backward passes)",
+                     key="daam_sanity"):
+        return
+    with st.spinner("Randomising a copy of the model..."):
+        check = daam.cascading_randomisation(model, image, result.target, head, formula, relu)
+    titles = ["trained model"] + [f"blocks {k}-{check.num_blocks} random<br>ρ = {r:.2f}"
+                                  for k, r in zip(check.first_randomised, check.rho)]
+    ui.show_figure(map_row_figure(model_image, [check.original] + check.maps, titles,
+                                  result.patch_size), key="daam_sanity_row")
+    st.caption(f"Final maps D_B, each min-max scaled. Blocks are numbered 1-{check.num_blocks} "
+               f"over every transformer block of the model. Took {check.seconds:.1f} s. "
+               "The shared model used by everyone else is never modified.")
+
+
+if result is not None:
+    with ui.friendly_errors():
+        channel_inspector(result, model_image)
+        sanity_check(result, model, image, head, formula, relu, model_image)

@@ -1,0 +1,116 @@
+"""Page 6 (DAAM flow) in AppTest: the bundled DINOv2 with its k-NN bank, and the token
+layouts of a distilled DeiT and CaiT with random weights (offline)."""
+
+import base64
+import json
+from pathlib import Path
+
+import numpy as np
+from streamlit.testing.v1 import AppTest
+
+ENTRY = str(Path(__file__).resolve().parent.parent / "dashboard" / "app.py")
+
+
+def open_page(**state) -> AppTest:
+    app = AppTest.from_file(ENTRY, default_timeout=300)
+    for key, value in state.items():
+        app.session_state[key] = value
+    app.run()
+    return app.switch_page("../pages/6_daam_flow.py").run()
+
+
+def specs(app) -> list[dict]:
+    return [json.loads(chart.proto.spec) for chart in app.get("plotly_chart")]
+
+
+def flow_spec(app) -> dict:
+    flows = [spec for spec in specs(app) if spec.get("frames")]
+    assert len(flows) == 1
+    return flows[0]
+
+
+def decode(values) -> np.ndarray:
+    """Plotly sends numpy arrays as typed arrays ({"dtype", "bdata", "shape"})."""
+    if isinstance(values, dict):
+        shape = [int(n) for n in str(values["shape"]).split(",")]
+        return np.frombuffer(base64.b64decode(values["bdata"]), values["dtype"]).reshape(shape)
+    return np.asarray(values, dtype=float)
+
+
+def frame_maps(spec) -> np.ndarray:
+    """(frames, 2, rows, cols): the L_b and D_b heatmaps of every frame."""
+    return np.array([[decode(trace["z"]) for trace in frame["data"]] for frame in spec["frames"]],
+                    dtype=float)
+
+
+def texts(app, kind) -> str:
+    return " ".join(str(e.value) for e in getattr(app, kind))
+
+
+def check_flow(spec, blocks: int) -> np.ndarray:
+    assert len(spec["frames"]) == blocks
+    assert all(frame["traces"] == [1, 3] for frame in spec["frames"])  # the images stay
+    assert [t["type"] for t in spec["data"]] == ["image", "heatmap", "image", "heatmap"]
+    layout = spec["layout"]
+    assert layout["updatemenus"][0]["buttons"][0]["method"] == "animate"
+    assert len(layout["sliders"][0]["steps"]) == blocks
+    maps = frame_maps(spec)
+    assert maps.min() >= 0 and maps.max() <= 1 + 1e-9
+    return maps
+
+
+def test_dinov2_knn_flow_voters_and_target_change():
+    app = open_page(vit_model="dinov2-s14", image_choice="collage")
+    assert not app.exception, app.exception
+    assert not app.error, texts(app, "error")
+    maps = check_flow(flow_spec(app), 12)
+    # Official display: every D frame is min-max scaled after the sigmoid.
+    assert np.allclose(maps[:, 1].reshape(12, -1).max(1), 1.0)
+    assert "1 prefix token(s) ([CLS])" in texts(app, "info")
+    voters = app.dataframe[0].value
+    assert len(voters) == 20 and (voters["used for w"] != "").any()
+    assert "Official DAAM display" in texts(app, "caption")
+
+    target = app.selectbox(key="daam_target")
+    other = [o for o in target.options if o != target.value][0]
+    target.set_value(target.options.index(other) if isinstance(target.value, int) else other)
+    app.run()
+    assert not app.exception
+    changed = frame_maps(flow_spec(app))
+    assert changed.shape == maps.shape
+    assert np.abs(changed - maps).max() > 0.05  # another class, another flow
+
+    app.radio(key="daam_display").set_value("shared").run()
+    shared = frame_maps(flow_spec(app))
+    # One scale for every frame: only the last D frame reaches 1 (D is non-decreasing).
+    assert np.isclose(shared[-1, 1].max(), 1.0) and shared[0, 1].max() < 1.0
+
+
+def test_distilled_deit_random_weights_layout():
+    app = open_page(vit_model="deit-s16-distilled", vit_random=True)
+    assert not app.exception, app.exception
+    assert "RANDOM WEIGHTS" in texts(app, "caption") + texts(app, "error")
+    check_flow(flow_spec(app), 12)
+    assert "2 prefix token(s) ([CLS], [DIST])" in texts(app, "info")
+    app.toggle(key="daam_sanity").set_value(True).run()
+    assert not app.exception, app.exception
+    rows = [s for s in specs(app) if "trained model" in json.dumps(s["layout"])]
+    assert len(rows) == 1
+    titles = [a["text"] for a in rows[0]["layout"]["annotations"]]
+    # 12 blocks: randomised from the top down to blocks 12, 9, 6, 3 and 1, each with its rho.
+    assert titles[0] == "trained model" and len(titles) == 6
+    assert [t.split(" random")[0] for t in titles[1:]] == [
+        f"blocks {k}-12" for k in (12, 9, 6, 3, 1)]
+    assert all(-1 <= float(t.split("ρ = ")[1]) <= 1 for t in titles[1:])
+
+
+def test_cait_random_weights_runs_over_class_blocks():
+    app = open_page(vit_model="cait-s24", vit_random=True, image_choice="coffee")
+    assert not app.exception, app.exception
+    maps = check_flow(flow_spec(app), 2)
+    assert "class-attention blocks" in texts(app, "info")
+    assert "class block 1" in json.dumps(flow_spec(app)["frames"][0]["layout"])
+    target = app.selectbox(key="daam_target")
+    target.set_value(target.options[3]).run()
+    assert not app.exception
+    assert np.abs(frame_maps(flow_spec(app)) - maps).max() > 0.05
