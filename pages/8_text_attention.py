@@ -172,7 +172,7 @@ st.markdown(
 
 # ------------------------------------------------------------------ rollout
 st.subheader("Rollout next to raw attention")
-rollout = tm.attention_rollout(capture.attentions)
+rollout = tm.text_rollout(capture.attentions)
 last = capture.attentions[-1].mean(0)
 ui.show_figure(ft.token_bars(
     tokens, {"raw attention from [CLS], last layer (mean of heads)": last[capture.cls_index],

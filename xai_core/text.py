@@ -215,6 +215,7 @@ class TokenImportance:
     tokens: tuple[str, ...]
     importance: np.ndarray  # (N,) L2 norm over channels of grad * word embedding
     signed: np.ndarray  # (N,) sum over channels of grad * word embedding
+    products: np.ndarray  # (N, C) grad * word embedding, per channel
     similarity: float  # cosine of the two sentence embeddings (the target)
     reference: str
     seconds: float
@@ -251,7 +252,7 @@ def gradient_importance(model, text: str, reference: str) -> TokenImportance:
                                                            reference_capture.embedding)
         product = (gradient.astype(np.float64) * words.astype(np.float64))
         return TokenImportance(tokenised.tokens, np.linalg.norm(product, axis=1),
-                               product.sum(axis=1), similarity, reference_capture.tokenised.text,
-                               time.perf_counter() - started)
+                               product.sum(axis=1), product.astype(np.float32), similarity,
+                               reference_capture.tokenised.text, time.perf_counter() - started)
 
     return CAPTURE_CACHE.get_or_compute(key, compute)

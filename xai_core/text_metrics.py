@@ -11,6 +11,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .methods.rollout import fuse_heads, residual_step
+
 # name -> (column title, what a high value means); the order is the table's order
 METRICS = {
     "self": ("self", "each token attends to itself (the diagonal)"),
@@ -107,25 +109,23 @@ def layer_progression(attentions, cls_index: int = 0, sep_indices=()) -> dict[st
     return per_layer
 
 
-def attention_rollout(attentions) -> np.ndarray:
-    """Attention rollout (Abnar & Zuidema), in the oracle convention of Chefer's
-    `compute_rollout_attention` (see ../shared/REFERENCE_CONVENTIONS.md):
+def text_rollout(attentions) -> np.ndarray:
+    """Attention rollout (Abnar & Zuidema) over every layer of an (L, H, N, N) stack, in the
+    same "oracle" convention as the image pages (`xai_core.methods.rollout`, after Chefer's
+    `compute_rollout_attention`; ../shared/REFERENCE_CONVENTIONS.md):
 
         F_b = mean over heads of A_b;  Â_b = (F_b + I) / rowsum(F_b + I);
         R = Â_L ... Â_2 Â_1   (left multiplication in forward order).
 
-    `attentions` is (L, H, N, N) in forward order (numpy or torch). Returns R (N, N) float64;
-    row q says how much of token q's final state traces back to each input token. For an
-    image ViT the map is R[0, prefix:] on the patch grid; for text, R[cls] or any row.
+    Returns R (N, N) float64; row q says how much of token q's final state traces back to
+    each input token, so R[cls] is the text counterpart of the image map R[0, prefix:].
     """
     attentions = _as_float64(attentions)
     if attentions.ndim != 4:
         raise ValueError(f"Expected (layers, heads, N, N), got {attentions.shape}.")
-    n = attentions.shape[-1]
-    rollout = np.eye(n)
+    rollout = np.eye(attentions.shape[-1])
     for layer_attention in attentions:
-        fused = layer_attention.mean(0) + np.eye(n)
-        rollout = (fused / fused.sum(-1, keepdims=True)) @ rollout
+        rollout = residual_step(fuse_heads(layer_attention, "mean"), "oracle") @ rollout
     return rollout
 
 
@@ -146,9 +146,9 @@ def token_attention(attentions, source: str, cls_index: int = 0) -> np.ndarray:
     if source == "received_last":
         return attentions[-1].mean(0).mean(0)
     if source == "rollout_cls":
-        return attention_rollout(attentions)[cls_index]
+        return text_rollout(attentions)[cls_index]
     if source == "rollout_mean":
-        return attention_rollout(attentions).mean(0)
+        return text_rollout(attentions).mean(0)
     raise ValueError(f"Unknown attention source '{source}'. Known: {', '.join(ATTENTION_SOURCES)}.")
 
 
