@@ -3,7 +3,7 @@ PY := $(VENV)/bin/python
 PORT ?= 8501
 export HF_HUB_OFFLINE ?= 1
 
-.PHONY: run test bench e2e clean
+.PHONY: run test bench e2e system-deps warmup clean
 
 $(VENV)/.installed: requirements.txt
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -19,6 +19,23 @@ test: $(VENV)/.installed
 
 bench: $(VENV)/.installed
 	$(PY) -m bench.run
+
+# Debian packages the browser and proxy tests drive (skipped when both are on PATH).
+system-deps:
+	@if command -v chromium >/dev/null && command -v nginx >/dev/null; then \
+		echo "chromium and nginx already installed"; \
+	else \
+		apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y \
+			--no-install-recommends chromium nginx; \
+	fi
+
+# Real browser (Playwright + system chromium) and nginx-in-front-of-two-replicas tests.
+e2e: $(VENV)/.installed system-deps
+	$(PY) -m pytest tests/e2e -q
+
+# Load the bundled models and build the k-NN bank (run before the first user).
+warmup: $(VENV)/.installed
+	$(PY) -m xai_core warmup
 
 clean:
 	rm -rf $(VENV) .pytest_cache artifacts

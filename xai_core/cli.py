@@ -192,6 +192,10 @@ from .metrics_cli import add_metrics_command  # noqa: E402  (light: imports lazi
 
 EXTENSIONS.append(add_metrics_command)
 
+from .warmup import add_health_command, add_warmup_command  # noqa: E402  (light)
+
+EXTENSIONS += [add_warmup_command, add_health_command]
+
 
 def main(argv: list[str] | None = None) -> int:
     from .capture import CaptureError

@@ -1,0 +1,115 @@
+"""Helpers of the end-to-end tests: free loopback ports, app replicas run
+with `streamlit run` exactly as deploy/systemd starts them, and the system
+Chromium driven by Playwright (never `playwright install`)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+ARTIFACTS = ROOT / "artifacts"
+APP_READY = "[data-testid='stApp'][data-test-script-state='notRunning']"
+CHROMIUM_FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                  "--disable-background-networking", "--disable-component-update",
+                  "--no-first-run"]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def app_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(HF_HUB_OFFLINE="1", VIT_LENS_DEVICE=os.environ.get("VIT_LENS_DEVICE", "cpu"),
+               PYTHONUNBUFFERED="1")
+    return env
+
+
+def healthy(url: str) -> bool:
+    from xai_core.warmup import healthy as check
+
+    return check(url, timeout=2)
+
+
+class AppProcess:
+    """One `streamlit run dashboard/app.py` on a free loopback port."""
+
+    def __init__(self, base_path: str = "", log_name: str = "app"):
+        self.port = free_port()
+        self.base_path = base_path.strip("/")
+        ARTIFACTS.mkdir(exist_ok=True)
+        self.log_path = ARTIFACTS / f"{log_name}-{self.port}.log"
+        command = [sys.executable, "-m", "streamlit", "run", "dashboard/app.py",
+                   "--server.address", "127.0.0.1", "--server.port", str(self.port),
+                   "--server.headless", "true"]
+        if self.base_path:
+            command += ["--server.baseUrlPath", self.base_path]
+        self._log = open(self.log_path, "wb")
+        self.process = subprocess.Popen(command, cwd=ROOT, env=app_env(), stdout=self._log,
+                                        stderr=subprocess.STDOUT)
+
+    @property
+    def url(self) -> str:
+        prefix = f"/{self.base_path}" if self.base_path else ""
+        return f"http://127.0.0.1:{self.port}{prefix}/"
+
+    def wait_healthy(self, timeout: float = 120) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"streamlit exited: {self.log_path.read_text()[-2000:]}")
+            if healthy(self.url + "_stcore/health"):
+                return
+            time.sleep(0.3)
+        raise TimeoutError(f"{self.url} not healthy after {timeout} s")
+
+    def log(self) -> str:
+        self._log.flush()
+        return self.log_path.read_text(errors="replace")
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self._log.close()
+
+
+@contextlib.contextmanager
+def running_apps(count: int, base_path: str = "", log_name: str = "app"):
+    apps = [AppProcess(base_path, log_name) for _ in range(count)]
+    try:
+        for app in apps:
+            app.wait_healthy()
+        yield apps
+    finally:
+        for app in apps:
+            app.stop()
+
+
+def chromium_path() -> str:
+    path = shutil.which("chromium") or "/usr/bin/chromium"
+    if not Path(path).exists():
+        pytest.fail("Debian's chromium is missing: run `make system-deps` (apt).")
+    return path
+
+
+def wait_app_idle(page, timeout_ms: int = 240_000) -> None:
+    """Wait until Streamlit has started and then finished running the script."""
+    page.wait_for_selector("[data-testid='stApp']", timeout=timeout_ms)
+    page.wait_for_timeout(300)  # let a rerun triggered by the last action start
+    page.wait_for_selector(APP_READY, timeout=timeout_ms)

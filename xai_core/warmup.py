@@ -1,0 +1,112 @@
+"""`python -m xai_core warmup`: load the bundled models before the first user arrives.
+
+A shared lab server should not make the first student of the day wait for the
+DINOv2 conversion, the k-NN memory bank and the first forward passes. The
+systemd unit runs this once before `streamlit run` (ExecStartPre), so the
+on-disk caches (converted weights, bank) are filled; each app process then
+loads from those caches in seconds.
+"""
+
+from __future__ import annotations
+
+import time
+
+
+
+def default_models() -> tuple[str, ...]:
+    from .models import DEFAULT_CNN, DEFAULT_TEXT, DEFAULT_VIT
+
+    return (DEFAULT_VIT, DEFAULT_CNN, DEFAULT_TEXT)
+
+
+def warm_up(model_ids: tuple[str, ...] | None = None, sample: str = "chelsea") -> list[dict]:
+    """Load each model (building DINOv2's k-NN bank) and run one prediction.
+
+    Returns one row per model: id, whether it loaded, seconds, and the top class.
+    """
+    from .images import load_sample
+    from .models import availability, get_model
+    from .pipeline import predict
+
+    model_ids = model_ids or default_models()
+
+    image = load_sample(sample)
+    rows = []
+    for model_id in model_ids:
+        started = time.perf_counter()
+        status = availability(model_id)
+        if not status.available:
+            rows.append({"model": model_id, "loaded": False, "seconds": 0.0,
+                         "top": None, "reason": status.reason})
+            continue
+        model = get_model(model_id)
+        top = predict(model, image, topk=1)[0].label if model.head is not None else None
+        rows.append({"model": model_id, "loaded": True,
+                     "seconds": time.perf_counter() - started, "top": top, "reason": ""})
+    return rows
+
+
+def add_warmup_command(add) -> None:
+    sub = add("warmup", cmd_warmup, "load the bundled models and the k-NN bank once "
+                                    "(run before the first user)", image=False)
+    sub.add_argument("--models", nargs="+", metavar="ID",
+                     help="model ids to load (default: the bundled ViT, CNN and text model)")
+
+
+def cmd_warmup(args) -> None:
+    from .cli import CliError, _emit
+    from .models import get_spec
+
+    model_ids = tuple(args.models or default_models())
+    for model_id in model_ids:
+        get_spec(model_id)  # unknown id: UnknownModelError, exit 2
+    rows = warm_up(model_ids)
+    failed = [row for row in rows if not row["loaded"]]
+    text = "\n".join(f"{row['model']:20} " + (f"loaded in {row['seconds']:.1f} s"
+                                               + (f", top class on the cat: {row['top']}"
+                                                  if row["top"] else "")
+                                               if row["loaded"] else f"NOT loaded: {row['reason']}")
+                     for row in rows)
+    _emit(args, {"models": rows}, text)
+    if failed:
+        raise CliError(f"{len(failed)} model(s) could not be loaded: "
+                       + ", ".join(row["model"] for row in failed))
+
+
+def healthy(url: str, timeout: float = 5.0) -> bool:
+    """True when Streamlit's health endpoint at `url` answers 200 "ok"."""
+    import urllib.error
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as response:
+            return response.status == 200 and response.read().strip() == b"ok"
+    except (urllib.error.URLError, OSError, ValueError):
+        return False
+
+
+def wait_healthy(url: str, wait: float) -> bool:
+    deadline = time.monotonic() + wait
+    while True:
+        if healthy(url):
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.5)
+
+
+def add_health_command(add) -> None:
+    sub = add("health", cmd_health, "check (or wait for) a running app's /_stcore/health",
+              image=False)
+    sub.add_argument("url", help="e.g. http://127.0.0.1:8501/vit-lens/_stcore/health")
+    sub.add_argument("--wait", type=float, default=0.0, metavar="SECONDS",
+                     help="keep trying this long before giving up")
+
+
+def cmd_health(args) -> None:
+    from .cli import CliError, _emit
+
+    if not wait_healthy(args.url, args.wait):
+        raise CliError(f"{args.url} did not answer 'ok'"
+                       + (f" within {args.wait:g} s." if args.wait else "."))
+    _emit(args, {"url": args.url, "healthy": True}, f"{args.url}: ok")
