@@ -177,7 +177,9 @@ with ui.friendly_errors():
     rows, cols = layout.grid
     blocks = capture.blocks
     c1, c2, c3 = st.columns(3)
-    block = c1.slider("Block", 0, len(blocks) - 1, len(blocks) - 1, key="sa_block")
+    if not 0 <= st.session_state.get("sa_block", -1) < len(blocks):
+        st.session_state["sa_block"] = len(blocks) - 1  # a new model may have fewer blocks
+    block = c1.slider("Block", 0, len(blocks) - 1, key="sa_block")
     record = blocks[block]
     head_options = ["mean of heads"] + [f"head {h + 1}" for h in range(record.num_heads)]
     if st.session_state.get("sa_head") not in head_options:

@@ -1,0 +1,204 @@
+"""Pages 1 (tokenization) and 2 (self-attention toy) in AppTest: they render with the
+bundled models and a random-weight distilled DeiT, and their numbers follow the widgets."""
+
+import base64
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from scipy.special import softmax as scipy_softmax
+from sklearn.metrics.pairwise import cosine_similarity
+from streamlit.testing.v1 import AppTest
+
+from xai_core import pipeline
+from xai_core import toy_attention as toy
+from xai_core.images import load_sample
+from xai_core.methods.attention import query_attention
+from xai_core.models import get_model
+
+ROOT = Path(__file__).resolve().parent.parent
+ENTRY = str(ROOT / "dashboard" / "app.py")
+
+
+def open_page(page: str, **state) -> AppTest:
+    app = AppTest.from_file(ENTRY, default_timeout=180)
+    for key, value in state.items():
+        app.session_state[key] = value
+    app.run()
+    return app.switch_page(f"../pages/{page}").run()
+
+
+def chart(app, key: str) -> dict:
+    found = [c for c in app.get("plotly_chart") if c.proto.id.endswith(key)]
+    assert len(found) == 1, f"no single chart with key {key}"
+    return json.loads(found[0].proto.spec)
+
+
+def array(value) -> np.ndarray:
+    """A Plotly JSON array: a list, or {"dtype", "bdata", "shape"} (base64)."""
+    if isinstance(value, dict):
+        flat = np.frombuffer(base64.b64decode(value["bdata"]), dtype=np.dtype(value["dtype"]))
+        shape = [int(s) for s in str(value.get("shape", len(flat))).split(",")]
+        return flat.reshape(shape)
+    return np.asarray(value, dtype=float)
+
+
+def texts(spec: dict) -> np.ndarray:
+    return np.asarray(spec["data"][0]["text"], dtype=float)
+
+
+def no_problems(app):
+    assert not app.exception, app.exception
+    assert not app.error, [e.value for e in app.error]
+
+
+# --- page 1 -------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def page1():
+    return open_page("1_tokenization.py")
+
+
+def test_page1_renders_with_bundled_models(page1):
+    no_problems(page1)
+    assert [m.value for m in page1.metric][:3] == ["16 x 16", "256", "257"]
+    assert any("256 + 1 = 257" in latex.value for latex in page1.latex)
+    grid = chart(page1, "tok_grid")
+    boxes = array(grid["data"][-1]["customdata"])  # index, row, col, x0, x1, y0, y1, token
+    assert boxes.shape == (256, 8)
+    np.testing.assert_array_equal(boxes[17], [17, 1, 1, 14, 28, 14, 28, 18])
+    assert chart(page1, "tok_pred_vit") and chart(page1, "tok_pred_cnn")
+    captions = " ".join(c.value for c in page1.caption)
+    assert "similarity" in captions and "cat" in captions  # k-NN neighbours of the cat
+    pca = chart(page1, "tok_pca")
+    assert sum("PC" in a["text"] for a in pca["layout"]["annotations"]) == 28
+
+
+def test_page1_calculator_follows_the_sliders(page1):
+    page1.slider(key="tok_calc_h_dinov2-s14").set_value(300).run()
+    no_problems(page1)
+    conv = torch.nn.Conv2d(3, 1, 14, stride=14)(torch.zeros(1, 3, 300, 224))
+    rows, cols = conv.shape[-2:]
+    assert [m.value for m in page1.metric][:3] == [f"{rows} x {cols}", str(rows * cols),
+                                                  str(rows * cols + 1)]
+    assert "not a multiple of 14" in " ".join(w.value for w in page1.warning)
+    page1.slider(key="tok_calc_p_dinov2-s14").set_value(64).run()
+    page1.slider(key="tok_calc_h_dinov2-s14").set_value(50).run()
+    assert not page1.exception
+    assert "smaller than one 64x64 patch" in " ".join(e.value for e in page1.error)
+    page1.slider(key="tok_calc_p_dinov2-s14").set_value(14).run()  # leave it as found
+    page1.slider(key="tok_calc_h_dinov2-s14").set_value(224).run()
+    no_problems(page1)
+
+
+def test_page1_position_map_follows_the_patch(page1):
+    page1.number_input(key="tok_pos_patch").set_value(0).run()
+    no_problems(page1)
+    spec = chart(page1, "tok_pos_one")
+    assert "row 0, col 0" in spec["layout"]["title"]["text"]
+    table = get_model("dinov2-s14").module.pos_embed[0, 1:].double().numpy()
+    oracle = cosine_similarity(table)[0].reshape(16, 16)
+    np.testing.assert_allclose(array(spec["data"][0]["z"]), oracle, atol=1e-5)
+
+
+def test_page1_collage_shows_split_confidence():
+    app = open_page("1_tokenization.py", image_choice="collage")
+    no_problems(app)
+    message = " ".join(i.value for i in app.info)
+    assert "One summary, two objects" in message and "DINOv2" in message
+    assert "EfficientNet" in message
+
+
+def test_page1_distilled_deit_shows_two_prefix_tokens():
+    app = open_page("1_tokenization.py", vit_model="deit-s16-distilled", vit_random=True)
+    assert not app.exception
+    assert [m.value for m in app.metric][:3] == ["14 x 14", "196", "198"]
+    strip = chart(app, "tok_strip")
+    labels = [a["text"] for a in strip["layout"]["annotations"]]
+    assert labels[:4] == ["[CLS]", "token 0", "[DIST]", "token 1"]
+    assert "RANDOM WEIGHTS" in " ".join(e.value for e in app.error)
+
+
+# --- page 2 -------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def page2():
+    return open_page("2_self_attention.py")
+
+
+def test_page2_shows_the_seed_numbers(page2):
+    no_problems(page2)
+    np.testing.assert_array_equal(texts(chart(page2, "toy_scores")),
+                                  [[3.00, 6.00, 0.50], [4.00, 8.75, -0.50], [0.20, -0.80, 4.10]])
+    np.testing.assert_array_equal(texts(chart(page2, "toy_weights")),
+                                  [[0.15, 0.82, 0.03], [0.06, 0.94, 0.00], [0.09, 0.05, 0.86]])
+
+
+def test_page2_edited_q_cell_changes_the_weights():
+    app = AppTest.from_file(ENTRY, default_timeout=180).run()
+    app.switch_page("../pages/2_self_attention.py")
+    app.session_state["toy_q"] = {"edited_rows": {0: {"fur": 4.0}}, "added_rows": [],
+                                  "deleted_rows": []}
+    app.run()
+    no_problems(app)
+    q = toy.SEED_Q.copy()
+    q[0, 1] = 4.0
+    oracle = np.round(scipy_softmax(q @ toy.SEED_K.T / np.sqrt(3), axis=1), 2)
+    shown = texts(chart(app, "toy_weights"))
+    np.testing.assert_array_equal(shown, oracle)
+    assert shown[0, 1] != 0.82
+    app.session_state["toy_q"] = {"edited_rows": {1: {"background": None}}, "added_rows": [],
+                                  "deleted_rows": []}
+    app.run()
+    assert not app.exception
+    assert "Q[Eye, background] is empty" in " ".join(e.value for e in app.error)
+
+
+def test_page2_temperature_changes_the_entropy(page2):
+    scores = toy.TEMPERATURE_Q @ toy.TEMPERATURE_K.T
+    shown = {}
+    for temperature in (0.05, 2.0, 200.0):
+        page2.select_slider(key="toy_temperature").set_value(temperature).run()
+        no_problems(page2)
+        shown[temperature] = page2.metric[0].value
+        p = scipy_softmax(scores[0] / temperature)
+        oracle = float(-(p[p > 0] * np.log2(p[p > 0])).sum())
+        assert shown[temperature] == f"{oracle:.3f} bits"
+    values = [float(shown[t].split()[0]) for t in (0.05, 2.0, 200.0)]
+    assert values[0] < 0.01 and values[0] < values[1] < values[2] and values[2] > 1.99
+
+
+def test_page2_query_patch_and_head_change_the_attention_figure(page2):
+    capture = pipeline.vit_capture(get_model("dinov2-s14"), load_sample("chelsea"))
+    last = len(capture.blocks) - 1
+    figures = []
+    for query in (0, 200):
+        page2.number_input(key="sa_query").set_value(query).run()
+        no_problems(page2)
+        z = array(chart(page2, "sa_chart")["data"][1]["z"])
+        np.testing.assert_allclose(z, query_attention(capture, last, query).mean(0), atol=1e-6)
+        figures.append(z)
+    assert np.abs(figures[0] - figures[1]).max() > 1e-3
+    page2.selectbox(key="sa_head").set_value("head 2").run()
+    no_problems(page2)
+    z = array(chart(page2, "sa_chart")["data"][1]["z"])
+    np.testing.assert_allclose(z, query_attention(capture, last, 200)[1], atol=1e-6)
+    share = 1 - query_attention(capture, last, 200)[1].sum()
+    assert f"**{share:.1%}**" in " ".join(m.value for m in page2.markdown)
+
+
+def test_page2_distilled_deit_uses_cls_query():
+    app = open_page("2_self_attention.py", vit_model="deit-s16-distilled", vit_random=True)
+    assert not app.exception
+    app.toggle(key="sa_use_cls").set_value(True).run()
+    assert not app.exception
+    z = array(chart(app, "sa_chart")["data"][1]["z"])
+    capture = pipeline.vit_capture(get_model("deit-s16-distilled", random_weights=True),
+                                   load_sample("chelsea"))
+    np.testing.assert_allclose(z, query_attention(capture, 11, None).mean(0), atol=1e-6)
+    assert "2 prefix key(s)" in " ".join(m.value for m in app.markdown)
+    assert math.isclose(z.sum() + float(capture.blocks[11].acts["attn"][0, :, 0, :2].sum(-1)
+                                        .mean()), 1.0, abs_tol=1e-5)
