@@ -25,8 +25,8 @@ from __future__ import annotations
 
 import copy
 import hashlib
-import math
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -362,29 +362,6 @@ def top_channels(result: DaamResult, frame: int, count: int = 6) -> list[Channel
 
 # --- sanity check (section 4.4): cascading randomisation --------------------------------------
 
-def spearman(a: np.ndarray, b: np.ndarray) -> float:
-    """Spearman rank correlation (average ranks for ties); 0 when a map is constant."""
-    ra, rb = _ranks(np.ravel(a)), _ranks(np.ravel(b))
-    ra, rb = ra - ra.mean(), rb - rb.mean()
-    denominator = math.sqrt(float((ra ** 2).sum() * (rb ** 2).sum()))
-    return float((ra * rb).sum() / denominator) if denominator > 0 else 0.0
-
-
-def _ranks(values: np.ndarray) -> np.ndarray:
-    values = np.asarray(values, dtype=np.float64)
-    order = np.argsort(values, kind="mergesort")
-    ranks = np.empty(len(values))
-    sorted_values = values[order]
-    start = 0
-    while start < len(values):  # average rank over each run of ties
-        stop = start
-        while stop + 1 < len(values) and sorted_values[stop + 1] == sorted_values[start]:
-            stop += 1
-        ranks[order[start:stop + 1]] = (start + stop) / 2.0
-        start = stop + 1
-    return ranks
-
-
 def sanity_steps(num_blocks: int, count: int = 4) -> list[int]:
     """1-based first randomised block for each step, top down, ending with full (1).
 
@@ -429,6 +406,20 @@ def private_copy(model) -> torch.nn.Module:
         return copy.deepcopy(model.module)
 
 
+def randomised_copies(module: torch.nn.Module, steps: list[int],
+                      seed: int = 0) -> Iterator[tuple[int, torch.nn.Module]]:
+    """Randomise `module` IN PLACE (pass a private copy), top down and cumulatively:
+    after the step for k, the attention linears of blocks k..B (1-based) are random.
+    Block n always gets seed*1000 + n, so a state does not depend on the path to it."""
+    blocks = [block for _, block in transformer_blocks(module)]
+    randomised = len(blocks) + 1  # blocks numbered >= this are random
+    for first in sorted(set(steps), reverse=True):
+        for number in range(first, randomised):
+            randomise_attention(blocks[number - 1], seed * 1000 + number)
+        randomised = min(randomised, first)
+        yield first, module
+
+
 def cascading_randomisation(model, image, target: int, head=None, formula: str = "official",
                             channel_relu: str = "auto", steps: list[int] | None = None,
                             seed: int = 0) -> SanityResult:
@@ -445,20 +436,16 @@ def cascading_randomisation(model, image, target: int, head=None, formula: str =
            head.fingerprint(), formula, original.channel_relu, tuple(steps), seed)
 
     def compute() -> SanityResult:
+        from ..metrics import spearman  # (metrics imports the methods package)
+
         started = time.perf_counter()
         score_fn = target_score_fn(model, image, target, head, formula)
-        clone = private_copy(model)
-        blocks = [block for _, block in transformer_blocks(clone)]
-        randomised = len(blocks) + 1  # 1-based: blocks >= randomised are random
         maps = []
-        for first in steps:  # top down, cumulative: blocks first..B are random afterwards
-            for number in range(first, randomised):
-                randomise_attention(blocks[number - 1], seed * 1000 + number)
-            randomised = min(randomised, first)
+        for _, clone in randomised_copies(private_copy(model), steps, seed):
             capture = run_capture(clone, prepared.pixels.to(model.device), score_fn)
             maps.append(daam_from_capture(capture, original.channel_relu)["D"][-1])
         final = original.D[-1]
-        return SanityResult(final, maps, list(steps), len(blocks),
+        return SanityResult(final, maps, list(steps), len(module_blocks),
                             [spearman(final, m) for m in maps], time.perf_counter() - started)
     return CAPTURE_CACHE.get_or_compute(key, compute)
 
