@@ -223,3 +223,28 @@ def npz_bytes(sections: list[ModelSection], manifest_dict: dict) -> bytes:
     buffer = io.BytesIO()
     np.savez_compressed(buffer, **arrays, manifest=np.array(json.dumps(manifest_dict)))
     return buffer.getvalue()
+
+
+def manifest_digest(manifest_dict: dict) -> str:
+    """A short content hash of a manifest (to tell whether a rendered PNG is still current)."""
+    import hashlib
+
+    text = json.dumps(manifest_dict, sort_keys=True, default=_json_default)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def scale_box(box, from_size: tuple[int, int], to_size: tuple[int, int]) -> list[int]:
+    """A pixel box (x0, y0, x1, y1) typed on a (H, W) input, rescaled to another (H, W)."""
+    sx, sy = to_size[1] / from_size[1], to_size[0] / from_size[0]
+    return [round(box[0] * sx), round(box[1] * sy), round(box[2] * sx), round(box[3] * sy)]
+
+
+def localise_section(section: ModelSection, box, box_size: tuple[int, int]) -> dict:
+    """Localisation of every map of a section against a box typed on a `box_size` input."""
+    from .metrics import localise
+
+    size = tuple(section.model.spec.input_size)
+    scaled = scale_box(box, box_size, size)
+    section.localisation = {run.name: localise(run.map, size, scaled)
+                            for run in section.runs if run.ok}
+    return {"box": scaled, "results": section.localisation}

@@ -1,0 +1,309 @@
+"""Page 7: every registered method on one image - theory, measured cost, faithfulness,
+agreement, localisation, export."""
+
+import json
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from dashboard import state, ui
+from xai_core import compare, metrics, pipeline
+from xai_core import figures_compare as figs
+
+st.title("7 · Comparison matrix")
+st.markdown(
+    "Every explanation method the app knows, run on **the same image**, side by side. First "
+    "what each method is in principle, then what it actually cost on this image, then the "
+    "maps themselves, and finally three ways to ask whether a map deserves trust: does the "
+    "model's score collapse when the highlighted pixels go (faithfulness), do the methods "
+    "agree with each other (agreement), and does the map land on the object (localisation).")
+
+# What each method is, in our words. The cost row below the table is measured, not quoted.
+THEORY_ROWS = ["Mechanism", "Cost in principle", "Class specificity", "Spatial resolution",
+               "Supervision needed", "Best used for"]
+THEORY = {
+    "attention": ("Reads the softmax(QKᵀ/√d) row of the [CLS] query in one block, heads "
+                  "averaged.", "One forward pass; no gradient.",
+                  "None: asking about another class gives the same map.",
+                  "One value per patch token.", "None; works on self-supervised models too.",
+                  "Seeing where one block routes information into [CLS]; head specialisation."),
+    "rollout": ("Multiplies head-averaged attention, plus the identity for the skip path, "
+                "through every block.", "One forward pass plus one small matrix product "
+                "per block.", "None: a property of the input, not of a class.",
+                "One value per patch token.", "None.",
+                "How information can travel from patches to [CLS] across depth."),
+    "gae": ("Weights every block's attention by its gradient (positive part only) and adds "
+            "the result up along the residual stream (Chefer).",
+            "One forward and one backward pass per class.",
+            "Yes: the gradients come from the chosen class's score.",
+            "One value per patch token.", "A class score: a logit, or a k-NN class score.",
+            "Class-specific ViT maps that hold up well under perturbation tests."),
+    "gradcam": ("Averages the class gradient over a CNN conv stage to weight its channels; "
+                "ReLU of the weighted sum (Selvaraju).",
+                "One forward and one backward pass per class.",
+                "Yes: a different map for every class.",
+                "The conv stage's grid, upsampled to the image.", "A class score.",
+                "Checking what a CNN relied on; telling two classes in one image apart."),
+    "vit-gradcam": ("Grad-CAM transplanted to a ViT: token features of a chosen block weighted "
+                    "by their gradients, patch tokens as the grid.",
+                    "One forward and one backward pass per class.",
+                    "Yes, when the chosen feature location carries gradient to patches.",
+                    "One value per patch token.", "A class score.",
+                    "Comparing CNN-style explanations across architectures; learning which "
+                    "layers give blank maps."),
+    "daam": ("Splits each block's [CLS] context into per-patch parts, weights the channels by "
+             "the gradient and accumulates the maps block by block.",
+             "One forward and one backward pass give every block's map.",
+             "Yes (for a k-NN head: weights from the class's nearest bank entries).",
+             "One value per patch token, for every block.",
+             "A class score, or a k-NN memory bank for self-supervised ViTs.",
+             "Watching the decision form through the depth of the network."),
+}
+FAMILY_LABEL = {"vit": "ViT", "cnn": "CNN"}
+
+image = state.current_image()
+if image is None:
+    st.stop()
+models = [m for m in (state.current_vit(), state.current_cnn()) if m is not None]
+if not models:
+    st.stop()
+
+# --- choices per model: target class and methods ---------------------------------------------
+sections: list[compare.ModelSection] = []
+columns = st.columns(len(models))
+for column, model in zip(columns, models):
+    with column, ui.friendly_errors():
+        family = model.spec.family
+        head = state.session_head(model)
+        ui.model_caption(model)
+        target = ui.target_picker(model, image, key=f"cmp_target_{family}", head=head,
+                                  label=f"Target class for the {FAMILY_LABEL[family]}")
+        names = [info.name for info in compare.applicable_methods(model)]
+        chosen = st.multiselect(
+            f"{FAMILY_LABEL[family]} methods", names, default=compare.default_methods(model),
+            key=f"cmp_methods_{family}",
+            help="Every registered method for this kind of model. Mean attention distance is "
+                 "off by default: it describes how far patches look, not what the class used.")
+        with st.spinner(f"Running {len(chosen)} methods on {model.spec.display_name}..."):
+            runs = compare.run_methods(model, image, chosen, target, head)
+        sections.append(compare.ModelSection(model, target, head.class_names[target],
+                                             metrics.score_kind(model, head), runs))
+        for run in runs:
+            if run.error:
+                st.warning(f"**{run.name}** cannot run here: {run.error}")
+
+if not sections:
+    st.stop()
+ok_runs = {(s.model.spec.family, r.name): r for s in sections for r in s.runs if r.ok}
+
+# --- 1. theory matrix with measured cost ------------------------------------------------------
+st.header("1 · The theory matrix")
+st.markdown(
+    "Rows describe each method in principle. The last two rows are **measured on this image**: "
+    "hooks on the model count the forward and backward passes each method actually ran, and a "
+    "clock times it. A method that finds its capture already computed (by another method or "
+    "another page) runs **0 new passes** - one backward pass serves many methods.")
+table = {name: list(text) for name, text in THEORY.items()}
+table_rows = THEORY_ROWS + ["Measured here: passes, wall time", "Measured here: map grid"]
+for name in THEORY:
+    run = next((r for (_, n), r in ok_runs.items() if n == name), None)
+    table[name] += [run.cost_text() if run else "not run (not registered, not chosen, or n/a)",
+                    "x".join(map(str, run.map.shape)) if run else "-"]
+for (_, name), run in ok_runs.items():  # methods registered after this table was written
+    if name not in THEORY:
+        table[name] = [run.summary] + ["see the method's page"] * (len(THEORY_ROWS) - 1) + [
+            run.cost_text(), "x".join(map(str, run.map.shape))]
+st.dataframe(pd.DataFrame(table, index=table_rows), width="stretch")
+
+# --- 2. practical matrix ----------------------------------------------------------------------
+st.header("2 · The practical matrix")
+st.markdown(
+    "Each map is scaled to its own minimum (0) and maximum (1) and all share one colour scale: "
+    "raw values differ by orders of magnitude between methods, so compare shapes and ranks, "
+    "not heights.")
+matrix_rows = []
+for section in sections:
+    model_image = pipeline.prepare(section.model, image).model_image
+    maps = [(r.name, r.map) for r in section.runs if r.ok]
+    if maps:
+        matrix_rows.append((f"{FAMILY_LABEL[section.model.spec.family]}: "
+                            f"{section.target_label[:24]}", model_image, maps))
+matrix_figure = figs.practical_matrix(matrix_rows) if matrix_rows else None
+if matrix_figure is not None:
+    ui.show_figure(matrix_figure, key="cmp_matrix")
+
+# --- 3. faithfulness --------------------------------------------------------------------------
+st.header("3 · Faithfulness: deletion and insertion")
+st.markdown(
+    "**Deletion** removes the pixels a map ranks highest first, in equal steps, and records the "
+    "class score; a faithful map makes the score fall fast (**low** area under the curve). "
+    "**Insertion** starts from the baseline and puts the top pixels back first; a faithful map "
+    "makes the score rise fast (**high** area). Pixels are ranked by the map resized "
+    "(bilinear) to the model input. **Positive / negative perturbation** (Chefer) blanks whole "
+    "map cells - patches for a ViT - from the most (positive: low area is good) or the least "
+    "(negative: high area is good) relevant, from 0 % to (N-1)/N.")
+for section in sections:
+    st.caption(f"{FAMILY_LABEL[section.model.spec.family]} class score: **{section.score_kind}** "
+               f"of '{section.target_label}'.")
+left, middle, right = st.columns(3)
+baseline = left.selectbox("Baseline", metrics.BASELINES, key="cmp_baseline",
+                          format_func=lambda b: metrics.BASELINE_NAMES[b])
+steps = middle.number_input("Steps", min_value=metrics.MIN_STEPS, max_value=100, value=20,
+                            key="cmp_steps", help="Each step is one perturbed image through the "
+                                                  "model, evaluated in batches.")
+perturb = right.checkbox("Also positive/negative perturbation", value=True, key="cmp_perturb")
+if st.button("Run faithfulness metrics", key="cmp_run_metrics", type="primary"):
+    st.session_state["cmp_faith"] = {"baseline": baseline, "steps": int(steps),
+                                     "perturb": bool(perturb)}
+faith = st.session_state.get("cmp_faith")
+if faith:
+    wanted = ["deletion", "insertion"] + (["pos-perturb", "neg-perturb"] if faith["perturb"]
+                                          else [])
+    jobs = [(s, r, m) for s in sections for r in s.runs if r.ok for m in wanted]
+    bar = st.progress(0.0, text="Perturbing...")
+    with ui.friendly_errors():
+        for done, (section, run, metric) in enumerate(jobs):
+            def report(step, total, done=done, section=section, run=run, metric=metric):
+                bar.progress(min(1.0, (done + step / total) / len(jobs)),
+                             text=f"{section.model.spec.display_name} · {run.name} · {metric}")
+            section.curves[(run.name, metric)] = metrics.faithfulness(
+                section.model, image, run.map, metric, section.target, faith["baseline"],
+                faith["steps"], head=state.session_head(section.model), progress=report)
+        bar.progress(1.0, text=f"Done: {len(jobs)} curves, {faith['steps']} steps, baseline "
+                               f"{faith['baseline']}.")
+    for section in sections:
+        if not section.curves:
+            continue
+        label = FAMILY_LABEL[section.model.spec.family]
+        ui.show_figure(figs.curves_figure(section.curves, f"{label}: {section.model.label}"),
+                       key=f"cmp_curves_{section.model.spec.family}")
+        auc = pd.DataFrame({metric: {method: curve.auc for (method, m), curve
+                                     in section.curves.items() if m == metric}
+                            for metric in wanted})
+        st.dataframe(auc.style.format("{:.4f}"), width="stretch")
+        any_curve = next(iter(section.curves.values()))
+        st.caption(f"Full image score {any_curve.full_score:.4f}; pure baseline score "
+                   f"{any_curve.baseline_score:.4f}. AUC = trapezoid over the fraction "
+                   "perturbed (0 to 1), in the score's units.")
+else:
+    st.info("Choose a baseline and a step count, then press **Run faithfulness metrics** "
+            "(each curve costs steps + 1 forward passes; results are cached).")
+
+# --- 4. agreement -----------------------------------------------------------------------------
+st.header("4 · Do the methods agree?")
+all_maps = {f"{FAMILY_LABEL[s.model.spec.family]}·{r.name}": r.map
+            for s in sections for r in s.runs if r.ok}
+agreement = None
+if len(all_maps) >= 2:
+    percent = st.slider("Top-k % for the overlap", 1, 50, 10, key="cmp_topk")
+    names, rho, overlap = metrics.agreement_matrices(all_maps, percent)
+    agreement = {"names": names, "spearman": rho, "top_k_percent": percent,
+                 "top_k_overlap": overlap}
+    st.markdown(
+        "**Spearman ρ** compares the full ranking of cells (1 = same order, -1 = reversed). "
+        f"**Top-{percent} % overlap** is the share of one map's top cells that are also the "
+        "other's top cells. Maps on different grids are compared on the finer grid (bilinear).")
+    if len({(s.model.spec.input_size, s.model.spec.crop_pct) for s in sections}) > 1:
+        st.warning("The two models crop the image differently, so ViT-vs-CNN cells do not "
+                   "cover exactly the same pixels.")
+    left, right = st.columns(2)
+    with left:
+        ui.show_figure(figs.agreement_heatmap(names, rho, "Spearman rank correlation"),
+                       key="cmp_spearman")
+    with right:
+        ui.show_figure(figs.agreement_heatmap(names, overlap, f"Top-{percent} % overlap", 0, 1,
+                                              "Viridis"), key="cmp_overlap")
+else:
+    st.info("Choose at least two methods to compare their maps.")
+
+vit_section = next((s for s in sections if s.model.spec.family == "vit"), None)
+attention_run = ok_runs.get(("vit", "attention"))
+scatter_figure = None
+if vit_section is not None and attention_run is not None:
+    st.subheader("Attention vs gradient")
+    st.markdown(
+        "Is a patch that [CLS] attends to also a patch the score is sensitive to? Each point is "
+        "one patch: x = last-block [CLS] attention (heads averaged), y = the size of the "
+        "gradient of the class score with respect to that patch's pixels. A weak correlation "
+        "is the 'attention is not explanation' warning: attention shows where information "
+        "is read from, not what the decision depends on.")
+    with ui.friendly_errors():
+        capture = pipeline.vit_capture(vit_section.model, image, vit_section.target,
+                                       head=state.session_head(vit_section.model))
+        gradient = metrics.patch_gradient_importance(capture.input_grad, capture.layout.grid)
+        attention = attention_run.map
+        if attention.shape == gradient.shape:
+            rho_ag = metrics.spearman(attention, gradient)
+            scatter_figure = figs.attention_gradient_scatter(
+                attention, gradient, rho_ag, f"{vit_section.model.spec.display_name}, "
+                                             f"'{vit_section.target_label}'")
+            ui.show_figure(scatter_figure, key="cmp_scatter")
+            agreement = (agreement or {}) | {"attention_vs_gradient_spearman": rho_ag}
+
+# --- 5. localisation --------------------------------------------------------------------------
+st.header("5 · Localisation (optional)")
+if st.checkbox("Score the maps against a box I give", key="cmp_localise"):
+    first = pipeline.prepare(sections[0].model, image).model_image
+    st.markdown(
+        f"Type the object's box in pixels of the model's {first.width}x{first.height} input "
+        "(x to the right, y down; x1, y1 excluded). Each map is resized to the input, "
+        "binarised at **0.1 x its maximum**, and the tight box around its **largest connected "
+        "region** is compared with yours by **IoU** (correct when IoU >= 0.5, the seed-001 "
+        "protocol). The **pointing game** asks only whether the map's peak falls in your box "
+        "(15-pixel tolerance).")
+    cols = st.columns(4)
+    limits = (first.width, first.height, first.width, first.height)
+    defaults = (first.width // 4, first.height // 4, 3 * first.width // 4, 3 * first.height // 4)
+    box = [cols[i].number_input(name, 0, limits[i], defaults[i], key=f"cmp_box_{name}")
+           for i, name in enumerate(("x0", "y0", "x1", "y1"))]
+    with ui.friendly_errors():
+        rows = []
+        for section in sections:
+            found = compare.localise_section(section, box, (first.height, first.width))
+            results = found["results"]
+            rows += [{"model": FAMILY_LABEL[section.model.spec.family], "method": name,
+                      "map box (x0, y0, x1, y1)": str(loc.box), "IoU": round(loc.iou, 3),
+                      "IoU >= 0.5": loc.correct, "pointing game": loc.pointing_hit}
+                     for name, loc in results.items()]
+            ui.show_figure(figs.localisation_figure(
+                pipeline.prepare(section.model, image).model_image, found["box"],
+                {n: loc.box for n, loc in results.items()},
+                {n: loc.peak for n, loc in results.items()},
+                f"{FAMILY_LABEL[section.model.spec.family]}: your box (dashed), each map's box "
+                "and peak (x)"), key=f"cmp_loc_{section.model.spec.family}")
+        if rows:
+            st.dataframe(pd.DataFrame(rows), width="stretch", hide_index=True)
+
+# --- 6. export --------------------------------------------------------------------------------
+st.header("6 · Export")
+settings = {"faithfulness": faith, "methods": {s.model.spec.id: [r.name for r in s.runs]
+                                              for s in sections}}
+bundle = compare.manifest(image, sections, settings, agreement)
+stem = f"vit-lens-comparison-{bundle['models'][0]['image_sha256'][:10]}"
+left, middle, right = st.columns(3)
+left.download_button("NPZ: raw maps, curves, manifest", compare.npz_bytes(sections, bundle),
+                     file_name=f"{stem}.npz", mime="application/octet-stream", key="cmp_dl_npz")
+middle.download_button("JSON manifest", json.dumps(bundle, indent=2), file_name=f"{stem}.json",
+                       mime="application/json", key="cmp_dl_json")
+with right:
+    digest = compare.manifest_digest(bundle)
+    if figs.find_browser() is None:
+        st.warning("PNG export is off: the server has no Chromium browser for kaleido "
+                   "(Debian package `chromium`). The NPZ and JSON downloads work.")
+    elif st.button("Render the comparison as PNG", key="cmp_png_make"):
+        parts = [f for f in [matrix_figure, scatter_figure] if f is not None]
+        parts += [figs.curves_figure(s.curves, FAMILY_LABEL[s.model.spec.family])
+                  for s in sections if s.curves]
+        if agreement and "spearman" in agreement:
+            parts.append(figs.agreement_heatmap(agreement["names"], agreement["spearman"],
+                                                "Spearman rank correlation"))
+        try:
+            with st.spinner("Rendering with kaleido..."):
+                st.session_state["cmp_png"] = (digest, figs.comparison_png(parts))
+        except figs.ExportUnavailable as error:
+            st.warning(str(error))
+    png = st.session_state.get("cmp_png")
+    if png and png[0] == digest:
+        st.download_button("PNG: the whole comparison", png[1], file_name=f"{stem}.png",
+                           mime="image/png", key="cmp_dl_png")
