@@ -47,6 +47,67 @@ def clicked_token(chart_key: str) -> int | None:
     return None
 
 
+@st.fragment
+def head_view(capture) -> None:
+    """Layer/head controls and their two charts: moving them reruns only this part."""
+    tokens = capture.tokens
+    n, layers, heads = capture.num_tokens, capture.num_layers, capture.num_heads
+    view_options = ["one head", "mean of the heads", "all heads of the layer"]
+    left, middle, right = st.columns(3)
+    layer = left.slider("Layer", 0, layers - 1, layers - 1, key="text_layer", bind="query-params")
+    view = middle.radio("Show", view_options, key="text_view", horizontal=True)
+    head = right.slider("Head", 0, heads - 1, 0, key="text_head", bind="query-params",
+                        disabled=view != "one head")
+
+    if view == "all heads of the layer":
+        ui.show_figure(ft.all_heads_grid(capture.attentions[layer], tokens,
+                                         f"Layer {layer}: all {heads} heads (rows = queries)"),
+                       key="text_heads_grid")
+    else:
+        matrix = capture.attentions[layer, head] if view == "one head" \
+            else capture.attentions[layer].mean(0)
+        label = f"layer {layer}, head {head}" if view == "one head" \
+            else f"layer {layer}, mean of {heads} heads"
+        lines_key, highlight_key = "text_lines", f"text_highlight_{hash(tokens)}"
+        clicked = clicked_token(lines_key)
+        fresh = clicked != st.session_state.get("text_last_click")
+        if clicked is not None and clicked < n and fresh:
+            st.session_state["text_last_click"] = clicked
+            st.session_state[highlight_key] = clicked
+        highlight = st.selectbox("Highlight the row of", [None] + list(range(n)),
+                                 key=highlight_key, format_func=lambda i: "no token"
+                                 if i is None else f"{i}: {tokens[i]}")
+        top_k = 8 if n > 64 else None
+        heat, lines = st.columns([1.15, 1])
+        with heat:
+            ui.show_figure(ft.attention_heatmap(matrix, tokens, f"Attention, {label}",
+                                                highlight=highlight), key="text_heatmap")
+        with lines:
+            ui.show_figure(ft.attention_lines(matrix, tokens, f"Lines, {label}",
+                                              highlight=highlight, top_k=top_k),
+                           key=lines_key, on_select="rerun", selection_mode="points")
+        st.caption("Lines below 0.01 are not drawn"
+                   + (f"; with {n} tokens only each query's {top_k} largest weights are."
+                      if top_k else "."))
+
+
+@st.fragment
+def find_heads_view(capture, rows) -> None:
+    """The "find the heads that ..." question and its per-head map."""
+    question = st.selectbox("Find the heads that ...", list(tm.HEAD_QUESTIONS),
+                            key="text_question")
+    metric, highest = tm.HEAD_QUESTIONS[question]
+    found = tm.find_heads(rows, question, count=5)
+    st.markdown("Best matches: " + ", ".join(
+        f"**L{r['layer']} H{r['head']}** ({r[metric]:.2f})" for r in found)
+        + f" ({'highest' if highest else 'lowest'} {tm.METRICS[metric][0]} first; a high value "
+        f"means {tm.METRICS[metric][1]}).")
+    metrics = tm.head_metrics(capture.attentions, capture.cls_index, capture.sep_indices)
+    per_head = ft.head_metric_heatmap(metrics[metric], f"{tm.METRICS[metric][0]} for every layer "
+                                      "and head", tm.METRICS[metric][0])
+    ui.show_figure(per_head, key="text_metric_heatmap")
+
+
 st.title("Attention in a text transformer")
 st.markdown(
     "Vision Transformers borrowed their attention from language models. Here is the original "
@@ -95,42 +156,7 @@ st.markdown(
     "view shows the same numbers the way bertviz does: queries on the left, keys on the "
     "right, thicker and darker lines for larger weights. Click a token on the left (or pick "
     "it below) to pick out its row.")
-view_options = ["one head", "mean of the heads", "all heads of the layer"]
-left, middle, right = st.columns(3)
-layer = left.slider("Layer", 0, layers - 1, layers - 1, key="text_layer", bind="query-params")
-view = middle.radio("Show", view_options, key="text_view", horizontal=True)
-head = right.slider("Head", 0, heads - 1, 0, key="text_head", bind="query-params",
-                    disabled=view != "one head")
-
-if view == "all heads of the layer":
-    ui.show_figure(ft.all_heads_grid(capture.attentions[layer], tokens,
-                                     f"Layer {layer}: all {heads} heads (rows = queries)"),
-                   key="text_heads_grid")
-else:
-    matrix = capture.attentions[layer, head] if view == "one head" \
-        else capture.attentions[layer].mean(0)
-    label = f"layer {layer}, head {head}" if view == "one head" \
-        else f"layer {layer}, mean of {heads} heads"
-    lines_key, highlight_key = "text_lines", f"text_highlight_{hash(tokens)}"
-    clicked = clicked_token(lines_key)
-    if clicked is not None and clicked < n and clicked != st.session_state.get("text_last_click"):
-        st.session_state["text_last_click"] = clicked
-        st.session_state[highlight_key] = clicked
-    highlight = st.selectbox("Highlight the row of", [None] + list(range(n)), key=highlight_key,
-                             format_func=lambda i: "no token" if i is None
-                             else f"{i}: {tokens[i]}")
-    top_k = 8 if n > 64 else None
-    heat, lines = st.columns([1.15, 1])
-    with heat:
-        ui.show_figure(ft.attention_heatmap(matrix, tokens, f"Attention, {label}",
-                                            highlight=highlight), key="text_heatmap")
-    with lines:
-        ui.show_figure(ft.attention_lines(matrix, tokens, f"Lines, {label}", highlight=highlight,
-                                          top_k=top_k),
-                       key=lines_key, on_select="rerun", selection_mode="points")
-    st.caption("Lines below 0.01 are not drawn"
-               + (f"; with {n} tokens only each query's {top_k} largest weights are."
-                  if top_k else "."))
+head_view(capture)
 
 # ------------------------------------------------------------------ specialisation
 st.subheader("Head specialisation")
@@ -148,16 +174,7 @@ table = pd.DataFrame(rows).rename(columns={k: title for k, (title, _) in tm.METR
 st.dataframe(table, hide_index=True, height=260, key="text_spec_table",
              column_config={title: st.column_config.NumberColumn(format="%.3f")
                             for title, _ in tm.METRICS.values()})
-question = st.selectbox("Find the heads that ...", list(tm.HEAD_QUESTIONS), key="text_question")
-metric = tm.HEAD_QUESTIONS[question][0]
-found = tm.find_heads(rows, question, count=5)
-st.markdown("Best matches: " + ", ".join(
-    f"**L{r['layer']} H{r['head']}** ({r[metric]:.2f})" for r in found)
-    + f". High {tm.METRICS[metric][0]} means {tm.METRICS[metric][1]}.")
-metrics = tm.head_metrics(capture.attentions, capture.cls_index, capture.sep_indices)
-per_head = ft.head_metric_heatmap(metrics[metric], f"{tm.METRICS[metric][0]} for every layer "
-                                  "and head", tm.METRICS[metric][0])
-ui.show_figure(per_head, key="text_metric_heatmap")
+find_heads_view(capture, rows)
 
 # ------------------------------------------------------------------ layers
 st.subheader("Layer by layer")

@@ -22,7 +22,8 @@ def specs(app) -> list[dict]:
 
 
 def titled(app, start: str) -> dict:
-    found = [s for s in specs(app) if str(s["layout"].get("title", {}).get("text", "")).startswith(start)]
+    found = [spec for spec in specs(app)
+             if str(spec["layout"].get("title", {}).get("text", "")).startswith(start)]
     assert found, f"no figure titled '{start}...'"
     return found[0]
 

@@ -146,9 +146,13 @@ def test_metrics_keep_layer_and_head_axes_and_find_heads():
     np.testing.assert_allclose(metrics["previous"], [[0, 1 / n], [1, 0]])
     rows = tm.specialisation_rows(stack)
     assert len(rows) == 4
-    assert [(r["layer"], r["head"]) for r in tm.find_heads(rows, "look at the previous token", 1)] == [(1, 0)]
-    assert [(r["layer"], r["head"]) for r in tm.find_heads(rows, "look at the next token", 1)] == [(1, 1)]
-    assert [(r["layer"], r["head"]) for r in tm.find_heads(rows, "spread attention widely", 1)] == [(0, 1)]
+    def best(question):
+        return [(r["layer"], r["head"]) for r in tm.find_heads(rows, question, 1)]
+
+    assert best("look at the previous token") == [(1, 0)]
+    assert best("look at the next token") == [(1, 1)]
+    assert best("spread attention widely") == [(0, 1)]
+    assert best("focus sharply")[0] in {(0, 0), (1, 0), (1, 1)}  # entropy 0
     progression = tm.layer_progression(stack)
     np.testing.assert_allclose(progression["self"], [(1 + 1 / n) / 2, 1 / n])
     np.testing.assert_allclose(progression["entropy_fraction"], [0.5, 0.0])

@@ -137,7 +137,8 @@ def all_heads_grid(layer_attention: np.ndarray, tokens, title: str, columns: int
     layer_attention = np.asarray(layer_attention, dtype=float)
     heads, n = layer_attention.shape[0], len(tokens)
     rows = math.ceil(heads / columns)
-    figure = make_subplots(rows=rows, cols=columns, subplot_titles=[f"head {h}" for h in range(heads)],
+    figure = make_subplots(rows=rows, cols=columns,
+                           subplot_titles=[f"head {h}" for h in range(heads)],
                            horizontal_spacing=0.02, vertical_spacing=0.06)
     for h in range(heads):
         figure.add_trace(go.Heatmap(
