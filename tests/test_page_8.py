@@ -109,3 +109,19 @@ def test_empty_second_sentence_gets_a_message():
     app.text_input(key="text_reference").input("").run()
     assert not app.exception
     assert "Second sentence" in texts(app, "warning")
+
+
+def test_example_fills_both_sentences_and_a_row_can_be_highlighted():
+    app = open_page()
+    app.selectbox(key="text_example").set_value("Negation").run()
+    assert not app.exception
+    assert app.text_area(key="text_input").value.startswith("This film was not good")
+    assert app.text_input(key="text_reference").value == "I loved this movie."
+    assert "not" in titled(app, "Attention, layer")["layout"]["yaxis"]["ticktext"]
+    [picker] = [s for s in app.selectbox if s.label == "Highlight the row of"]
+    picker.set_value(4).run()
+    heatmap = titled(app, "Attention, layer")
+    assert [(s["y0"], s["y1"]) for s in heatmap["layout"]["shapes"]] == [(3.5, 4.5)]
+    lines = titled(app, "Lines, layer")
+    red = [t for t in lines["data"] if t.get("name") == "row"]
+    assert red and all(set(t["y"][0::3]) == {4} for t in red)  # every red line starts at row 4
