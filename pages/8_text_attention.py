@@ -184,7 +184,7 @@ ui.show_figure(ft.layer_progression_figure(progression, "Averages over heads and
 st.markdown(
     "Entropy is shown as a fraction of log N, the entropy of perfectly even attention, so "
     "sentences of different lengths compare. A drop means the layer's heads focus on fewer "
-    "tokens; a rise in the [CLS] or [SEP] share usually means more heads are idling there "
+    "tokens; a large [CLS] or [SEP] share is often read as heads idling on a special token "
     "rather than reading a particular word.")
 
 # ------------------------------------------------------------------ rollout
@@ -200,9 +200,11 @@ st.markdown(
     "Rollout (Abnar & Zuidema, 2020) follows attention through every layer: each layer's "
     "heads are averaged, the identity is added for the residual connection, rows are "
     "renormalised, and the layers are multiplied in order - the convention of Chefer et al.'s "
-    "`compute_rollout_attention`, the same one page 4 uses for images. Because of the "
-    "residual term, rollout keeps more weight on each token's own position and smooths out "
-    "the sharp [SEP] spikes of single layers.")
+    "`compute_rollout_attention`, the same one page 4 uses for images. The added identity "
+    "stands for the residual path, which carries each token's own state forward, so the "
+    "rollout row of [CLS] usually keeps a large share on [CLS] itself and spreads the rest "
+    "more evenly than the last layer alone does. Compare the two bars for each word: rollout "
+    "says where information *could* have flowed from, not which word mattered.")
 
 # ------------------------------------------------------------------ attention vs gradient
 st.subheader("Attention vs. importance")
@@ -236,7 +238,7 @@ st.metric("Cosine similarity of the two sentence embeddings", f"{importance.simi
 ui.show_figure(ft.attention_vs_gradient_figure(shown_tokens, attention, gradient,
                                                tm.ATTENTION_SOURCES[source], agreement.rho),
                key="text_vs_gradient")
-if agreement.rho == agreement.rho:  # not NaN
+if not math.isnan(agreement.rho):
     st.markdown(f"**Spearman rank correlation: {agreement.rho:+.2f}** over {agreement.count} "
                 f"tokens (p = {agreement.p_value:.2g}).")
 else:
