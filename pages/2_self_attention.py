@@ -137,8 +137,9 @@ ui.show_figure(multihead_figure([s.weights for s in multi.per_head], mh_labels),
 if heads == 2:
     st.markdown(
         "Head 1 reads the *where* dimensions: the Eye looks at the Ear (its neighbour on the "
-        "head) and [CLS] looks at the Eye. Head 2 reads *fur*: Ear and Paw attend to each other "
-        "and [CLS] splits between them. One head alone could not hold both relationships.")
+        "head) and [CLS] looks at the Eye. Head 2 reads *fur*: Ear and Paw attend to the furry "
+        "tokens (each other and themselves) and [CLS] splits between them. One head alone "
+        "could not hold both relationships.")
 c1, c2, c3 = st.columns(3)
 dims = [f"h{h + 1}·{j + 1}" for h in range(heads) for j in range(multi.d_k)]
 with c1:

@@ -59,18 +59,18 @@ def token_strip_figure(model_image: Image.Image, grid: tuple[int, int],
         strip[:, slot * (pw + gap):slot * (pw + gap) + pw] = pixels[r * ph:(r + 1) * ph,
                                                                      c * pw:(c + 1) * pw]
         labels.append((slot, f"p{i}", f"token {slot}"))
-    figure = go.Figure(go.Image(z=strip, hoverinfo="skip"))
+    notes = []  # one layout update: add_annotation per label is slow
     for slot, top, bottom in labels:
         x = slot * (pw + gap) + pw / 2
-        figure.add_annotation(x=x, y=-0.3 * ph, text=top, showarrow=False, font=dict(size=11))
-        figure.add_annotation(x=x, y=1.3 * ph, text=bottom, showarrow=False,
-                              font=dict(size=9, color="grey"))
+        notes += [dict(x=x, y=-0.3 * ph, text=top, showarrow=False, font=dict(size=11)),
+                  dict(x=x, y=1.3 * ph, text=bottom, showarrow=False,
+                       font=dict(size=9, color="grey"))]
     if shown < total:
-        x = (slots - 1) * (pw + gap) + pw / 2
-        figure.add_annotation(x=x, y=ph / 2, showarrow=False, font=dict(size=11),
-                              text=f"… {total - shown} more<br>(last: token "
-                                   f"{total + len(prefix_names) - 1})")
-    figure.update_layout(height=height, margin=dict(l=0, r=0, t=0, b=0))
+        notes.append(dict(x=(slots - 1) * (pw + gap) + pw / 2, y=ph / 2, showarrow=False,
+                          font=dict(size=11), text=f"… {total - shown} more<br>(last: token "
+                                                   f"{total + len(prefix_names) - 1})"))
+    figure = go.Figure(go.Image(z=strip, hoverinfo="skip"))
+    figure.update_layout(height=height, margin=dict(l=0, r=0, t=0, b=0), annotations=notes)
     figure.update_xaxes(visible=False)
     figure.update_yaxes(visible=False, scaleanchor="x", range=[1.6 * ph, -0.6 * ph])
     return figure
@@ -94,13 +94,11 @@ def embedding_pca_figure(tiles: np.ndarray, explained: np.ndarray, columns: int 
     count, h, w = tiles.shape[:3]
     gap = max(1, w // 5)
     mosaic = _mosaic(tiles, columns, gap, 1.0)
+    notes = [dict(x=(i % columns) * (w + gap) + w / 2, y=(i // columns) * (h + gap) + h,
+                  yanchor="top", text=f"PC{i + 1} {explained[i]:.1%}", showarrow=False,
+                  font=dict(size=9)) for i in range(count)]
     figure = go.Figure(go.Image(z=np.round(mosaic * 255).astype(np.uint8), hoverinfo="skip"))
-    for i in range(count):
-        r, c = divmod(i, columns)
-        figure.add_annotation(x=c * (w + gap) + w / 2, y=r * (h + gap) + h, yanchor="top",
-                              text=f"PC{i + 1} {explained[i]:.0%}", showarrow=False,
-                              font=dict(size=9))
-    figure.update_layout(height=height, margin=dict(l=0, r=0, t=10, b=20))
+    figure.update_layout(height=height, margin=dict(l=0, r=0, t=10, b=20), annotations=notes)
     figure.update_xaxes(visible=False)
     figure.update_yaxes(visible=False, scaleanchor="x")
     return figure
@@ -177,12 +175,21 @@ def entropy_curve_figure(temperatures: np.ndarray, entropies: np.ndarray, labels
     for i, label in enumerate(labels):
         figure.add_trace(go.Scatter(x=temperatures, y=entropies[:, i], mode="lines",
                                     name=f"query {label}"))
-    figure.add_vline(x=current, line=dict(color="black", dash="dot"),
-                     annotation_text=f"T = {current:g}")
-    figure.add_vline(x=reference, line=dict(color="grey", dash="dash"),
-                     annotation_text="√d_k", annotation_position="bottom right")
-    figure.add_hline(y=maximum, line=dict(color="grey", width=1),
-                     annotation_text="uniform", annotation_position="top left")
+    # On a log axis, annotations take log10 of the data value; shapes take the value.
+    at_current, at_reference = float(np.log10(current)), float(np.log10(reference))
+    shapes = [dict(type="line", xref="x", yref="paper", x0=current, x1=current, y0=0,
+                   y1=1, line=dict(color="black", dash="dot")),
+              dict(type="line", xref="x", yref="paper", x0=reference, x1=reference,
+                   y0=0, y1=1, line=dict(color="grey", dash="dash")),
+              dict(type="line", xref="paper", yref="y", x0=0, x1=1, y0=maximum, y1=maximum,
+                   line=dict(color="grey", width=1))]
+    notes = [dict(x=at_current, y=1, xref="x", yref="paper", text=f"T = {current:g}",
+                  showarrow=False, xanchor="left", yanchor="top"),
+             dict(x=at_reference, y=0, xref="x", yref="paper", text="√d_k", showarrow=False,
+                  xanchor="left", yanchor="bottom"),
+             dict(x=0, y=maximum, xref="paper", yref="y", text="uniform", showarrow=False,
+                  xanchor="left", yanchor="bottom")]
+    figure.update_layout(shapes=shapes, annotations=notes)
     figure.update_layout(height=height, margin=dict(l=10, r=10, t=30, b=10),
                          xaxis=dict(type="log", title="temperature T"),
                          yaxis=dict(title="entropy (bits)", range=[0, maximum * 1.08]))
