@@ -80,9 +80,12 @@ for column, model in zip(columns, models):
         target = ui.target_picker(model, image, key=f"cmp_target_{family}", head=head,
                                   label=f"Target class for the {FAMILY_LABEL[family]}")
         names = [info.name for info in compare.applicable_methods(model)]
+        if not names:
+            st.info(f"No explanation method for a {FAMILY_LABEL[family]} is registered yet.")
+        key = f"cmp_methods_{family}"
         chosen = st.multiselect(
-            f"{FAMILY_LABEL[family]} methods", names, default=compare.default_methods(model),
-            key=f"cmp_methods_{family}",
+            f"{FAMILY_LABEL[family]} methods", names, key=key,
+            default=None if key in st.session_state else compare.default_methods(model),
             help="Every registered method for this kind of model. Mean attention distance is "
                  "off by default: it describes how far patches look, not what the class used.")
         with st.spinner(f"Running {len(chosen)} methods on {model.spec.display_name}..."):
