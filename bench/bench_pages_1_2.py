@@ -11,12 +11,11 @@ Two measures per page, both medians of several reruns after a warm-up:
 from __future__ import annotations
 
 import math
-import statistics
-import time
 from pathlib import Path
 
 import numpy as np
 
+from bench.bench_foundation import _median_seconds
 from xai_core import pipeline, tokens
 from xai_core import toy_attention as toy
 from xai_core.capture import token_layout
@@ -33,16 +32,6 @@ from xai_core.models import DEFAULT_CNN, DEFAULT_VIT, get_model
 ENTRY = str(Path(__file__).resolve().parent.parent / "dashboard" / "app.py")
 PAGES = {"page 1 (tokenization)": "1_tokenization.py",
          "page 2 (self-attention)": "2_self_attention.py"}
-
-
-def _median(function, repeats: int = 5) -> float:
-    function()  # warm-up: loads, captures, predictions, PCA land in their caches
-    times = []
-    for _ in range(repeats):
-        started = time.perf_counter()
-        function()
-        times.append(time.perf_counter() - started)
-    return statistics.median(times)
 
 
 def _page1_figures(vit, cnn, image) -> int:
@@ -104,7 +93,7 @@ def _apptest_rerun(page: str) -> float:
     app.switch_page(f"../pages/{page}").run()
     if app.exception:
         raise RuntimeError(f"{page} raised: {app.exception}")
-    return _median(lambda: app.run())
+    return _median_seconds(lambda: app.run(), repeats=5)
 
 
 def run() -> list[dict]:
@@ -117,10 +106,10 @@ def run() -> list[dict]:
                      "note": "target < 1 s; whole script incl. sidebar"})
     bytes1 = _page1_figures(vit, cnn, image)
     rows.append({"name": "page 1: figures built + JSON, caches warm",
-                 "value": _median(lambda: _page1_figures(vit, cnn, image)), "unit": "s",
+                 "value": _median_seconds(lambda: _page1_figures(vit, cnn, image)), "unit": "s",
                  "note": f"{bytes1 / 1e6:.2f} MB of figure JSON"})
     bytes2 = _page2_figures(vit, image)
     rows.append({"name": "page 2: figures built + JSON, capture cached",
-                 "value": _median(lambda: _page2_figures(vit, image)), "unit": "s",
+                 "value": _median_seconds(lambda: _page2_figures(vit, image)), "unit": "s",
                  "note": f"{bytes2 / 1e6:.2f} MB of figure JSON"})
     return rows

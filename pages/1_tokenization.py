@@ -117,16 +117,17 @@ with ui.friendly_errors():
             f"Each patch has {ph} x {pw} pixels x {pca.channels} colour channels = **{rows_e} "
             f"numbers**. Flattened into a row vector x_p, it is multiplied by one learned matrix "
             f"**E of shape {rows_e} x {dim}**, giving a token of width **D = {dim}**. (In code E "
-            f"is a convolution with {dim} filters of size {ph}x{pw} and stride {ph}: the same "
+            f"is a convolution with {dim} filters of size {ph}x{pw} and the same stride: the same "
             "thing.)\n\n"
             f"Each column of E is a filter, a {ph}x{pw} colour picture that the patch is compared "
             f"with. The tiles on the right are the first {len(pca.explained)} principal "
             f"components of those {dim} filters, shown as colour images (grey = 0). Together they "
-            f"explain {pca.explained.sum():.0%} of the filters' variance. In the original ViT paper "
-            "(Dosovitskiy et al. 2021, Fig. 7) they look like smooth colour blobs and stripes "
-            "of rising frequency, much like the first layer of a CNN. Compare with what this "
-            "model learned: a model with untrained random weights gives pure noise, and "
-            "DINOv2's small 14x14 filters spread their variance thinly over many components.")
+            f"explain {pca.explained.sum():.0%} of the filters' variance. In the original ViT "
+            "paper (Dosovitskiy et al. 2021, Fig. 7) they look like smooth colour blobs and "
+            "stripes of rising frequency, much like the first layer of a CNN. Compare with "
+            "what this model learned: untrained random weights give pure noise, and when each "
+            "component explains only a small share, the filters are spread over many "
+            "directions rather than built from a few smooth patterns.")
     with right:
         ui.show_figure(embedding_pca_figure(pca.tiles(), pca.explained), key="tok_pca")
 

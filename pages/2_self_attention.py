@@ -61,8 +61,8 @@ if steps is not None:
         ui.show_figure(matrix_figure(steps.scores, labels, labels, "Scores QKᵀ"),
                        key="toy_scores")
     with c2:
-        ui.show_figure(matrix_figure(steps.scaled, labels, labels,
-                                     f"Scaled: QKᵀ / √{q.shape[1]} = QKᵀ / {steps.scale:.3f}"),
+        title = f"Scaled: QKᵀ / √{q.shape[1]} = QKᵀ / {steps.scale:.3f}"
+        ui.show_figure(matrix_figure(steps.scaled, labels, labels, title),
                        key="toy_scaled")
     c3, c4 = st.columns(2)
     with c3:
