@@ -1,0 +1,290 @@
+"""Shared-server safety: many sessions computing at once get exactly the serial answers,
+and two app sessions never see each other's state.
+
+The threaded part drives the app's own road (pipeline caches, METHODS registry, the
+metrics, the models' fair locks) with tiny random-weight timm models, so 160 requests
+really run concurrent model calls on two busy CPU cores: a small supervised ViT, a
+small self-supervised ViT with a k-NN head (its own gallery memory bank), and a small
+CNN. Every method registered in xai_core/methods for the "vit" and "cnn" families
+takes part, so methods added later are covered without editing this file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import io
+import pkgutil
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+import pytest
+import timm
+import torch
+from PIL import Image
+from streamlit.testing.v1 import AppTest
+
+from xai_core import pipeline
+from xai_core.capture import conv_layer_names
+from xai_core.heads import ImageNetHead, KnnHead
+from xai_core.knn import build_gallery_bank
+from xai_core.methods import METHODS, ExplainRequest, Options
+from xai_core.metrics import faithfulness
+from xai_core.models import LoadedModel, ModelSpec
+
+import xai_core.methods  # noqa: E402
+
+# Every method module present takes part, also one whose import line in
+# xai_core/methods/__init__.py has not landed yet (importing registers it).
+for _module in pkgutil.iter_modules(xai_core.methods.__path__):
+    importlib.import_module(f"xai_core.methods.{_module.name}")
+
+ENTRY = str(Path(__file__).resolve().parent.parent / "dashboard" / "app.py")
+THREADS, REQUESTS_PER_THREAD = 16, 10
+SIZE = 64  # model input side: 4x4 patches of 16 px
+
+
+# --- tiny models wired exactly like the registry's LoadedModel -----------------------------
+
+def tiny_vit(model_id: str, knn: bool) -> LoadedModel:
+    torch.manual_seed(0)
+    module = timm.create_model("vit_tiny_patch16_224", pretrained=False, img_size=SIZE, depth=3,
+                               num_classes=0 if knn else 10).eval()
+    for parameter in module.parameters():
+        parameter.requires_grad_(False)
+    spec = ModelSpec(id=model_id, display_name=model_id, family="vit", source="hub",
+                     timm_name="vit_tiny_patch16_224", input_size=(SIZE, SIZE), crop_pct=1.0,
+                     head="knn" if knn else "imagenet")
+    model = LoadedModel(spec, module, torch.device("cpu"), True, "random initialisation")
+    if knn:
+        model.head = KnnHead(build_gallery_bank(model, views=2))
+    else:
+        model.head = ImageNetHead([f"class {i}" for i in range(10)])
+    model.class_names = model.head.class_names
+    return model
+
+
+def tiny_cnn() -> LoadedModel:
+    torch.manual_seed(0)
+    module = timm.create_model("resnet10t", pretrained=False, num_classes=10).eval()
+    for parameter in module.parameters():
+        parameter.requires_grad_(False)
+    layer = [name for name in conv_layer_names(module) if name.startswith("layer4")][-1]
+    spec = ModelSpec(id="test-tiny-cnn", display_name="test-tiny-cnn", family="cnn",
+                     source="hub", timm_name="resnet10t", input_size=(SIZE, SIZE),
+                     crop_pct=1.0, cnn_target_layer=layer)
+    model = LoadedModel(spec, module, torch.device("cpu"), True, "random initialisation")
+    model.head = ImageNetHead([f"class {i}" for i in range(10)])
+    model.class_names = model.head.class_names
+    return model
+
+
+def images(count: int = 4) -> list[Image.Image]:
+    rng = np.random.default_rng(7)
+    return [Image.fromarray(rng.integers(0, 256, (40 + 8 * i, 56, 3), dtype=np.uint8))
+            for i in range(count)]
+
+
+# --- jobs: (kind, model, image index, method, target) -> a digest of every number -------------
+
+def digest(*arrays) -> str:
+    hasher = hashlib.sha256()
+    for array in arrays:
+        array = np.ascontiguousarray(np.asarray(array, dtype=np.float64))
+        hasher.update(str(array.shape).encode())
+        hasher.update(array.tobytes())
+    return hasher.hexdigest()
+
+
+def result_digest(result) -> str:
+    return digest(result.map, *(result.arrays[k] for k in sorted(result.arrays)
+                                if np.asarray(result.arrays[k]).dtype.kind in "fiub"))
+
+
+class Jobs:
+    def __init__(self):
+        self.vits = [tiny_vit("test-tiny-vit", knn=False), tiny_vit("test-tiny-vit-knn", knn=True)]
+        self.cnn = tiny_cnn()
+        self.images = images()
+        self.list = []
+        for image_index in range(len(self.images)):
+            for model in self.vits:
+                self.list.append(("capture", model, image_index, None))
+                self.list.append(("metrics", model, image_index, "rollout"))
+                self.list += [("method", model, image_index, name)
+                              for name, info in sorted(METHODS.items()) if info.family == "vit"]
+            self.list.append(("metrics", self.cnn, image_index, "gradcam"))
+            self.list += [("method", self.cnn, image_index, name)
+                          for name, info in sorted(METHODS.items()) if info.family == "cnn"]
+
+    def target(self, model, image) -> int:
+        # a fixed, non-top class for one model so both code paths (given / top-1) run
+        if model.spec.id == "test-tiny-vit":
+            return 3
+        return pipeline.resolve_target(model, None, image)
+
+    def run(self, job) -> str:
+        kind, model, image_index, name = job
+        image = self.images[image_index]
+        target = self.target(model, image)
+        if kind == "capture":
+            captured = pipeline.vit_capture(model, image, target)
+            return digest(captured.stacked("attn"), captured.stacked("context", grads=True),
+                          captured.input_grad, [float(captured.score)])
+        info = METHODS[name]
+        result = info.run(ExplainRequest(model, image, target if info.needs_target else None,
+                                         Options({})))
+        if kind == "method":
+            return result_digest(result)
+        curve = faithfulness(model, image, result.map, "deletion", target, "zeros", steps=4)
+        return digest(curve.scores, curve.fractions, [curve.auc])
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_torch_thread_per_call():
+    """Concurrency comes from the 16 request threads; intra-op threads on top of them
+    only spin against each other on two busy cores (a tiny capture: ~60 ms with one
+    thread, ~800 ms with two on this loaded machine). Restored afterwards."""
+    saved = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(saved)
+
+
+@pytest.fixture(scope="module")
+def jobs(one_torch_thread_per_call):
+    return Jobs()
+
+
+@pytest.fixture
+def capture_cache_limit():
+    """Set the shared capture cache's entry limit for one test, then restore it."""
+    cache = pipeline.CAPTURE_CACHE
+    saved = cache.max_entries
+
+    def set_limit(entries: int):
+        cache.max_entries = entries
+        cache.clear()
+
+    yield set_limit
+    cache.max_entries = saved
+    cache.clear()
+
+
+def run_concurrently(jobs: Jobs, schedule: list) -> tuple[list, list]:
+    errors, results = [], []  # results: (job index, digest)
+    lock = threading.Lock()
+    start = threading.Barrier(THREADS)
+
+    def worker(thread_jobs):
+        start.wait()  # every thread starts together
+        for index in thread_jobs:
+            job = jobs.list[index]
+            try:
+                value = jobs.run(job)
+            except Exception as error:  # noqa: BLE001  (every error is a failure)
+                with lock:
+                    errors.append(f"{job[0]} {job[1].spec.id} {job[3]}: {error!r}")
+                continue
+            with lock:
+                results.append((index, value))
+
+    chunks = [schedule[i::THREADS] for i in range(THREADS)]
+    with ThreadPoolExecutor(max_workers=THREADS) as pool:
+        list(pool.map(worker, chunks))
+    return errors, results
+
+
+def schedule_of(jobs: Jobs, seed: int) -> list:
+    rng = np.random.default_rng(seed)
+    picks = rng.integers(0, len(jobs.list), THREADS * REQUESTS_PER_THREAD)
+    return [int(i) for i in picks]
+
+
+def test_job_mix_covers_every_kind(jobs):
+    kinds = {(job[0], job[3]) for job in jobs.list}
+    names = {name for _, name in kinds}
+    assert {"rollout", "daam", "gradcam"} <= names
+    assert ("capture", None) in kinds and ("metrics", "rollout") in kinds
+    assert {name for name, info in METHODS.items() if info.family in ("vit", "cnn")} <= names
+
+
+@pytest.mark.parametrize("cache_entries", [0, 6], ids=["cache-bypassed", "cache-thrashing"])
+def test_sixteen_threads_match_the_serial_results(jobs, capture_cache_limit, cache_entries):
+    """0 entries: nothing is kept, every request runs its own model calls; 6 entries: far
+    fewer than the distinct questions, so hits, misses and evictions race each other."""
+    capture_cache_limit(0)
+    serial = [jobs.run(job) for job in jobs.list]  # computed alone, one at a time
+    assert len(set(serial)) > len(serial) // 2  # distinct questions, distinct answers
+
+    capture_cache_limit(cache_entries)
+    schedule = schedule_of(jobs, seed=cache_entries)
+    errors, results = run_concurrently(jobs, schedule)
+    assert errors == []
+    assert len(results) == THREADS * REQUESTS_PER_THREAD
+    mismatched = [jobs.list[i][:1] + (jobs.list[i][1].spec.id,) + jobs.list[i][2:]
+                  for i, value in results if value != serial[i]]
+    assert mismatched == []
+    assert len(pipeline.CAPTURE_CACHE) <= cache_entries
+    # the models' fair locks were released by every thread
+    for model in (*jobs.vits, jobs.cnn):
+        assert not model.lock._held and not model.lock._queue
+
+
+# --- two app sessions ---------------------------------------------------------------------------
+
+def png(color, size=(96, 64)) -> bytes:
+    buffer = io.BytesIO()
+    Image.new("RGB", size, color).save(buffer, format="PNG")
+    return buffer.getvalue()
+
+
+def start(**state) -> AppTest:
+    app = AppTest.from_file(ENTRY, default_timeout=240)
+    for key, value in state.items():
+        app.session_state[key] = value
+    return app.run()
+
+
+def knn_top_labels(app) -> list[str]:
+    import json
+
+    for chart in app.get("plotly_chart"):
+        spec = json.loads(chart.proto.spec)
+        if "k-NN" in json.dumps(spec.get("layout", {}).get("title", "")):
+            return list(spec["data"][0]["y"])
+    raise AssertionError("no k-NN prediction chart on the home page")
+
+
+def test_two_app_sessions_keep_their_own_state():
+    cat = start(image_choice="chelsea", presentation=True)
+    upload = start(image_choice="upload", presentation=False)
+    upload.sidebar.get("file_uploader")[0].set_value(("mine.png", png((20, 90, 200)),
+                                                      "image/png")).run()
+    assert not cat.exception and not upload.exception
+
+    # teach session A's k-NN bank a new class using the cat image
+    cat.text_input(key="knn_new_label").input("my-cat-class")
+    cat.button(key="knn_add").click().run()
+    assert not cat.exception
+    cat.run()
+    assert "my-cat-class" in knn_top_labels(cat)  # its own example is its nearest neighbour
+
+    upload.run()  # B reruns after A's change
+    assert not upload.exception
+    assert "my-cat-class" not in knn_top_labels(upload)
+    assert "knn_banks" not in upload.session_state or not upload.session_state["knn_banks"]
+
+    # each session's figures show its own image and settings
+    def image_title(app):
+        import json
+
+        return json.dumps(json.loads(app.get("plotly_chart")[0].proto.spec)["layout"]["title"])
+
+    assert "(451x300)" in image_title(cat) and "(96x64)" in image_title(upload)
+    assert cat.session_state["presentation"] is True
+    assert upload.session_state["presentation"] is False
+    assert upload.session_state["upload_image"].size == (96, 64)
+    assert "upload_image" not in cat.session_state
