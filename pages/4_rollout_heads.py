@@ -50,6 +50,54 @@ def _prefix_text(names, values, total, what="row") -> str:
         ", ".join(parts) + "."
 
 
+@st.fragment
+def heads_grid(capture, eligible, prefix, model_image, marks, centre):
+    """Blocks x heads small multiples; clicks and pickers here rerun only this part."""
+    with ui.friendly_errors():
+        _heads_grid(capture, eligible, prefix, model_image, marks, centre)
+
+
+def _heads_grid(capture, eligible, prefix, model_image, marks, centre):
+    layout = capture.layout
+    st.subheader("Every head of every block")
+    has_cls = prefix > 0
+    use_cls = has_cls and st.radio("Query", ["[CLS]", "a patch"], horizontal=True,
+                                   key="p4_grid_query_kind") == "[CLS]"
+    if not use_cls:
+        if st.session_state.get("p4_grid_query") not in range(layout.num_patches):
+            st.session_state["p4_grid_query"] = centre
+        grid_query = st.number_input("Query patch for the grid", 0, layout.num_patches - 1,
+                                     key="p4_grid_query")
+        if not has_cls:
+            st.caption("These blocks have no [CLS] token, so a patch is the query.")
+    else:
+        grid_query = None
+    maps = np.stack([query_attention(capture, b, grid_query) for b in eligible])
+    who = "[CLS]" if grid_query is None else f"patch {grid_query}"
+    ui.show_figure(head_mosaic(maps, eligible, f"{who} → patches, per head (each tile scaled "
+                                               "to its own range). Click a tile to enlarge."),
+                   key="p4_mosaic", on_select="rerun", selection_mode="points")
+    _apply_click("p4_mosaic", lambda d: {"p4_big_block": int(d[0]), "p4_big_head": int(d[1])})
+    heads = maps.shape[1]
+    for key, valid, default in (("p4_big_block", eligible, eligible[-1]),
+                                ("p4_big_head", range(heads), 0)):
+        if st.session_state.get(key) not in valid:
+            st.session_state[key] = default
+    e1, e2 = st.columns([1, 2])
+    with e1:
+        big_block = st.selectbox("Block", eligible, key="p4_big_block")
+        big_head = st.selectbox("Head", list(range(heads)), key="p4_big_head")
+        tile = maps[eligible.index(big_block), big_head]
+        st.markdown(f"Block {big_block}, head {big_head}: the {who} query puts "
+                    f"**{tile.sum():.1%}** of its attention on image patches; its strongest "
+                    f"patch gets {tile.max():.1%}.")
+    with e2:
+        ui.show_figure(token_map_figure(model_image, tile, layout.patch_size,
+                                        f"Block {big_block}, head {big_head} ({who} query)",
+                                        marks=marks, query=grid_query, grid=layout.grid),
+                       key="p4_big")
+
+
 with ui.friendly_errors():
     capture = pipeline.vit_capture(model, image)
     layout = capture.layout
@@ -90,7 +138,7 @@ with ui.friendly_errors():
                             "(−1 = mean of all rows)", -1, layout.num_patches - 1, key="p4_query")
     query = None if query < 0 else int(query)
 
-    rolled = rollout.attention_rollout(capture, start, end, fusion, discard, "oracle")
+    rolled = rollout.image_rollout(model, image, start, end, fusion, discard, "oracle")
     roll_map, roll_prefix, roll_row = rolled.query_row(query)
     raw_map, raw_prefix, raw_row = rollout.last_block_cls_attention(capture, query)
     threshold = st.session_state.get("p4_z", DEFAULT_THRESHOLD)
@@ -115,8 +163,7 @@ with ui.friendly_errors():
     with right:
         target = ui.target_picker(model, image, key="p4_target",
                                   label="Target for gradient-weighted attention", head=head)
-        graded = pipeline.vit_capture(model, image, target=target, head=head)
-        gae_map, gae_prefix, gae_row = gae.gae_map(graded, query)
+        gae_map, gae_prefix, gae_row = gae.image_gae_map(model, image, target, head, query)
         ui.show_figure(token_map_figure(
             model_image, gae_map, layout.patch_size,
             f"GAE for '{head.class_names[target][:28]}'", marks=marks, query=query,
@@ -150,7 +197,7 @@ with ui.friendly_errors():
 
     # --- conventions ----------------------------------------------------------------------------
     with st.expander("Conventions: why two rollout libraries disagree", expanded=False):
-        copied = rollout.attention_rollout(capture, start, end, fusion, discard, "vit-explain")
+        copied = rollout.image_rollout(model, image, start, end, fusion, discard, "vit-explain")
         copied_map = copied.query_row(query)[0]
         difference = roll_map - copied_map
         st.markdown(
@@ -176,41 +223,4 @@ with ui.friendly_errors():
                     + (" At head mean and discard 0 the two agree up to floating-point "
                        "rounding, as they should." if fusion == "mean" and discard == 0 else ""))
 
-    # --- every head ---------------------------------------------------------------------------
-    st.subheader("Every head of every block")
-    has_cls = prefix > 0
-    use_cls = has_cls and st.radio("Query", ["[CLS]", "a patch"], horizontal=True,
-                                   key="p4_grid_query_kind") == "[CLS]"
-    if not use_cls:
-        if st.session_state.get("p4_grid_query") not in range(layout.num_patches):
-            st.session_state["p4_grid_query"] = centre
-        grid_query = st.number_input("Query patch for the grid", 0, layout.num_patches - 1,
-                                     key="p4_grid_query")
-        if not has_cls:
-            st.caption("These blocks have no [CLS] token, so a patch is the query.")
-    else:
-        grid_query = None
-    maps = np.stack([query_attention(capture, b, grid_query) for b in eligible])
-    who = "[CLS]" if grid_query is None else f"patch {grid_query}"
-    ui.show_figure(head_mosaic(maps, eligible, f"{who} → patches, per head (each tile scaled "
-                                               "to its own range). Click a tile to enlarge."),
-                   key="p4_mosaic", on_select="rerun", selection_mode="points")
-    _apply_click("p4_mosaic", lambda d: {"p4_big_block": int(d[0]), "p4_big_head": int(d[1])})
-    heads = maps.shape[1]
-    for key, valid, default in (("p4_big_block", eligible, eligible[-1]),
-                                ("p4_big_head", range(heads), 0)):
-        if st.session_state.get(key) not in valid:
-            st.session_state[key] = default
-    e1, e2 = st.columns([1, 2])
-    with e1:
-        big_block = st.selectbox("Block", eligible, key="p4_big_block")
-        big_head = st.selectbox("Head", list(range(heads)), key="p4_big_head")
-        tile = maps[eligible.index(big_block), big_head]
-        st.markdown(f"Block {big_block}, head {big_head}: the {who} query puts "
-                    f"**{tile.sum():.1%}** of its attention on image patches; its strongest "
-                    f"patch gets {tile.max():.1%}.")
-    with e2:
-        ui.show_figure(token_map_figure(model_image, tile, layout.patch_size,
-                                        f"Block {big_block}, head {big_head} ({who} query)",
-                                        marks=marks, query=grid_query, grid=layout.grid),
-                       key="p4_big")
+    heads_grid(capture, eligible, prefix, model_image, marks, centre)

@@ -206,3 +206,28 @@ def test_efficientnet_lite0_stage_receptive_fields_match_gradients():
         assert inside, stage.stage
         assert (height, width) == (stage.rf, stage.rf), stage.stage
     assert stages[-1].rf > 224  # the last stage could see more than the whole input
+
+
+def test_cli_distance(tmp_path):
+    import json
+
+    from xai_core import cli
+
+    out = tmp_path / "mad.npz"
+    assert cli.main(["explain", "--model", "deit-s16-distilled", "--random-weights",
+                     "--image", "sample:coffee", "--method", "distance", "--set",
+                     "renormalise=yes", "--set", "block=4", "--out", str(out)]) == 0
+    saved = np.load(out)
+    capture = pipeline.vit_capture(get_model("deit-s16-distilled", random_weights=True),
+                                   load_sample("coffee"))
+    attn = capture.blocks[4].acts["attn"][0].double().numpy()[:, 2:, 2:]
+    attn = attn / attn.sum(-1, keepdims=True)
+    centres = np.stack(np.divmod(np.arange(196), 14), 1) * 16.0
+    per_query = (attn * np.linalg.norm(centres[:, None] - centres[None], axis=-1)).sum(-1)
+    np.testing.assert_allclose(saved["map"], per_query.mean(0).reshape(14, 14), rtol=1e-5)
+    assert saved["mean_attention_distance"].shape == (12, 6)
+    meta = json.loads(str(saved["meta"]))
+    assert meta["unit"] == "pixels" and "renormalised" in meta["convention"]
+    assert cli.main(["explain", "--model", "deit-s16-distilled", "--random-weights",
+                     "--image", "sample:coffee", "--method", "distance", "--set",
+                     "prefix=centre", "--set", "renormalise=yes", "--out", str(out)]) == 2

@@ -23,7 +23,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..capture import Capture, CaptureError
-from ..pipeline import vit_capture
+from ..pipeline import head_of, prepare, vit_capture
+from .rollout import ROLLOUT_CACHE
 from .base import ExplainRequest, ExplainResult, register
 
 CONVENTION = ("Chefer GAE: R = I; R += mean_h(clamp(grad_A * A, 0)) @ R per block; "
@@ -57,9 +58,9 @@ def gae_matrix(capture: Capture) -> tuple[np.ndarray, int, list[np.ndarray]]:
     return relevance, prefix, history
 
 
-def gae_map(capture: Capture, query: int | None = None):
-    """(grid map, prefix values, description)."""
-    relevance, prefix, _ = gae_matrix(capture)
+def gae_map(capture: Capture, query: int | None = None, relevance=None):
+    """(grid map, prefix values, description); `relevance` = (R, prefix) if known."""
+    relevance, prefix = relevance or gae_matrix(capture)[:2]
     if query is not None:
         row, what = relevance[prefix + query], f"patch {query}'s row"
     elif prefix:
@@ -67,6 +68,15 @@ def gae_map(capture: Capture, query: int | None = None):
     else:
         row, what = relevance.mean(0), "mean over all patch rows (no [CLS] token)"
     return row[prefix:].reshape(capture.layout.grid), row[:prefix], what
+
+
+def image_gae_map(model, image, target: int, head=None, query: int | None = None):
+    """`gae_map` for one image and target from the shared capture; R is memoised."""
+    capture = vit_capture(model, image, target=target, head=head)
+    key = ("gae", model.spec.id, model.random_weights, prepare(model, image).sha256, target,
+           head_of(model, head).fingerprint())
+    relevance = ROLLOUT_CACHE.get_or_compute(key, lambda: gae_matrix(capture)[:2])
+    return gae_map(capture, query, relevance)
 
 
 @register("gae", family="vit", needs_target=True,

@@ -22,10 +22,13 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from ..cache import BoundedCache
 from ..capture import Capture, CaptureError
-from ..pipeline import vit_capture
+from ..pipeline import prepare, vit_capture
 from .base import ExplainRequest, ExplainResult, register
 
+# Final rollout matrices of recent (image, settings), so a page re-render is cheap.
+ROLLOUT_CACHE = BoundedCache(max_entries=64, max_bytes=96 * 2**20)
 FUSIONS = ("mean", "max", "min")
 CONVENTIONS = ("oracle", "vit-explain")
 CONVENTION_NAMES = {
@@ -122,6 +125,20 @@ def attention_rollout(capture: Capture, start: int = 0, end: int | None = None,
         result = factor if result is None else factor @ result
         matrices.append(result)
     return Rollout(matrices, chosen, prefix, capture.layout.grid)
+
+
+def image_rollout(model, image, start: int = 0, end: int | None = None, fusion: str = "mean",
+                  discard: float = 0.0, convention: str = "oracle") -> Rollout:
+    """`attention_rollout` of one image from the shared capture, memoised (final matrix only)."""
+    key = ("rollout", model.spec.id, model.random_weights, prepare(model, image).sha256, start,
+           end, fusion, float(discard), convention)
+
+    def compute():
+        rolled = attention_rollout(vit_capture(model, image), start, end, fusion, discard,
+                                   convention)
+        return Rollout([rolled.matrix], rolled.block_indices, rolled.num_prefix_tokens,
+                       rolled.grid)
+    return ROLLOUT_CACHE.get_or_compute(key, compute)
 
 
 def last_block_cls_attention(capture: Capture, query: int | None = None):
