@@ -4,6 +4,7 @@ import numpy as np
 import streamlit as st
 
 from dashboard import state, ui
+from dashboard.clicks import apply_chart_click
 from xai_core import pipeline
 from xai_core.figures_attention import (distance_scatter, distance_variation,
                                         receptive_field_figure, token_map_figure)
@@ -31,19 +32,6 @@ ui.model_caption(model)
 
 PREFIX_LABELS = {"exclude": "Excluded (as the papers do)",
                  "centre": "Included, placed at the image centre"}
-
-
-def _apply_click(chart_key: str, updates) -> None:
-    """Copy a new click on a chart (its state from the last run) into the widgets it
-    drives; called before those widgets are drawn."""
-    event = st.session_state.get(chart_key) or {}
-    points = event.get("selection", {}).get("points", [])
-    if not points or "customdata" not in points[0]:
-        return
-    data = tuple(points[0]["customdata"])
-    if st.session_state.get(chart_key + "_applied") != data:
-        st.session_state[chart_key + "_applied"] = data
-        st.session_state.update(updates(data))
 
 
 with ui.friendly_errors():
@@ -106,8 +94,8 @@ with ui.friendly_errors():
     # --- one head, one query ------------------------------------------------------------------
     st.subheader("Open one head")
     blocks = result.blocks
-    _apply_click("p3_scatter", lambda d: {"p3_block": int(d[0]), "p3_head": int(d[1])})
-    _apply_click("p3_head_map", lambda d: {"p3_query": int(d[0])})
+    apply_chart_click("p3_scatter", lambda d: {"p3_block": int(d[0]), "p3_head": int(d[1])})
+    apply_chart_click("p3_head_map", lambda d: {"p3_query": int(d[0])})
     heads = result.mad.shape[1]
     centre = (layout.grid[0] // 2) * layout.grid[1] + layout.grid[1] // 2
     for key, valid, default in (("p3_block", blocks, blocks[-1]), ("p3_head", range(heads), 0),

@@ -4,6 +4,7 @@ import numpy as np
 import streamlit as st
 
 from dashboard import state, ui
+from dashboard.clicks import apply_chart_click
 from xai_core import pipeline
 from xai_core.figures_attention import difference_figure, head_mosaic, token_map_figure
 from xai_core.methods import gae, rollout
@@ -27,19 +28,6 @@ model = state.current_vit() if image is not None else None
 if model is None:
     st.stop()
 ui.model_caption(model)
-
-
-def _apply_click(chart_key: str, updates) -> None:
-    """Copy a new click on a chart (its state from the last run) into the widgets it
-    drives; called before those widgets are drawn."""
-    event = st.session_state.get(chart_key) or {}
-    points = event.get("selection", {}).get("points", [])
-    if not points or "customdata" not in points[0]:
-        return
-    data = tuple(points[0]["customdata"])
-    if st.session_state.get(chart_key + "_applied") != data:
-        st.session_state[chart_key + "_applied"] = data
-        st.session_state.update(updates(data))
 
 
 def _prefix_text(names, values, total, what="row") -> str:
@@ -77,7 +65,8 @@ def _heads_grid(capture, eligible, prefix, model_image, marks, centre):
     ui.show_figure(head_mosaic(maps, eligible, f"{who} → patches, per head (each tile scaled "
                                                "to its own range). Click a tile to enlarge."),
                    key="p4_mosaic", on_select="rerun", selection_mode="points")
-    _apply_click("p4_mosaic", lambda d: {"p4_big_block": int(d[0]), "p4_big_head": int(d[1])})
+    apply_chart_click("p4_mosaic",
+                      lambda d: {"p4_big_block": int(d[0]), "p4_big_head": int(d[1])})
     heads = maps.shape[1]
     for key, valid, default in (("p4_big_block", eligible, eligible[-1]),
                                 ("p4_big_head", range(heads), 0)):

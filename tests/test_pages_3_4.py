@@ -182,3 +182,27 @@ def test_page_4_random_deit_marks_both_prefix_tokens():
     app.selectbox(key="p4_fusion").set_value("min").run()
     app.radio(key="p4_grid_query_kind").set_value("a patch").run()
     ok(app)
+
+
+def test_chart_click_sets_widgets_once():
+    def script():
+        import streamlit as st
+
+        from dashboard.clicks import apply_chart_click
+
+        apply_chart_click("chart", lambda d: {"block": int(d[0]), "head": int(d[1])})
+        st.selectbox("Block", list(range(12)), key="block")
+        st.selectbox("Head", list(range(6)), key="head")
+
+    app = AppTest.from_function(script)
+    app.session_state["chart"] = {"selection": {"points": [{"customdata": [3, 2]}]}}
+    app.run()
+    assert (app.selectbox(key="block").value, app.selectbox(key="head").value) == (3, 2)
+    app.selectbox(key="block").set_value(7).run()  # the old click is not applied again
+    assert app.selectbox(key="block").value == 7
+    app.session_state["chart"] = {"selection": {"points": [{"customdata": [9, 4]}]}}
+    app.run()
+    assert (app.selectbox(key="block").value, app.selectbox(key="head").value) == (9, 4)
+    app.session_state["chart"] = {"selection": {"points": [{"x": 1}]}}  # no customdata
+    app.run()
+    assert not app.exception and app.selectbox(key="block").value == 9

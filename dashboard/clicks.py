@@ -1,0 +1,28 @@
+"""Clicks on Plotly charts as widget input.
+
+A chart drawn with `on_select="rerun"` and a key keeps its last selection in
+`st.session_state[key]`. Reading it at the top of the next run, before the
+widgets it drives are drawn, lets a click set those widgets (a widget's state
+cannot change after it is drawn in the same run). Each click is applied once,
+so the widgets stay free to change afterwards while the selection lingers.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import streamlit as st
+
+
+def apply_chart_click(chart_key: str, updates: Callable[[tuple], dict]) -> None:
+    """If the chart's selected point is new, write `updates(point customdata)` into
+    `st.session_state`. Points without customdata are ignored."""
+    event = st.session_state.get(chart_key) or {}
+    points = event.get("selection", {}).get("points", [])
+    if not points or "customdata" not in points[0]:
+        return
+    data = points[0]["customdata"]
+    data = tuple(data) if isinstance(data, (list, tuple)) else (data,)
+    if st.session_state.get(chart_key + "_applied") != data:
+        st.session_state[chart_key + "_applied"] = data
+        st.session_state.update(updates(data))
