@@ -1,0 +1,244 @@
+"""Grad-CAM on a CNN, step by step, and the CAM family from pytorch-grad-cam.
+
+Our teaching implementation follows Selvaraju et al. and pytorch-grad-cam's
+conventions exactly (see REFERENCE_CONVENTIONS.md), so the page can show every
+intermediate and still agree with the reference library:
+
+    alpha_k = spatial mean of d y_c / d A_k        (y_c: the logit, pre-softmax)
+    L       = ReLU(sum_k alpha_k A_k)              (feature-map resolution)
+    shown   = minmax(bilinear(minmax(L)))          (pytorch-grad-cam's scale_cam_image,
+                                                    applied per layer, then once more
+                                                    when it aggregates the layers)
+
+The wider CAM family runs through pytorch-grad-cam itself. That library
+registers hooks on the model (and Ablation-CAM swaps a layer out), so every
+call holds the model's lock.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from ..capture import CnnCapture, conv_layer_names
+from ..pipeline import CAPTURE_CACHE, cnn_capture, head_of, prepare
+from .base import ExplainRequest, ExplainResult, OptionError, register
+
+MINMAX_EPS = 1e-7  # pytorch-grad-cam divides by (max + 1e-7) after subtracting the min
+
+
+@dataclass(frozen=True)
+class GradCamSteps:
+    """Every intermediate of one Grad-CAM, for the page to explain."""
+
+    layer: str
+    activations: np.ndarray  # (K, h, w) A_k
+    gradients: np.ndarray  # (K, h, w) d y_c / d A_k
+    alpha: np.ndarray  # (K,) channel weights
+    weighted_sum: np.ndarray  # (h, w) sum_k alpha_k A_k, before the ReLU
+    cam: np.ndarray  # (h, w) after the ReLU: the raw Grad-CAM map
+    upsampled: np.ndarray  # (H, W) in [0, 1], exactly as pytorch-grad-cam shows it
+    score: float  # the target scalar y_c
+
+    @property
+    def cell_size(self) -> tuple[float, float]:
+        """Pixels of model input per feature-map cell (for overlays)."""
+        (height, width), (rows, cols) = self.upsampled.shape, self.cam.shape
+        return height / rows, width / cols
+
+
+def scale_like_pytorch_grad_cam(cam: np.ndarray, size: tuple[int, int]) -> np.ndarray:
+    """(h, w) map -> (H, W) in [0, 1]: min-max, bilinear (half-pixel centres, as
+    cv2.INTER_LINEAR), min-max again - what pytorch-grad-cam returns for one layer."""
+    cam = np.asarray(cam, dtype=np.float32)
+    cam = cam - cam.min()
+    cam = cam / (MINMAX_EPS + cam.max())
+    grid = torch.from_numpy(cam)[None, None]
+    up = F.interpolate(grid, size=tuple(size), mode="bilinear", align_corners=False)[0, 0].numpy()
+    up = np.maximum(up, 0)
+    up = up - up.min()
+    return (up / (MINMAX_EPS + up.max())).astype(np.float32)
+
+
+def gradcam_steps(capture: CnnCapture) -> GradCamSteps:
+    """Grad-CAM from one captured layer (activations and gradients, batch item 0)."""
+    if capture.gradients is None:
+        raise ValueError("This capture ran without a target class, so it has no gradients.")
+    acts = capture.activations[0].double()  # (K, h, w)
+    grads = capture.gradients[0].double()
+    if acts.dim() != 3:
+        raise ValueError(f"Layer {capture.layer} does not give a spatial feature map "
+                         f"(its output has shape {tuple(capture.activations.shape)}).")
+    alpha = grads.mean(dim=(1, 2))  # global average pooling of the gradient
+    weighted = torch.einsum("k,khw->hw", alpha, acts)
+    cam = weighted.clamp(min=0)
+    size = tuple(capture.input_grad.shape[-2:])
+    return GradCamSteps(
+        layer=capture.layer, activations=acts.float().numpy(), gradients=grads.float().numpy(),
+        alpha=alpha.float().numpy(), weighted_sum=weighted.float().numpy(),
+        cam=cam.float().numpy(), upsampled=scale_like_pytorch_grad_cam(cam.float().numpy(), size),
+        score=float(capture.score))
+
+
+def vanilla_saliency(capture: CnnCapture) -> np.ndarray:
+    """Simonyan et al.'s gradient saliency: max over colour channels of |d y_c / d x|,
+    at input resolution (H, W). Raw, not normalised."""
+    if capture.input_grad is None:
+        raise ValueError("This capture ran without a target class, so it has no gradients.")
+    return capture.input_grad[0].abs().amax(dim=0).numpy().astype(np.float32)
+
+
+def map_correlation(a: np.ndarray, b: np.ndarray) -> float:
+    """Pearson correlation of two maps of the same shape (0 when either is constant)."""
+    a, b = np.asarray(a, dtype=np.float64).ravel(), np.asarray(b, dtype=np.float64).ravel()
+    a, b = a - a.mean(), b - b.mean()
+    norm = np.sqrt((a * a).sum() * (b * b).sum())
+    return float((a * b).sum() / norm) if norm > 0 else 0.0
+
+
+def layer_choices(model) -> list[str]:
+    """Conv stages to pick from, in forward order (the default one is the spec's)."""
+    return conv_layer_names(model.module)
+
+
+def check_layer(model, layer: str | None) -> str:
+    layer = layer or model.spec.cnn_target_layer
+    if layer not in layer_choices(model):
+        raise OptionError(f"{model.spec.display_name} has no conv layer named '{layer}' "
+                          f"(the default is {model.spec.cnn_target_layer}).")
+    return layer
+
+
+def teaching_gradcam(model, image, target: int, layer: str | None = None) -> tuple[
+        GradCamSteps, CnnCapture]:
+    """Our Grad-CAM for one class at one layer, from the shared (cached) CNN capture."""
+    layer = check_layer(model, layer)
+    capture = cnn_capture(model, image, target, layer)
+    return gradcam_steps(capture), capture
+
+
+# --- the CAM family through pytorch-grad-cam --------------------------------------------------
+
+CAM_FAMILY = ("Grad-CAM", "Grad-CAM++", "XGrad-CAM", "Layer-CAM", "Eigen-CAM", "Score-CAM",
+              "Ablation-CAM")
+SLOW_CAMS = ("Score-CAM", "Ablation-CAM")  # one forward pass per channel (batched)
+CAM_NOTES = {
+    "Grad-CAM": "spatial mean of the gradient per channel",
+    "Grad-CAM++": "second-order weighting of positive gradients",
+    "XGrad-CAM": "gradient weighted by the normalised activation",
+    "Layer-CAM": "element-wise ReLU(gradient) x activation, no pooling",
+    "Eigen-CAM": "first principal component of the activations (no gradient, no class)",
+    "Score-CAM": "softmax of the score when the input is masked by each channel",
+    "Ablation-CAM": "drop in the score when each channel is zeroed",
+}
+
+
+def _cam_class(name: str):
+    import pytorch_grad_cam as pgc
+
+    return {"Grad-CAM": pgc.GradCAM, "Grad-CAM++": pgc.GradCAMPlusPlus,
+            "XGrad-CAM": pgc.XGradCAM, "Layer-CAM": pgc.LayerCAM, "Eigen-CAM": pgc.EigenCAM,
+            "Score-CAM": pgc.ScoreCAM, "Ablation-CAM": pgc.AblationCAM}[name]
+
+
+class ScoreTarget:
+    """A pytorch-grad-cam target that uses our head's score (the logit, or the k-NN
+    class score). The library calls it on one unbatched output at a time."""
+
+    def __init__(self, score_fn):
+        self.score_fn = score_fn
+
+    def __call__(self, output: torch.Tensor) -> torch.Tensor:
+        return self.score_fn(output.unsqueeze(0) if output.dim() == 1 else output)
+
+
+def run_library_cam(cam_class, module: torch.nn.Module, target_layers: list, pixels: torch.Tensor,
+                    score_fn, lock=None, reshape_transform=None, batch_size: int | None = None
+                    ) -> np.ndarray:
+    """One pytorch-grad-cam call on a shared model, under its lock. Returns (H, W).
+
+    The input requires grad because our models' parameters do not: without it
+    the library's backward would have nothing to differentiate."""
+    pixels = pixels.detach().clone().requires_grad_(True)
+    kwargs = {"reshape_transform": reshape_transform} if reshape_transform else {}
+    with (lock if lock is not None else _NoLock()):
+        cam = cam_class(model=module, target_layers=target_layers, **kwargs)
+        try:
+            if batch_size is not None:
+                cam.batch_size = batch_size
+            return cam(input_tensor=pixels, targets=[ScoreTarget(score_fn)])[0]
+        finally:
+            cam.activations_and_grads.release()
+
+
+class _NoLock:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+@dataclass(frozen=True)
+class CamTiming:
+    name: str
+    map: np.ndarray  # (H, W) in [0, 1], as the library returns it
+    seconds: float
+    note: str
+
+
+def cam_family(model, image, target: int, layer: str | None = None,
+               names: tuple[str, ...] = CAM_FAMILY, head=None) -> list[CamTiming]:
+    """Each chosen pytorch-grad-cam method on the same layer, class and input, timed.
+    Results are cached per (model, image, class, layer, method)."""
+    layer = check_layer(model, layer)
+    prepared = prepare(model, image)
+    head = head_of(model, head)
+    results = []
+    for name in names:
+        if name not in CAM_NOTES:
+            raise OptionError(f"Unknown CAM method '{name}'. Choose from: {', '.join(CAM_FAMILY)}.")
+        key = ("cam-family", model.spec.id, model.random_weights, prepared.sha256, target, layer,
+               name, head.fingerprint())
+        results.append(CAPTURE_CACHE.get_or_compute(
+            key, lambda name=name: _timed_cam(model, prepared.pixels, target, layer, name, head)))
+    return results
+
+
+def _timed_cam(model, pixels, target, layer, name, head) -> CamTiming:
+    module = model.module
+    started = time.perf_counter()
+    result = run_library_cam(_cam_class(name), module, [module.get_submodule(layer)],
+                             pixels.to(model.device), head.score_fn(target), lock=model.lock,
+                             batch_size=64 if name in SLOW_CAMS else None)
+    return CamTiming(name, np.asarray(result, dtype=np.float32), time.perf_counter() - started,
+                     CAM_NOTES[name])
+
+
+# --- CLI ---------------------------------------------------------------------------------------
+
+@register("gradcam", family="cnn", needs_target=True,
+          summary="Grad-CAM on a CNN conv stage (--set layer=NAME; default the last stage).")
+def explain_gradcam(request: ExplainRequest) -> ExplainResult:
+    model = request.model
+    try:
+        layer = request.options.get_choice("layer", model.spec.cnn_target_layer,
+                                           tuple(layer_choices(model)))
+    except OptionError:
+        raise OptionError(f"{model.spec.display_name} has no conv layer named "
+                          f"'{request.options.values.get('layer')}' (the default is "
+                          f"{model.spec.cnn_target_layer}).") from None
+    steps, capture = teaching_gradcam(model, request.image, request.target, layer)
+    return ExplainResult(
+        map=steps.cam.astype(np.float32),
+        arrays={"alpha": steps.alpha, "weighted_sum": steps.weighted_sum,
+                "upsampled": steps.upsampled, "saliency": vanilla_saliency(capture)},
+        meta={"layer": layer, "score": steps.score, "feature_map": list(steps.cam.shape),
+              "convention": "Selvaraju Grad-CAM: alpha_k = spatial mean of d(logit)/dA_k; "
+                            "map = ReLU(sum_k alpha_k A_k) at feature resolution (raw); "
+                            "'upsampled' = pytorch-grad-cam display scaling (min-max, "
+                            "bilinear, min-max)"})

@@ -1,0 +1,308 @@
+"""Grad-CAM for a ViT: the whole taxonomy of seed 002 from ONE forward and ONE backward.
+
+A variant is (block, location, weights, heads):
+
+- location, read from the capture engine's tensors of that block:
+    F1 LN1 output (ln1), F2 attention matrix per head (attn), F3 per-head context
+    softmax(QK^T)V before the output projection (context), F4 LN2 output (ln2),
+    F5 MLP output (mlp), F6 block output (out).
+- weights: "patch" = the gradient averaged over the patch tokens (eqs. 10/11), or
+  "cls" = the gradient at the [CLS] token (eqs. 12/13).
+- heads (F2 and F3 only): "sum-relu" = heads summed before the ReLU (eq. 15), or
+  "relu-sum" = ReLU per head, then summed (eq. 16).
+
+Every location is handled as a per-head "tokens x channels" tensor X[h, i, k]
+with its gradient G[h, i, k]:
+
+- F1, F4, F5, F6: one "head", X = the (N, C) token features.
+- F3: X[h] = the (N, d) context of head h (channels h*d .. h*d+d-1 of the context).
+- F2: the [CLS] query's attention row (seed eq. 8, Chefer's attention Grad-CAM):
+  X[h, i, 0] = A_h[CLS, i]; the key axis is the token axis and each head is one
+  channel. So the patch weight of head h is the mean of dy/dA_h[CLS, patch keys]
+  and the [CLS] weight is dy/dA_h[CLS, CLS].
+
+Then alpha[h, k] = mean over patch tokens i of G[h, i, k] ("patch") or G[h, 0, k]
+("cls"); m[h, i] = sum_k alpha[h, k] X[h, i, k] on the patch tokens; the map is
+ReLU(sum_h m[h]) or sum_h ReLU(m[h]), reshaped to the patch grid (raster order).
+Prefix tokens (CLS, distillation, registers) are never part of the map.
+
+A cell whose weights come from an all-zero gradient (in a [CLS]-token model: the
+patch tokens of the last block after the attention, which nothing downstream
+reads) is flagged "zero-gradient": its map is identically zero, not a finding.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from ..capture import BlockRecord, Capture
+from ..pipeline import CAPTURE_CACHE, head_of, prepare, vit_capture
+from .base import ExplainRequest, ExplainResult, OptionError, register
+
+LOCATIONS = ("F1", "F2", "F3", "F4", "F5", "F6")
+LOCATION_TENSOR = {"F1": "ln1", "F2": "attn", "F3": "context", "F4": "ln2", "F5": "mlp",
+                   "F6": "out"}
+LOCATION_NAMES = {
+    "F1": "LN1 output", "F2": "attention ([CLS] row, per head)",
+    "F3": "per-head context (before the projection)", "F4": "LN2 output", "F5": "MLP output",
+    "F6": "block output",
+}
+MULTI_HEAD = ("F2", "F3")
+WEIGHTS = ("patch", "cls")
+WEIGHT_NAMES = {"patch": "patch-averaged gradient", "cls": "[CLS] gradient"}
+HEAD_MODES = ("sum-relu", "relu-sum")
+HEAD_NAMES = {"sum-relu": "heads summed, then ReLU", "relu-sum": "ReLU per head, then summed"}
+
+OK, ZERO_GRADIENT, RELU_EMPTY = "ok", "zero-gradient", "relu-empty"
+
+
+@dataclass(frozen=True)
+class Variant:
+    block: int
+    location: str
+    weights: str
+    heads: str | None  # None for single-head locations (F1, F4, F5, F6)
+
+    @property
+    def key(self) -> str:
+        parts = [f"block{self.block}", self.location, self.weights]
+        return "/".join(parts + ([self.heads] if self.heads else []))
+
+    def describe(self) -> str:
+        text = (f"block {self.block}, {self.location} ({LOCATION_NAMES[self.location]}), "
+                f"{WEIGHT_NAMES[self.weights]}")
+        return text + (f", {HEAD_NAMES[self.heads]}" if self.heads else "")
+
+
+@dataclass(frozen=True)
+class Cell:
+    variant: Variant
+    map: np.ndarray  # (rows, cols) raw, after the ReLU
+    per_head: np.ndarray  # (heads, rows, cols) per-head sums before any ReLU
+    alpha: np.ndarray  # (heads, channels) the weights used
+    status: str  # ok | zero-gradient | relu-empty
+    reason: str = ""
+
+
+@dataclass
+class Taxonomy:
+    """Every defined variant of one capture, plus the locations that are not defined."""
+
+    grid: tuple[int, int]
+    patch_size: tuple[int, int]
+    num_blocks: int
+    cells: dict[Variant, Cell]
+    undefined: dict[tuple[int, str, str], str] = field(default_factory=dict)  # -> reason
+    seconds: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def count(self) -> int:
+        return len(self.cells)
+
+    def counts(self) -> dict[str, int]:
+        statuses = [cell.status for cell in self.cells.values()]
+        return {"variants": len(statuses), "blank (zero gradient)": statuses.count(ZERO_GRADIENT),
+                "empty after ReLU": statuses.count(RELU_EMPTY), "drawn": statuses.count(OK),
+                "not defined here": len(self.undefined)}
+
+    def cell(self, block: int, location: str, weights: str, heads: str | None = None) -> Cell:
+        heads = (heads or HEAD_MODES[0]) if location in MULTI_HEAD else None
+        variant = Variant(block, location, weights, heads)
+        if variant in self.cells:
+            return self.cells[variant]
+        reason = self.undefined.get((block, location, weights), "this cell does not exist")
+        raise OptionError(f"Grad-CAM at {location} of block {block} with {WEIGHT_NAMES[weights]} "
+                          f"is not defined for this model: {reason}")
+
+
+# --- one location of one block as X[h, i, k], G[h, i, k] ----------------------------------------
+
+def location_tensors(record: BlockRecord, location: str) -> tuple[torch.Tensor, torch.Tensor, int]:
+    """(X, G, prefix) for batch item 0: per-head token x channel features and gradients,
+    with the number of prefix tokens on their token axis."""
+    if record.grads is None:
+        raise ValueError("This capture ran without a target class, so it has no gradients.")
+    name = LOCATION_TENSOR[location]
+    act, grad = record.acts[name][0], record.grads[name][0]
+    heads = record.num_heads
+    if location == "F2":  # (H, Nq, Nk): the [CLS] query row, keys as tokens, heads as channels
+        return act[:, 0, :, None], grad[:, 0, :, None], record.num_prefix_tokens
+    if location == "F3":  # (Nq, C) -> (H, Nq, d): channel h*d + j belongs to head h
+        tokens, width = act.shape
+        split = lambda t: t.reshape(tokens, heads, width // heads).permute(1, 0, 2)  # noqa: E731
+        return split(act), split(grad), _query_prefix(record, tokens)
+    tokens = act.shape[0]
+    prefix = record.num_prefix_tokens if name == "ln1" else _query_prefix(record, tokens)
+    return act[None], grad[None], prefix
+
+
+def _query_prefix(record: BlockRecord, tokens: int) -> int:
+    """Prefix count on the query axis: as the keys in self-attention blocks; CaiT's
+    class blocks only carry the [CLS] query (no patch tokens at all)."""
+    return record.num_prefix_tokens if tokens > 1 or record.kind == "self" else tokens
+
+
+def undefined_reason(record: BlockRecord, location: str, weights: str, num_patches: int) -> str:
+    """Why a (block, location, weights) cell does not exist for this model, or ''."""
+    if location == "F2" and record.num_prefix_tokens == 0:
+        return "this block has no [CLS] token, so there is no [CLS] attention row"
+    X, _, prefix = location_tensors(record, location)
+    if X.shape[1] - prefix != num_patches:
+        return "this tensor carries only the [CLS] token here, no patch tokens"
+    if weights == "cls" and prefix == 0:
+        return "this block has no [CLS] token to take the gradient from"
+    return ""
+
+
+def weights_of(G: torch.Tensor, prefix: int, weights: str) -> torch.Tensor:
+    """alpha[h, k]: eq. 10/11 (mean over the patch tokens) or eq. 12/13 (the [CLS] token)."""
+    return G[:, prefix:, :].mean(dim=1) if weights == "patch" else G[:, 0, :]
+
+
+def combine_heads(per_head: torch.Tensor, heads: str | None) -> torch.Tensor:
+    """(H, P) per-head sums -> (P,): eq. 15 (sum, then ReLU) or eq. 16 (ReLU, then sum)."""
+    if heads == "relu-sum":
+        return per_head.clamp(min=0).sum(dim=0)
+    return per_head.sum(dim=0).clamp(min=0)
+
+
+def _zero_gradient_reason(variant: Variant, record: BlockRecord, last: bool, prefix: int) -> str:
+    where = "patch tokens" if variant.weights == "patch" else "[CLS] token"
+    text = (f"The gradient of the target at the {where} of {variant.location} in block "
+            f"{variant.block} is exactly zero, so every weight is zero and the map is blank.")
+    if last and variant.weights == "patch" and prefix > 0:
+        text += (" After the last block's attention only the [CLS] token reaches the head, so "
+                 "the patch tokens here cannot change the score.")
+    return text
+
+
+def block_cells(record: BlockRecord, num_patches: int, grid: tuple[int, int], last: bool
+                ) -> tuple[list[Cell], dict[tuple[int, str, str], str]]:
+    cells, undefined = [], {}
+    for location in LOCATIONS:
+        for weights in WEIGHTS:
+            reason = undefined_reason(record, location, weights, num_patches)
+            if reason:
+                undefined[(record.index, location, weights)] = reason
+                continue
+            X, G, prefix = location_tensors(record, location)
+            X64, G64 = X.double(), G.double()
+            alpha = weights_of(G64, prefix, weights)
+            per_head = torch.einsum("hik,hk->hi", X64[:, prefix:, :], alpha)
+            source = G[:, prefix:, :] if weights == "patch" else G[:, 0, :]
+            zero = not bool(torch.count_nonzero(source))
+            for heads in (HEAD_MODES if location in MULTI_HEAD else (None,)):
+                variant = Variant(record.index, location, weights, heads)
+                flat = combine_heads(per_head, heads)
+                if zero:
+                    status, why = ZERO_GRADIENT, _zero_gradient_reason(variant, record, last,
+                                                                        prefix)
+                elif not bool(torch.count_nonzero(flat)):
+                    status, why = RELU_EMPTY, ("Every patch's weighted sum is negative here, so "
+                                               "the ReLU leaves nothing to draw.")
+                else:
+                    status, why = OK, ""
+                cells.append(Cell(variant, flat.float().reshape(grid).numpy(),
+                                  per_head.float().reshape(-1, *grid).numpy(),
+                                  alpha.float().numpy(), status, why))
+    return cells, undefined
+
+
+def taxonomy(capture: Capture) -> Taxonomy:
+    """Every Grad-CAM variant of every block from one capture (one forward + backward)."""
+    import time
+
+    if not capture.has_gradients:
+        raise ValueError("The taxonomy needs a capture with a target class (a backward pass).")
+    started = time.perf_counter()
+    layout = capture.layout
+    cells, undefined = {}, {}
+    last = len(capture.blocks) - 1
+    for record in capture.blocks:
+        block, missing = block_cells(record, layout.num_patches, layout.grid, record.index == last)
+        cells.update((cell.variant, cell) for cell in block)
+        undefined.update(missing)
+    seconds = dict(capture.seconds)
+    seconds["cells"] = time.perf_counter() - started
+    return Taxonomy(layout.grid, layout.patch_size, len(capture.blocks), cells, undefined, seconds)
+
+
+def vit_taxonomy(model, image, target: int, head=None) -> Taxonomy:
+    """The taxonomy for (model, image, target), from the shared capture cache."""
+    prepared = prepare(model, image)
+    head = head_of(model, head)
+    key = ("vit-gradcam-taxonomy", model.spec.id, model.random_weights, prepared.sha256, target,
+           head.fingerprint())
+    return CAPTURE_CACHE.get_or_compute(
+        key, lambda: taxonomy(vit_capture(model, image, target=target, head=head)))
+
+
+def upsample_for_display(cam: np.ndarray, size: tuple[int, int]) -> np.ndarray:
+    """Eq. 17/18 for an overlay: bilinear to the input size, then min-max to [0, 1]."""
+    from .gradcam import scale_like_pytorch_grad_cam
+
+    return scale_like_pytorch_grad_cam(cam, size)
+
+
+# --- CLI ---------------------------------------------------------------------------------------
+
+def _read_variant(options, num_blocks: int) -> tuple[int, str, str, str]:
+    location = options.get_choice("location", "F1", LOCATIONS)
+    weights = options.get_choice("weights", "patch", WEIGHTS)
+    heads = options.get_choice("heads", "sum-relu", HEAD_MODES)
+    block = options.get_int("block", num_blocks - 1, 0, num_blocks - 1)
+    return block, location, weights, heads
+
+
+def _cell_meta(cell: Cell) -> dict:
+    return {"variant": cell.variant.key, "description": cell.variant.describe(),
+            "status": cell.status, "reason": cell.reason}
+
+
+CONVENTION = ("seed 002 taxonomy: F1..F6 per block; weights = patch-token mean (eq. 10/11) or "
+              "[CLS] gradient (eq. 12/13); F2 = [CLS] attention row with heads as channels "
+              "(eq. 8); F2/F3 heads summed before ReLU (eq. 15) or ReLU per head then summed "
+              "(eq. 16); prefix tokens dropped; raw map on the patch grid (no min-max)")
+
+
+@register("vit-gradcam", family="vit", needs_target=True,
+          summary="One ViT Grad-CAM variant (--set location=F1..F6 weights=patch|cls "
+                  "heads=sum-relu|relu-sum block=N).")
+def explain_vit_gradcam(request: ExplainRequest) -> ExplainResult:
+    result = vit_taxonomy(request.model, request.image, request.target, request.head)
+    block, location, weights, heads = _read_variant(request.options, result.num_blocks)
+    cell = result.cell(block, location, weights, heads)
+    return ExplainResult(map=cell.map.astype(np.float32),
+                         arrays={"per_head": cell.per_head, "alpha": cell.alpha},
+                         meta={**_cell_meta(cell), "block": block, "location": location,
+                               "weights": weights,
+                               "heads": heads if location in MULTI_HEAD else None,
+                               "convention": CONVENTION})
+
+
+@register("vit-gradcam-all", family="vit", needs_target=True,
+          summary="Every ViT Grad-CAM variant (all blocks, locations, weightings, head modes) "
+                  "from one forward + backward, in one file.")
+def explain_vit_gradcam_all(request: ExplainRequest) -> ExplainResult:
+    result = vit_taxonomy(request.model, request.image, request.target, request.head)
+    cells = list(result.cells.values())
+    default = result.cell(result.num_blocks - 1, "F1", "patch")
+    return ExplainResult(
+        map=default.map.astype(np.float32),
+        arrays={"maps": np.stack([c.map for c in cells]).astype(np.float32),
+                "variants": np.array([c.variant.key for c in cells]),
+                "blocks": np.array([c.variant.block for c in cells]),
+                "locations": np.array([c.variant.location for c in cells]),
+                "weights": np.array([c.variant.weights for c in cells]),
+                "heads": np.array([c.variant.heads or "" for c in cells]),
+                "zero_gradient": np.array([c.status == ZERO_GRADIENT for c in cells]),
+                "relu_empty": np.array([c.status == RELU_EMPTY for c in cells])},
+        meta={"variant_count": result.count, "counts": result.counts(),
+              "map": "F1 of the last block with patch-averaged weights "
+                     "(pytorch-grad-cam's ViT example); all variants are in 'maps'",
+              "undefined": {f"block{b}/{loc}/{w}": why
+                            for (b, loc, w), why in result.undefined.items()},
+              "seconds": result.seconds, "convention": CONVENTION})
