@@ -33,7 +33,8 @@ def dinov2():
 
 def test_identity_sum_of_decomposition_is_cls_context_dinov2(dinov2):
     model, image, _, result = dinov2
-    capture = daam.knn_capture(model, image, result.knn)
+    weights, capture = daam.knn_capture(model, image, result.target)
+    assert weights is result.knn
     blocks = daam.flow_blocks(capture)
     assert len(blocks) == 12
     for record in blocks:
@@ -53,7 +54,8 @@ def test_accumulation_is_monotone_and_sums_the_blocks(dinov2):
 
 def test_knn_backward_starts_from_the_eq13_weights(dinov2):
     model, image, _, result = dinov2
-    capture = daam.knn_capture(model, image, result.knn)
+    weights, capture = daam.knn_capture(model, image, result.target)
+    assert weights is result.knn
     feature = capture.output[0].double()
     w = torch.as_tensor(result.knn.weights).double()
     assert capture.score == pytest.approx(float(feature @ w), rel=1e-5)

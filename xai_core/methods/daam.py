@@ -35,7 +35,7 @@ import torch.nn.functional as F
 
 from ..capture import BlockRecord, Capture, CaptureError, run_capture, transformer_blocks
 from ..knn import KNN_K, KNN_TEMPERATURE, MemoryBank, Neighbour, knn_vote
-from ..pipeline import CAPTURE_CACHE, head_of, model_output, prepare, vit_capture
+from ..pipeline import CAPTURE_CACHE, head_of, prepare, vit_capture
 from .base import ExplainRequest, ExplainResult, register
 
 KNN_FORMULAS = ("official", "paper")
@@ -217,6 +217,7 @@ class DaamResult:
             meta["knn"] = {"formula": self.knn.formula, "class": self.knn.class_label,
                            "voters": [v.source for v in self.knn.voters],
                            "fallback": self.knn.fallback,
+                           "weights_sha256": self.knn.fingerprint(),
                            "k": len(self.knn.neighbours)}
         return meta
 
@@ -256,29 +257,71 @@ def _resolve_relu(channel_relu: str, variant: str) -> bool:
     return channel_relu == "yes"
 
 
-def knn_target_weights(model, image, target: int, head=None,
-                       formula: str = "official") -> KnnWeights:
-    head = head_of(model, head)
-    feature = model_output(model, image)[0]
-    return knn_weights(head.bank, feature, target, formula)
-
-
-def knn_capture(model, image, weights: KnnWeights) -> Capture:
-    """One forward + backward with d(target)/d(output) = w, cached by the weights' hash."""
-    prepared = prepare(model, image)
-    key = ("daam-knn-capture", model.spec.id, model.random_weights, prepared.sha256,
-           weights.fingerprint())
+def knn_pass(model, pixels: torch.Tensor, target: int, head,
+             formula: str = "official") -> tuple[KnnWeights, Capture]:
+    """ONE forward + backward for the k-NN variant: the weights of eq. 13 are computed
+    from the output inside the capture, and the backward starts from them
+    (score = <output, w>, so d score / d output = w)."""
     from ..capture import capture as run_model_capture
 
-    return CAPTURE_CACHE.get_or_compute(key, lambda: run_model_capture(
-        model, prepared.pixels, weighted_output_score(weights.weights)))
+    found: dict[str, KnnWeights] = {}
+
+    def score(output: torch.Tensor) -> torch.Tensor:
+        found["weights"] = knn_weights(head.bank, output.detach()[0].float().cpu(), target,
+                                       formula)
+        return weighted_output_score(found["weights"].weights)(output)
+    capture = run_model_capture(model, pixels, score)
+    return found["weights"], capture
+
+
+def knn_capture(model, image, target: int, head=None,
+                formula: str = "official") -> tuple[KnnWeights, Capture]:
+    """`knn_pass`, cached. The key names everything w depends on (image, weights of the
+    model, bank fingerprint, class, formula), so equal keys mean equal w."""
+    head = head_of(model, head)
+    prepared = prepare(model, image)
+    key = ("daam-knn-capture", model.spec.id, model.random_weights, prepared.sha256, target,
+           head.fingerprint(), formula)
+    return CAPTURE_CACHE.get_or_compute(
+        key, lambda: knn_pass(model, prepared.pixels, target, head, formula))
+
+
+def _variant(head) -> str:
+    return "knn" if head.kind == "knn" else "supervised"
+
+
+def daam_result(capture: Capture, head, target: int, variant: str, relu: bool,
+                knn: KnnWeights | None = None, started: float | None = None) -> DaamResult:
+    arrays = daam_from_capture(capture, relu)
+    seconds = dict(capture.seconds)
+    if started is not None:
+        seconds["total"] = time.perf_counter() - started
+    return DaamResult(**arrays, channel_relu=relu, variant=variant, score=capture.score,
+                      target=target, target_label=head.class_names[target], knn=knn,
+                      seconds=seconds)
+
+
+def daam_uncached(model, pixels: torch.Tensor, target: int, head=None,
+                  formula: str = "official", channel_relu: str = "auto") -> DaamResult:
+    """DAAM for every block from one forward + one backward, no cache (benchmarks)."""
+    from ..capture import capture as run_model_capture
+
+    started = time.perf_counter()
+    head = head_of(model, head)
+    variant = _variant(head)
+    relu = _resolve_relu(channel_relu, variant)
+    if variant == "knn":
+        knn, capture = knn_pass(model, pixels, target, head, formula)
+    else:
+        knn, capture = None, run_model_capture(model, pixels, head.score_fn(target))
+    return daam_result(capture, head, target, variant, relu, knn, started)
 
 
 def compute_daam(model, image, target: int, head=None, formula: str = "official",
                  channel_relu: str = "auto") -> DaamResult:
     """DAAM for a loaded ViT, an image and a target class index (cached by content)."""
     head = head_of(model, head)
-    variant = "knn" if head.kind == "knn" else "supervised"
+    variant = _variant(head)
     relu = _resolve_relu(channel_relu, variant)
     if formula not in KNN_FORMULAS:
         raise ValueError(f"Unknown eq. 13 formula '{formula}' ({', '.join(KNN_FORMULAS)}).")
@@ -288,26 +331,19 @@ def compute_daam(model, image, target: int, head=None, formula: str = "official"
 
     def compute() -> DaamResult:
         started = time.perf_counter()
-        knn = None
         if variant == "knn":
-            knn = knn_target_weights(model, image, target, head, formula)
-            capture = knn_capture(model, image, knn)
-        else:
-            capture = vit_capture(model, image, target, head)
-        arrays = daam_from_capture(capture, relu)
-        return DaamResult(**arrays, channel_relu=relu, variant=variant, score=capture.score,
-                          target=target, target_label=head.class_names[target], knn=knn,
-                          seconds={"total": time.perf_counter() - started, **capture.seconds})
+            knn, capture = knn_capture(model, image, target, head, formula)
+        else:  # the shared capture other pages use for this target
+            knn, capture = None, vit_capture(model, image, target, head)
+        return daam_result(capture, head, target, variant, relu, knn, started)
     return CAPTURE_CACHE.get_or_compute(key, compute)
 
 
-def target_score_fn(model, image, target: int, head=None, formula: str = "official"):
-    """The scalar DAAM differentiates: the logit, or <output, w> for a k-NN head."""
-    head = head_of(model, head)
-    if head.kind == "knn":
-        return weighted_output_score(knn_target_weights(model, image, target, head,
-                                                        formula).weights)
-    return head.score_fn(target)
+def result_score_fn(result: DaamResult, head):
+    """The scalar a DAAM result differentiated: the logit, or <output, w> with ITS w."""
+    if result.knn is not None:
+        return weighted_output_score(result.knn.weights)
+    return head.score_fn(result.target)
 
 
 # --- display normalisations ------------------------------------------------------------------
@@ -439,7 +475,7 @@ def cascading_randomisation(model, image, target: int, head=None, formula: str =
         from ..metrics import spearman  # (metrics imports the methods package)
 
         started = time.perf_counter()
-        score_fn = target_score_fn(model, image, target, head, formula)
+        score_fn = result_score_fn(original, head)
         maps = []
         for _, clone in randomised_copies(private_copy(model), steps, seed):
             capture = run_capture(clone, prepared.pixels.to(model.device), score_fn)
