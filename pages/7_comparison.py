@@ -117,7 +117,7 @@ for (_, name), run in ok_runs.items():  # methods registered after this table wa
     if name not in THEORY:
         table[name] = [run.summary] + ["see the method's page"] * (len(THEORY_ROWS) - 1) + [
             run.cost_text(), "x".join(map(str, run.map.shape))]
-st.dataframe(pd.DataFrame(table, index=table_rows), width="stretch")
+st.table(pd.DataFrame(table, index=table_rows))
 
 # --- 2. practical matrix ----------------------------------------------------------------------
 st.header("2 · The practical matrix")

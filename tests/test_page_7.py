@@ -60,7 +60,7 @@ def test_comparison_page_renders_runs_metrics_and_exports(media):
     assert not app.error, [e.value for e in app.error]
     captions = " ".join(c.value for c in app.caption)
     assert "DINOv2" in captions and "EfficientNet-Lite0" in captions  # both bundled models
-    theory = app.dataframe[0].value
+    theory = app.table[0].value
     assert "x".join(map(str, (16, 16))) in theory.loc["Measured here: map grid", "rollout"]
     assert "fwd" in theory.loc["Measured here: passes, wall time", "attention"]
 

@@ -82,12 +82,13 @@ def curves_figure(curves: dict, title: str, metrics=("deletion", "insertion")) -
             score_kind = curve.score_kind
             figure.add_trace(go.Scatter(
                 x=curve.fractions, y=curve.scores, mode="lines+markers", legendgroup=method,
-                name=f"{method} (AUC {curve.auc:.3f})", marker=dict(size=4),
+                name=method, showlegend=c == 1, marker=dict(size=4),
                 line=dict(color=LINE_COLOURS[i % len(LINE_COLOURS)]),
-                hovertemplate=f"{method}<br>%{{x:.0%}} perturbed<br>score %{{y:.4f}}<extra></extra>"),
+                hovertemplate=f"{method} (AUC {curve.auc:.3f})<br>%{{x:.0%}} perturbed"
+                              "<br>score %{y:.4f}<extra></extra>"),
                 row=1, col=c)
         figure.update_xaxes(title="fraction perturbed", tickformat=".0%", row=1, col=c)
-    figure.update_yaxes(title=score_kind[:40], row=1, col=1)
+    figure.update_yaxes(title=score_kind.split(" (")[0], row=1, col=1)
     figure.update_layout(title=title, height=380, margin=dict(l=10, r=10, t=70, b=10),
                          legend=dict(orientation="h", y=-0.25))
     return figure
