@@ -77,13 +77,16 @@ def receptive_field_figure(textbook: list[int], stages: list, stage_positions: l
     figure.add_trace(go.Scatter(
         x=stage_positions, y=[s.rf for s in stages], mode="lines+markers+text",
         name=cnn_name, text=[s.stage for s in stages], textposition="top left",
+        textfont=dict(size=10),
         customdata=[[s.name, s.kernel, s.stride, s.jump] for s in stages],
         hovertemplate="%{text} (ends at %{customdata[0]})<br>receptive field %{y} px<br>"
                       "last kernel %{customdata[1]}, stride %{customdata[2]}; "
                       "jump %{customdata[3]} px<extra></extra>"))
-    figure.add_hline(y=image_size, line=dict(dash="dot", color="black"),
-                     annotation_text=f"input size {image_size} px",
-                     annotation_position="bottom right")
+    # a trace, not add_hline: shapes on a log axis take log10 coordinates
+    depth = max(len(textbook), max(stage_positions, default=1))
+    figure.add_trace(go.Scatter(
+        x=[1, depth], y=[image_size, image_size], mode="lines", name=f"input size {image_size} px",
+        line=dict(dash="dot", color="black"), hoverinfo="skip"))
     figure.update_layout(title=title, height=height, xaxis_title="spatial layers so far",
                          yaxis_title="receptive field (pixels)", yaxis_type="log",
                          margin=dict(l=10, r=10, t=50, b=10),
