@@ -26,6 +26,7 @@ import torch
 from PIL import Image
 from streamlit.testing.v1 import AppTest
 
+from single_thread import one_torch_thread
 from xai_core import pipeline
 from xai_core.capture import conv_layer_names
 from xai_core.heads import ImageNetHead, KnnHead
@@ -144,13 +145,9 @@ class Jobs:
 
 @pytest.fixture(scope="module", autouse=True)
 def one_torch_thread_per_call():
-    """Concurrency comes from the 16 request threads; intra-op threads on top of them
-    only spin against each other on two busy cores (a tiny capture: ~60 ms with one
-    thread, ~800 ms with two on this loaded machine). Restored afterwards."""
-    saved = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(saved)
+    """Concurrency comes from the 16 request threads, not from intra-op threads."""
+    with one_torch_thread():
+        yield
 
 
 @pytest.fixture(scope="module")
