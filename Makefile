@@ -14,18 +14,20 @@ $(VENV)/.installed: requirements.txt
 run: $(VENV)/.installed
 	$(VENV)/bin/streamlit run dashboard/app.py --server.port $(PORT)
 
-test: $(VENV)/.installed
+test: $(VENV)/.installed system-deps
 	$(PY) -m pytest -q
 
 bench: $(VENV)/.installed
 	$(PY) -m bench.run
 
-# Debian packages the browser and proxy tests drive (skipped when both are on PATH).
+# Debian packages for PNG export (kaleido), the browser and the proxy tests
+# (skipped when both are on PATH).
 system-deps:
 	@if command -v chromium >/dev/null && command -v nginx >/dev/null; then \
 		echo "chromium and nginx already installed"; \
 	else \
-		apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y \
+		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+		$$SUDO apt-get update && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y \
 			--no-install-recommends chromium nginx; \
 	fi
 
