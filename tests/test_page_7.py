@@ -80,7 +80,7 @@ def test_comparison_page_renders_runs_metrics_and_exports(media):
         "attention", "rollout"]
     cnn_methods = [i.name for i in METHODS.values() if i.family == "cnn"]
     assert [m["name"] for m in manifest["models"][1]["methods"]] == [
-        n for n in cnn_methods if n not in compare.NOT_ATTRIBUTION]
+        n for n in cnn_methods if n not in compare.OFF_BY_DEFAULT]
     # the exported rollout map is exactly what the registered method returns
     model = get_model("dinov2-s14")
     direct = METHODS["rollout"].run(ExplainRequest(model, image, None, Options()))
@@ -111,3 +111,20 @@ def test_comparison_page_with_an_unavailable_vit_still_shows_the_cnn():
     assert not app.exception, app.exception
     assert "unavailable" in " ".join(w.value for w in app.warning)
     assert "EfficientNet-Lite0" in " ".join(c.value for c in app.caption)
+
+
+def test_measured_cost_counts_the_passes_a_method_really_ran():
+    """An image no other test uses, so nothing is cached: Grad-CAM runs one forward and one
+    backward pass; asking again returns the cached run; a failing option is reported."""
+    from PIL import Image
+
+    model = get_model("efficientnet-lite0")
+    noise = Image.fromarray(np.random.default_rng(11).integers(0, 255, (96, 128, 3), np.uint8))
+    target = pipeline.resolve_target(model, None, noise)  # one forward (the prediction)
+    run = compare.run_method(model, noise, "gradcam", target)
+    assert run.ok and run.error is None
+    assert (run.forwards, run.images, run.backwards) == (1, 1, 1)
+    assert run.wall_ms > 0 and run.cost_text().startswith("1 fwd + 1 bwd")
+    assert compare.run_method(model, noise, "gradcam", target) is run
+    bad = compare.run_method(model, noise, "gradcam", target, options={"no_such": "1"})
+    assert not bad.ok and "no_such" in bad.error

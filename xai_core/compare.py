@@ -25,9 +25,13 @@ import numpy as np
 from .methods import METHODS, ExplainRequest, MethodInfo, Options
 from .pipeline import CAPTURE_CACHE, prepare
 
-# Registered methods whose map is not an attribution for a class (mean attention
-# distance describes how far each patch looks): listed, but off by default.
-NOT_ATTRIBUTION = {"distance"}
+# Registered methods listed on the page but not chosen by default, and why.
+OFF_BY_DEFAULT = {
+    "distance": "mean attention distance describes how far patches look, not what the class "
+                "used",
+    "vit-gradcam-all": "its map is vit-gradcam's default variant; the other variants belong "
+                       "to page 5",
+}
 
 
 @dataclass
@@ -96,7 +100,7 @@ def applicable_methods(model) -> list[MethodInfo]:
 
 
 def default_methods(model) -> list[str]:
-    return [info.name for info in applicable_methods(model) if info.name not in NOT_ATTRIBUTION]
+    return [info.name for info in applicable_methods(model) if info.name not in OFF_BY_DEFAULT]
 
 
 def _valid_map(values) -> np.ndarray | None:
@@ -133,7 +137,10 @@ def run_method(model, image, name: str, target: int | None, head=None,
             request.options.check_all_used()
         except (CaptureError, OptionError, TargetError, ValueError) as error:
             run.error = str(error)
-            return run
+            raise _Failed(run) from None
+        except Exception as error:  # a bug in one method must not take the whole page down
+            run.error = f"the method failed ({type(error).__name__}: {error})"
+            raise _Failed(run) from None
         run.wall_ms = (time.perf_counter() - started) * 1000
         run.forwards, run.images, run.backwards = (counter.forwards, counter.images,
                                                    counter.backwards)
@@ -143,7 +150,16 @@ def run_method(model, image, name: str, target: int | None, head=None,
             run.error = f"'{name}' returned no 2-D map (shape {np.shape(result.map)})."
         return run
 
-    return CAPTURE_CACHE.get_or_compute(key, compute)
+    try:
+        return CAPTURE_CACHE.get_or_compute(key, compute)
+    except _Failed as failed:  # failures are reported, never cached
+        return failed.run
+
+
+class _Failed(Exception):
+    def __init__(self, run: MethodRun):
+        super().__init__(run.error)
+        self.run = run
 
 
 def run_methods(model, image, names: list[str], target: int | None, head=None) -> list[MethodRun]:
