@@ -161,6 +161,16 @@ def test_page_4_on_dinov2_all_controls():
 
     app.slider(key="p4_z").set_value(3.0).run()
     ok(app)
+    # marked tokens: robust z of output norms, blocks 6-11, computed here from the capture
+    flagged = set()
+    for block in capture.blocks[6:]:
+        norms = block.acts["out"][0, 1:].double().norm(dim=-1).numpy()
+        z = (norms - np.median(norms)) / (1.4826 * np.median(np.abs(norms - np.median(norms))))
+        flagged |= set(np.flatnonzero(z >= 3.0).tolist())
+    assert flagged and sorted(app.table[0].value["patch"]) == sorted(flagged)
+    marked = [t for t in chart(app, "Rollout, blocks 2–8")["data"] if t.get("name") ==
+              "high-norm token"]
+    assert len(arr(marked[0]["x"])) == len(flagged)
     app.radio(key="p4_grid_query_kind").set_value("a patch").run()
     app.number_input(key="p4_grid_query").set_value(100).run()
     app.selectbox(key="p4_big_block").set_value(5).run()
