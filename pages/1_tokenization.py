@@ -6,7 +6,7 @@ from dashboard import state, ui
 from xai_core import pipeline, tokens
 from xai_core.capture import token_layout
 from xai_core.figures import prediction_bars
-from xai_core.figures_tokens import (embedding_pca_figure, position_map_figure,
+from xai_core.figures_tokens import (clicked_index, embedding_pca_figure, position_map_figure,
                                      position_mosaic_figure, token_strip_figure,
                                      tokenization_figure)
 from xai_core.images import COLLAGE_ID
@@ -143,10 +143,9 @@ st.markdown(
 
 
 def _pick_position():
-    chosen = st.session_state.get("tok_pos_chart")
-    points = (chosen or {}).get("selection", {}).get("points", [])
-    if points and points[0].get("customdata"):
-        st.session_state["tok_pos_patch"] = int(points[0]["customdata"][0])
+    patch = clicked_index(st.session_state.get("tok_pos_chart"))
+    if patch is not None:
+        st.session_state["tok_pos_patch"] = patch
 
 
 with ui.friendly_errors():

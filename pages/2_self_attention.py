@@ -8,8 +8,8 @@ import streamlit as st
 
 from dashboard import state, ui
 from xai_core import pipeline, toy_attention as toy
-from xai_core.figures_tokens import (distribution_figure, entropy_curve_figure, matrix_figure,
-                                     multihead_figure, query_attention_figure)
+from xai_core.figures_tokens import (clicked_index, distribution_figure, entropy_curve_figure,
+                                     matrix_figure, multihead_figure, query_attention_figure)
 from xai_core.methods.attention import query_attention
 
 st.title("Self-attention: queries, keys, values, heads")
@@ -164,10 +164,9 @@ ui.model_caption(model)
 
 
 def _pick_query():
-    chosen = st.session_state.get("sa_chart")
-    points = (chosen or {}).get("selection", {}).get("points", [])
-    if points and points[0].get("customdata"):
-        st.session_state["sa_query"] = int(points[0]["customdata"][0])
+    patch = clicked_index(st.session_state.get("sa_chart"))
+    if patch is not None:
+        st.session_state["sa_query"] = patch
         st.session_state["sa_use_cls"] = False
 
 

@@ -15,6 +15,7 @@ from streamlit.testing.v1 import AppTest
 
 from xai_core import pipeline
 from xai_core import toy_attention as toy
+from xai_core.figures_tokens import clicked_index
 from xai_core.images import load_sample
 from xai_core.methods.attention import query_attention
 from xai_core.models import get_model
@@ -55,6 +56,15 @@ def no_problems(app):
     assert not app.error, [e.value for e in app.error]
 
 
+def test_clicked_index_reads_both_shapes_of_customdata():
+    # The dict shape is what Chromium sent for a typed-array customdata (seen in e2e).
+    as_dict = {"selection": {"points": [{"point_index": 6, "customdata": {"0": 6, "1": 1}}]}}
+    as_list = {"selection": {"points": [{"customdata": [53, 3, 5]}]}}
+    assert clicked_index(as_dict) == 6 and clicked_index(as_list) == 53
+    assert clicked_index({"selection": {"points": [{"x": 1}]}}) is None
+    assert clicked_index(None) is None and clicked_index({"selection": {"points": []}}) is None
+
+
 # --- page 1 -------------------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
@@ -67,6 +77,8 @@ def test_page1_renders_with_bundled_models(page1):
     assert [m.value for m in page1.metric][:3] == ["16 x 16", "256", "257"]
     assert any("256 + 1 = 257" in latex.value for latex in page1.latex)
     grid = chart(page1, "tok_grid")
+    # a JSON list: a typed array would come back from the browser as {"0": .., "1": ..}
+    assert isinstance(grid["data"][-1]["customdata"], list)
     boxes = array(grid["data"][-1]["customdata"])  # index, row, col, x0, x1, y0, y1, token
     assert boxes.shape == (256, 8)
     np.testing.assert_array_equal(boxes[17], [17, 1, 1, 14, 28, 14, 28, 18])

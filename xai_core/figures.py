@@ -66,7 +66,9 @@ def patch_click_targets(grid: tuple[int, int], patch_size: tuple[int, int],
     return go.Scatter(
         x=c * pw + pw / 2, y=r * ph + ph / 2, mode="markers", name=name,
         marker=dict(size=max(4, min(ph, pw)), opacity=0.01, symbol="square"),
-        customdata=np.stack([np.arange(rows * cols), r, c], axis=1),
+        # a list, not an array: Plotly sends arrays as typed arrays, and the browser then
+        # returns each point's customdata as {"0": .., "1": ..} instead of a list
+        customdata=np.stack([np.arange(rows * cols), r, c], axis=1).tolist(),
         hovertemplate="patch %{customdata[0]} (row %{customdata[1]}, col %{customdata[2]})"
                       "<extra></extra>", showlegend=False)
 

@@ -27,7 +27,7 @@ def tokenization_figure(model_image: Image.Image, grid: tuple[int, int],
     index, row, col = np.asarray(targets.customdata).T
     boxes = np.stack([index, row, col, col * pw, (col + 1) * pw, row * ph, (row + 1) * ph,
                       index + prefix], 1)
-    targets.update(customdata=boxes, hovertemplate=(
+    targets.update(customdata=boxes.tolist(), hovertemplate=(
         "patch %{customdata[0]} = token %{customdata[7]}<br>row %{customdata[1]}, "
         "col %{customdata[2]}<br>pixels x %{customdata[3]}-%{customdata[4]}, "
         "y %{customdata[5]}-%{customdata[6]}<extra></extra>"))
@@ -118,8 +118,10 @@ def position_mosaic_figure(similarity: np.ndarray, height: int = 560) -> go.Figu
                                symbol="square"))
     figure.add_trace(targets)
     figure.update_layout(height=height, margin=dict(l=0, r=0, t=10, b=0))
-    figure.update_xaxes(visible=False, range=[0.5, cols * (cols + 1) + 0.5])
-    figure.update_yaxes(visible=False, range=[rows * (rows + 1) + 0.5, 0.5], scaleanchor="x")
+    # constrain="domain": the plot area shrinks to the square instead of the y range growing
+    figure.update_xaxes(visible=False, range=[0.5, cols * (cols + 1) + 0.5], constrain="domain")
+    figure.update_yaxes(visible=False, range=[rows * (rows + 1) + 0.5, 0.5], scaleanchor="x",
+                        constrain="domain")
     return figure
 
 
@@ -229,7 +231,7 @@ def query_attention_figure(model_image: Image.Image, values: np.ndarray,
         figure.add_shape(type="rect", x0=c * pw, x1=(c + 1) * pw, y0=r * ph, y1=(r + 1) * ph,
                          line=dict(color="cyan", width=3))
     targets = patch_click_targets(grid, patch_size, name="query")
-    targets.update(customdata=np.column_stack([targets.customdata, np.ravel(values)]),
+    targets.update(customdata=np.column_stack([targets.customdata, np.ravel(values)]).tolist(),
                    hovertemplate="patch %{customdata[0]} (row %{customdata[1]}, col "
                                  "%{customdata[2]})<br>attention %{customdata[3]:.4f}"
                                  "<extra></extra>")
@@ -237,7 +239,20 @@ def query_attention_figure(model_image: Image.Image, values: np.ndarray,
     return figure
 
 
-__all__ = ["tokenization_figure", "token_strip_figure", "embedding_pca_figure",
+def clicked_index(chart_state) -> int | None:
+    """The first customdata value of a chart's selected point (st.plotly_chart with
+    on_select), or None. Accepts customdata as a list or as the {"0": ..} object the
+    browser sends for typed arrays."""
+    points = ((chart_state or {}).get("selection") or {}).get("points") or []
+    data = points[0].get("customdata") if points else None
+    if isinstance(data, dict):
+        data = data.get("0")
+    elif isinstance(data, (list, tuple)):
+        data = data[0] if data else None
+    return None if data is None else int(data)
+
+
+__all__ = ["clicked_index", "tokenization_figure", "token_strip_figure", "embedding_pca_figure",
            "position_mosaic_figure", "position_map_figure", "matrix_figure",
            "distribution_figure", "entropy_curve_figure", "multihead_figure",
            "query_attention_figure"]
