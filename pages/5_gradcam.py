@@ -83,13 +83,15 @@ def cnn_part(image, model) -> None:
     ui.show_figure(map_row(model_image, [
         (f"Grad-CAM: {names[first][:24]}", pair[0][0].upsampled),
         (f"Grad-CAM: {names[second][:24]}", pair[1][0].upsampled),
-        (f"Saliency: {names[first][:24]}", saliency[0]),
-        (f"Saliency: {names[second][:24]}", saliency[1])]), key="gc_pair")
+        (f"Saliency: {names[first][:24]}", gradcam.saliency_for_display(saliency[0])),
+        (f"Saliency: {names[second][:24]}", gradcam.saliency_for_display(saliency[1]))]),
+        key="gc_pair")
     st.caption(
         "How alike are the two classes' maps (Pearson correlation over pixels)? Grad-CAM: "
         f"{gradcam.map_correlation(pair[0][0].upsampled, pair[1][0].upsampled):+.2f}; saliency: "
         f"{gradcam.map_correlation(*saliency):+.2f}. Each map is min-max scaled to [0, 1]; the "
-        "saliency maps are drawn at 1/4 resolution.")
+        "saliency maps are clipped at their 99th percentile for display (a few pixels would "
+        "otherwise swamp the rest) and drawn at 1/4 resolution.")
 
     st.subheader("The CAM family, one layer, one class")
     st.markdown(

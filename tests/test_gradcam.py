@@ -338,3 +338,44 @@ def test_cli_gradcam_and_bad_options(cnn, tmp_path, capsys):
                      method, "--set", option, "--out", str(tmp_path / "x.npz")]) == 2, option
         error = capsys.readouterr().err
         assert error.startswith("error:") and len(error.strip().splitlines()) == 1
+
+
+class SpyLock:
+    def __init__(self):
+        self.held = False
+
+    def __enter__(self):
+        self.held = True
+        return self
+
+    def __exit__(self, *exc):
+        self.held = False
+        return False
+
+
+def test_library_calls_hold_the_lock_and_leave_the_model_as_it_was():
+    """pytorch-grad-cam hooks (and, for Ablation-CAM, swaps) the shared model's layers: every
+    call runs under the model's lock, and an error half-way leaves no swap and no hook."""
+    from pytorch_grad_cam import AblationCAM
+
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.ReLU(),
+                              torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(),
+                              torch.nn.Linear(4, 3)).eval()
+    conv = net[0]
+    lock, calls = SpyLock(), []
+
+    def score_fn(output):
+        assert lock.held
+        calls.append(1)
+        if len(calls) > 2:  # fail inside Ablation-CAM's ablation loop
+            raise RuntimeError("boom")
+        return output[:, 1].sum()
+
+    x = torch.randn(1, 3, 8, 8)
+    cam = run_library_cam(GradCAM, net, [conv], x, score_fn, lock=lock)
+    assert cam.shape == (8, 8) and not lock.held
+    with pytest.raises(RuntimeError, match="boom"):
+        run_library_cam(AblationCAM, net, [conv], x, score_fn, lock=lock, batch_size=2)
+    assert net[0] is conv and not lock.held
+    assert not conv._forward_hooks and not net._forward_hooks

@@ -1,8 +1,9 @@
 """Plotly figures for the Grad-CAM page (no streamlit here).
 
 Maps go to the browser at feature-map or patch resolution, or area-averaged to
-at most `DISPLAY_SIDE` cells a side for the full-resolution CAM-family maps, so
-the page stays light (STREAMLIT_NOTES.md: send small grids, not 224x224 images).
+at most `DISPLAY_SIDE` cells a side for the full-resolution CAM-family maps, and
+the photo goes as a small JPEG, so the page stays light (STREAMLIT_NOTES.md:
+send small grids, not 224x224 arrays).
 """
 
 from __future__ import annotations
@@ -12,7 +13,8 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 from PIL import Image
 
-from .figures import HEATMAP_SCALE, grid_heatmap, image_figure, normalise
+from .figures import HEATMAP_SCALE, grid_heatmap, normalise
+from .figures_compare import _image_source
 from .methods.vit_gradcam import (LOCATION_NAMES, LOCATIONS, MULTI_HEAD, RELU_EMPTY, ZERO_GRADIENT,
                                   Cell, Taxonomy, Variant)
 
@@ -40,7 +42,10 @@ def overlay(image: Image.Image, values: np.ndarray, cell_size: tuple[float, floa
             diverging: bool = False, zmin: float | None = None, zmax: float | None = None,
             height: int = 340, opacity: float = 0.55) -> go.Figure:
     """A feature-map (or patch) resolution map over the model input."""
-    figure = image_figure(image, title, height)
+    figure = go.Figure(go.Image(source=_image_source(image), hoverinfo="skip"))
+    figure.update_layout(title=title, height=height, margin=dict(l=0, r=0, t=40, b=0))
+    figure.update_xaxes(visible=False, range=[0, image.width])
+    figure.update_yaxes(visible=False, range=[image.height, 0], scaleanchor="x")
     if diverging:
         bound = _symmetric(values)
         zmin, zmax = -bound, bound
@@ -70,10 +75,10 @@ def map_row(image: Image.Image, maps: list[tuple[str, np.ndarray]], height: int 
     count = len(maps)
     figure = make_subplots(rows=1, cols=count, subplot_titles=[t for t, _ in maps],
                            horizontal_spacing=0.01)
-    rgb = np.asarray(image.convert("RGB"))
+    source = _image_source(image)
     for i, (_, values) in enumerate(maps, start=1):
         small, (fy, fx) = coarse(normalise(values) if shared_scale else values)
-        figure.add_trace(go.Image(z=rgb, hoverinfo="skip"), row=1, col=i)
+        figure.add_trace(go.Image(source=source, hoverinfo="skip"), row=1, col=i)
         figure.add_trace(go.Heatmap(
             z=small, x0=fx / 2, dx=fx, y0=fy / 2, dy=fy, zmin=0, zmax=1, opacity=0.55,
             colorscale=HEATMAP_SCALE, showscale=(i == count), colorbar=dict(thickness=12),
@@ -95,9 +100,8 @@ def taxonomy_mosaic(result: Taxonomy, weights: str, heads: str) -> go.Figure:
     gap = 1
     height = result.num_blocks * (rows + gap) - gap
     width = len(LOCATIONS) * (cols + gap) - gap
-    z = np.full((height, width), np.nan)
-    hover = np.full((height, width), "", dtype=object)
-    notes = []
+    z = np.full((height, width), np.nan, dtype=np.float32)
+    centres, hover, notes = [], [], []
     for b in range(result.num_blocks):
         for j, location in enumerate(LOCATIONS):
             variant = Variant(b, location, weights, heads if location in MULTI_HEAD else None)
@@ -113,15 +117,18 @@ def taxonomy_mosaic(result: Taxonomy, weights: str, heads: str) -> go.Figure:
                 z[top:top + rows, left:left + cols] = tile
                 label = "ReLU: empty" if cell.status == RELU_EMPTY else ""
                 why = cell.reason or variant.describe()
-            hover[top:top + rows, left:left + cols] = (
-                f"block {b} · {location}<br>{_wrap(why)}")
+            centres.append((left + cols / 2 - 0.5, top + rows / 2 - 0.5))
+            hover.append(f"block {b} · {location}<br>{_wrap(why)}")
             if label:
                 notes.append(dict(x=left + cols / 2 - 0.5, y=top + rows / 2 - 0.5, text=label,
                                   showarrow=False, font=dict(size=10, color="#888")))
     figure = go.Figure(go.Heatmap(z=z, colorscale=HEATMAP_SCALE, zmin=0, zmax=1,
-                                  customdata=hover, hoverongaps=False,
-                                  hovertemplate="%{customdata}<extra></extra>",
-                                  colorbar=dict(thickness=12, title="min-max")))
+                                  hoverinfo="skip", colorbar=dict(thickness=12, title="min-max")))
+    x, y = zip(*centres)
+    figure.add_trace(go.Scatter(  # one invisible hover target per tile: light to send
+        x=x, y=y, text=hover, mode="markers", hovertemplate="%{text}<extra></extra>",
+        marker=dict(size=max(rows, cols) * 2, opacity=0.01, symbol="square"),
+        showlegend=False))
     figure.update_layout(
         annotations=notes, height=max(420, 34 * result.num_blocks + 80),
         margin=dict(l=10, r=10, t=40, b=10), plot_bgcolor="rgba(0,0,0,0)",

@@ -92,6 +92,12 @@ def vanilla_saliency(capture: CnnCapture) -> np.ndarray:
     return capture.input_grad[0].abs().amax(dim=0).numpy().astype(np.float32)
 
 
+def saliency_for_display(saliency: np.ndarray, percentile: float = 99.0) -> np.ndarray:
+    """Gradient saliency is dominated by a few pixels; clip at a high percentile (the usual
+    display convention) so the rest stays visible. Display only: the raw map is unchanged."""
+    return np.minimum(saliency, np.percentile(saliency, percentile)).astype(np.float32)
+
+
 def map_correlation(a: np.ndarray, b: np.ndarray) -> float:
     """Pearson correlation of two maps of the same shape (0 when either is constant)."""
     a, b = np.asarray(a, dtype=np.float64).ravel(), np.asarray(b, dtype=np.float64).ravel()
@@ -173,6 +179,17 @@ def run_library_cam(cam_class, module: torch.nn.Module, target_layers: list, pix
             return cam(input_tensor=pixels, targets=[ScoreTarget(score_fn)])[0]
         finally:
             cam.activations_and_grads.release()
+            _restore_ablated_layer(cam, module, target_layers)
+
+
+def _restore_ablated_layer(cam, module: torch.nn.Module, target_layers: list) -> None:
+    """Ablation-CAM swaps the target layer for its own and swaps it back only when it
+    finishes normally; after an error the shared model must not keep the swap."""
+    ablation = getattr(cam, "ablation_layer", None)
+    if ablation is not None and any(m is ablation for m in module.modules()):
+        from pytorch_grad_cam.utils.find_layers import replace_layer_recursive
+
+        replace_layer_recursive(module, ablation, target_layers[0])
 
 
 class _NoLock:
@@ -205,11 +222,11 @@ def cam_family(model, image, target: int, layer: str | None = None,
         key = ("cam-family", model.spec.id, model.random_weights, prepared.sha256, target, layer,
                name, head.fingerprint())
         results.append(CAPTURE_CACHE.get_or_compute(
-            key, lambda name=name: _timed_cam(model, prepared.pixels, target, layer, name, head)))
+            key, lambda name=name: timed_cam(model, prepared.pixels, target, layer, name, head)))
     return results
 
 
-def _timed_cam(model, pixels, target, layer, name, head) -> CamTiming:
+def timed_cam(model, pixels, target, layer, name, head) -> CamTiming:
     module = model.module
     started = time.perf_counter()
     result = run_library_cam(_cam_class(name), module, [module.get_submodule(layer)],
