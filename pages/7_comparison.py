@@ -10,6 +10,7 @@ import streamlit as st
 from dashboard import state, ui
 from xai_core import compare, metrics, pipeline
 from xai_core import figures_compare as figs
+from xai_core.methods.attention import query_attention
 
 st.title("7 · Comparison matrix")
 st.markdown(
@@ -221,9 +222,8 @@ else:
     st.info("Choose at least two methods to compare their maps.")
 
 vit_section = next((s for s in sections if s.model.spec.family == "vit"), None)
-attention_run = ok_runs.get(("vit", "attention"))
 scatter_figure = None
-if vit_section is not None and attention_run is not None:
+if vit_section is not None:
     st.subheader("Attention vs gradient")
     st.markdown(
         "Is a patch that [CLS] attends to also a patch the score is sensitive to? Each point is "
@@ -235,7 +235,7 @@ if vit_section is not None and attention_run is not None:
         capture = pipeline.vit_capture(vit_section.model, image, vit_section.target,
                                        head=state.session_head(vit_section.model))
         gradient = metrics.patch_gradient_importance(capture.input_grad, capture.layout.grid)
-        attention = attention_run.map
+        attention = query_attention(capture, len(capture.blocks) - 1).mean(0)
         if attention.shape == gradient.shape:
             rho_ag = metrics.spearman(attention, gradient)
             scatter_figure = figs.attention_gradient_scatter(

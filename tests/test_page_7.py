@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from scipy.stats import spearmanr
 from streamlit.runtime.memory_media_file_storage import MemoryMediaFileStorage
 from streamlit.testing.v1 import AppTest
 from streamlit.testing.v1 import app_test as app_test_module
@@ -60,8 +61,22 @@ def test_comparison_page_renders_runs_metrics_and_exports(media):
     assert not app.error, [e.value for e in app.error]
     captions = " ".join(c.value for c in app.caption)
     assert "DINOv2" in captions and "EfficientNet-Lite0" in captions  # both bundled models
+    # attention vs gradient: rho recomputed here from the capture, patch by patch
+    model = get_model("dinov2-s14")
+    image = load_sample("coffee")
+    target = pipeline.resolve_target(model, None, image)
+    capture = pipeline.vit_capture(model, image, target)
+    rows, cols = capture.layout.grid
+    ph, pw = capture.layout.patch_size
+    attention = capture.blocks[-1].acts["attn"][0, :, 0, 1:].mean(0).numpy()
+    norm = capture.input_grad[0].norm(dim=0).numpy()
+    gradient = norm[:rows * ph, :cols * pw].reshape(rows, ph, cols, pw).mean(axis=(1, 3)).ravel()
+    titles = [json.loads(c.proto.spec)["layout"].get("title", {}).get("text", "")
+              for c in app.get("plotly_chart")]
+    titles = [t for t in titles if "Spearman ρ" in t]
+    assert titles and f"ρ = {spearmanr(attention, gradient).statistic:.3f}" in titles[0]
     theory = app.table[0].value
-    assert "x".join(map(str, (16, 16))) in theory.loc["Measured here: map grid", "rollout"]
+    assert theory.loc["Measured here: map grid", "rollout"] == f"{rows}x{cols}"
     assert "fwd" in theory.loc["Measured here: passes, wall time", "attention"]
 
     app.number_input(key="cmp_steps").set_value(2)
@@ -72,7 +87,6 @@ def test_comparison_page_renders_runs_metrics_and_exports(media):
 
     archive = np.load(io.BytesIO(media(app, "cmp_dl_npz")))
     manifest = json.loads(str(archive["manifest"]))
-    image = load_sample("coffee")
     assert manifest["models"][0]["image_sha256"] == image_sha256(image)
     assert json.loads(media(app, "cmp_dl_json").decode()) == manifest
     vit = manifest["models"][0]
@@ -82,7 +96,6 @@ def test_comparison_page_renders_runs_metrics_and_exports(media):
     assert [m["name"] for m in manifest["models"][1]["methods"]] == [
         n for n in cnn_methods if n not in compare.OFF_BY_DEFAULT]
     # the exported rollout map is exactly what the registered method returns
-    model = get_model("dinov2-s14")
     direct = METHODS["rollout"].run(ExplainRequest(model, image, None, Options()))
     np.testing.assert_array_equal(archive["dinov2-s14__rollout__map"], direct.map)
     # every exported curve: AUC in the manifest = trapezoid of the exported points
@@ -94,7 +107,6 @@ def test_comparison_page_renders_runs_metrics_and_exports(media):
             assert np.allclose(fractions, [0, 0.5, 1])
             assert record["auc"] == pytest.approx(trapezoid(fractions, scores))
     assert {"attention/deletion", "rollout/insertion"} <= set(vit["faithfulness"])
-    target = pipeline.resolve_target(model, None, image)
     assert vit["target"] == target
 
     app.button(key="cmp_png_make").click().run()
