@@ -179,12 +179,12 @@ with ui.friendly_errors():
     c1, c2, c3 = st.columns(3)
     if not 0 <= st.session_state.get("sa_block", -1) < len(blocks):
         st.session_state["sa_block"] = len(blocks) - 1  # a new model may have fewer blocks
-    block = c1.slider("Block", 0, len(blocks) - 1, key="sa_block")
+    block = c1.slider("Block", 0, len(blocks) - 1, key="sa_block", bind="query-params")
     record = blocks[block]
     head_options = ["mean of heads"] + [f"head {h + 1}" for h in range(record.num_heads)]
     if st.session_state.get("sa_head") not in head_options:
         st.session_state["sa_head"] = "mean of heads"
-    head_choice = c2.selectbox("Head", head_options, key="sa_head")
+    head_choice = c2.selectbox("Head", head_options, key="sa_head", bind="query-params")
     has_cls = record.num_prefix_tokens > 0
     use_cls = c3.toggle("Use [CLS] as the query", key="sa_use_cls", disabled=not has_cls)
     if record.kind == "class":

@@ -214,3 +214,17 @@ def test_page2_distilled_deit_uses_cls_query():
     assert "2 prefix key(s)" in " ".join(m.value for m in app.markdown)
     assert math.isclose(z.sum() + float(capture.blocks[11].acts["attn"][0, :, 0, :2].sum(-1)
                                         .mean()), 1.0, abs_tol=1e-5)
+
+
+def test_page2_deep_link_opens_block_and_head():
+    app = AppTest.from_file(ENTRY, default_timeout=180)
+    app.query_params["sa_block"] = "3"
+    app.query_params["sa_head"] = "head 2"
+    app.run()
+    app.switch_page("../pages/2_self_attention.py").run()
+    no_problems(app)
+    assert app.slider(key="sa_block").value == 3
+    capture = pipeline.vit_capture(get_model("dinov2-s14"), load_sample("chelsea"))
+    query = app.number_input(key="sa_query").value
+    z = array(chart(app, "sa_chart")["data"][1]["z"])
+    np.testing.assert_allclose(z, query_attention(capture, 3, query)[1], atol=1e-6)
