@@ -6,6 +6,7 @@ import streamlit as st
 from dashboard import state, ui
 from xai_core import pipeline
 from xai_core.figures_daam import contributions_figure, flow_figure, map_row_figure, weights_figure
+from xai_core.images import COLLAGE_ID
 from xai_core.methods import daam
 from xai_core.tokens import prefix_token_names
 
@@ -43,6 +44,9 @@ with ui.friendly_errors():
     c1, c2, c3 = st.columns([1.3, 1.6, 1.3])
     with c1:
         target = ui.target_picker(model, image, key="daam_target", head=head)
+        if state.selection().image_choice == COLLAGE_ID:
+            st.caption("Two objects, one decision: pick the cat's class, then the coffee "
+                       "cup's, and watch where each flow settles.")
     with c2:
         display = st.radio("Display normalisation", list(daam.DISPLAY_MODES), key="daam_display",
                            persist_state="session", format_func=lambda m: {
@@ -132,10 +136,11 @@ def channel_inspector(result, model_image) -> None:
     ui.show_figure(map_row_figure(
         model_image, [v.contribution for v in views],
         [f"ch {v.channel} (h{v.head}, j{v.dim})<br>w={v.weight:.2g}" for v in views],
-        result.patch_size), key="daam_channels")
-    st.caption("The six channels with the largest weight in this block and their share of L_b: "
-               "weight × S_b[patches, c], each min-max scaled. Channel c = h·d + j is dimension "
-               "j of head h's value vectors.")
+        result.patch_size, signed=True), key="daam_channels")
+    st.caption("The six channels with the largest weight in this block and what each adds to "
+               "L_b before its ReLU: weight × S_b[patches, c]. Values can be negative (value "
+               "vectors have both signs): red adds, blue takes away; each map is divided by its "
+               "own largest |value|. Channel c = h·d + j is dimension j of head h's values.")
 
 
 @st.fragment

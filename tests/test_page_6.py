@@ -72,9 +72,8 @@ def test_dinov2_knn_flow_voters_and_target_change():
     assert "Official DAAM display" in texts(app, "caption")
 
     target = app.selectbox(key="daam_target")
-    other = [o for o in target.options if o != target.value][0]
-    target.set_value(target.options.index(other) if isinstance(target.value, int) else other)
-    app.run()
+    first = target.value  # a class index: the top prediction
+    app.selectbox(key="daam_target").set_value(1 if first != 1 else 0).run()
     assert not app.exception
     changed = frame_maps(flow_spec(app))
     assert changed.shape == maps.shape
@@ -111,6 +110,6 @@ def test_cait_random_weights_runs_over_class_blocks():
     assert "class-attention blocks" in texts(app, "info")
     assert "class block 1" in json.dumps(flow_spec(app)["frames"][0]["layout"])
     target = app.selectbox(key="daam_target")
-    target.set_value(target.options[3]).run()
+    target.set_value((target.value + 1) % 1000).run()
     assert not app.exception
     assert np.abs(frame_maps(flow_spec(app)) - maps).max() > 0.05

@@ -95,15 +95,23 @@ def contributions_figure(L: np.ndarray, labels: list[str], height: int = 260) ->
 
 
 def map_row_figure(image: Image.Image, maps: list[np.ndarray], titles: list[str],
-                   patch_size: tuple[int, int], opacity: float = 0.6,
-                   height: int = 260) -> go.Figure:
-    """A row of maps over the same image, each min-max scaled for display."""
+                   patch_size: tuple[int, int], opacity: float = 0.6, height: int = 260,
+                   signed: bool = False) -> go.Figure:
+    """A row of maps over the same image, each min-max scaled for display; `signed`:
+    each divided by its largest |value| on a blue-white-red scale centred on 0."""
     figure = make_subplots(rows=1, cols=len(maps), subplot_titles=titles,
                            horizontal_spacing=0.01)
     for i, values in enumerate(maps, start=1):
         figure.add_trace(_image_trace(image), row=1, col=i)
-        heatmap = grid_heatmap(normalise(values), patch_size, opacity, 0.0, 1.0,
-                               hovertemplate="row %{y}, col %{x}<br>%{z:.3f}<extra></extra>")
+        if signed:
+            top = float(np.abs(values).max()) or 1.0
+            heatmap = grid_heatmap(np.asarray(values) / top, patch_size, opacity, -1.0, 1.0,
+                                   colorscale="RdBu_r", hovertemplate=(
+                                       "row %{y}, col %{x}<br>%{z:.3f} of the largest |value|"
+                                       "<extra></extra>"))
+        else:
+            heatmap = grid_heatmap(normalise(values), patch_size, opacity, 0.0, 1.0,
+                                   hovertemplate="row %{y}, col %{x}<br>%{z:.3f}<extra></extra>")
         heatmap.showscale = i == len(maps)
         figure.add_trace(heatmap, row=1, col=i)
     figure.update_layout(height=height, margin=dict(l=0, r=0, t=50, b=0))
