@@ -158,7 +158,8 @@ def sanity_check(result, model, image, head, formula, relu, model_image) -> None
     with st.spinner("Randomising a copy of the model..."):
         check = daam.cascading_randomisation(model, image, result.target, head, formula, relu)
     titles = ["trained model"] + [
-        f"blocks {k}-{check.num_blocks} random<br>ρ = " + ("n/a (flat map)" if r != r else f"{r:.2f}")
+        f"blocks {k}-{check.num_blocks} random<br>ρ = "
+        + ("n/a (flat map)" if r != r else f"{r:.2f}")
         for k, r in zip(check.first_randomised, check.rho)]
     ui.show_figure(map_row_figure(model_image, [check.original] + check.maps, titles,
                                   result.patch_size), key="daam_sanity_row")

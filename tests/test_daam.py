@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 import timm
 import torch
-import torch.nn.functional as F
 from timm.models.cait import Cait
 
 from xai_core.capture import run_capture, transformer_blocks

@@ -244,7 +244,8 @@ def daam_from_capture(capture: Capture, channel_relu: bool = True) -> dict:
     L = torch.stack(L)
     return dict(L=L.numpy(), D=L.cumsum(0).numpy(), S=torch.stack(S).numpy(),
                 C=torch.stack(C).numpy(), T=torch.stack(T).numpy(),
-                block_indices=[b.index for b in blocks], block_labels=_block_labels(blocks, capture),
+                block_indices=[b.index for b in blocks],
+                block_labels=_block_labels(blocks, capture),
                 num_heads=blocks[0].num_heads, prefix_tokens=[b.num_prefix_tokens for b in blocks],
                 grid=grid, patch_size=capture.layout.patch_size)
 
