@@ -13,16 +13,15 @@ from typing import Callable
 
 import streamlit as st
 
+from xai_core.figures import click_customdata
+
 
 def apply_chart_click(chart_key: str, updates: Callable[[tuple], dict]) -> None:
     """If the chart's selected point is new, write `updates(point customdata)` into
     `st.session_state`. Points without customdata are ignored."""
-    event = st.session_state.get(chart_key) or {}
-    points = event.get("selection", {}).get("points", [])
-    if not points or "customdata" not in points[0]:
+    data = click_customdata(st.session_state.get(chart_key))
+    if data is None:
         return
-    data = points[0]["customdata"]
-    data = tuple(data) if isinstance(data, (list, tuple)) else (data,)
     if st.session_state.get(chart_key + "_applied") != data:
         st.session_state[chart_key + "_applied"] = data
         st.session_state.update(updates(data))

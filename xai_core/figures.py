@@ -73,6 +73,19 @@ def patch_click_targets(grid: tuple[int, int], patch_size: tuple[int, int],
                       "<extra></extra>", showlegend=False)
 
 
+def click_customdata(chart_state) -> tuple | None:
+    """The customdata of a chart's first selected point (st.plotly_chart with
+    on_select) as a tuple, or None. The browser sends numpy-backed customdata as
+    {"0": .., "1": ..} objects and plain lists as lists: accept both."""
+    points = ((chart_state or {}).get("selection") or {}).get("points") or []
+    data = points[0].get("customdata") if points else None
+    if data is None:
+        return None
+    if isinstance(data, dict):
+        return tuple(data[key] for key in sorted(data, key=int))
+    return tuple(data) if isinstance(data, (list, tuple)) else (data,)
+
+
 def prediction_bars(labels: list[str], probabilities: list[float], title: str,
                     height: int = 300) -> go.Figure:
     figure = go.Figure(go.Bar(x=probabilities[::-1], y=[l[:40] for l in labels[::-1]],

@@ -31,7 +31,7 @@ def distance_scatter(mad: np.ndarray, blocks: list[int], reference: float, title
             name=f"head {head}", marker=dict(size=9, color=_head_colour(head)),
             error_y=None if spread is None else dict(type="data", array=spread[:, head],
                                                       thickness=1, width=2),
-            customdata=np.stack([blocks, np.full(num_blocks, head)], axis=1),
+            customdata=np.stack([blocks, np.full(num_blocks, head)], axis=1).tolist(),
             hovertemplate="block %{customdata[0]}, head %{customdata[1]}<br>"
                           "mean distance %{y:.1f} px" + extra + "<extra></extra>"))
     figure.add_hline(y=reference, line=dict(dash="dash", color="grey"),
@@ -145,7 +145,7 @@ def head_mosaic(maps: np.ndarray, blocks: list[int], title: str, gap: int = 1,
     figure.add_trace(go.Scatter(
         x=(h_idx.ravel() * tile_w + (cols - 1) / 2), y=(b_idx.ravel() * tile_h + (rows - 1) / 2),
         mode="markers", marker=dict(size=max(10, 2 * cols), symbol="square", opacity=0.01),
-        customdata=np.stack([np.array(blocks)[b_idx.ravel()], h_idx.ravel()], axis=1),
+        customdata=np.stack([np.array(blocks)[b_idx.ravel()], h_idx.ravel()], axis=1).tolist(),
         hovertemplate="block %{customdata[0]}, head %{customdata[1]}<extra>click to enlarge"
                       "</extra>", showlegend=False))
     figure.update_xaxes(tickmode="array", tickvals=np.arange(num_heads) * tile_w + (cols - 1) / 2,

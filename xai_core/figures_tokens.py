@@ -7,7 +7,8 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 from PIL import Image
 
-from .figures import image_figure, overlay_figure, patch_click_targets, patch_grid_lines
+from .figures import (click_customdata, image_figure, overlay_figure, patch_click_targets,
+                      patch_grid_lines)
 
 PREFIX_COLOURS = {"[CLS]": (230, 159, 0), "[DIST]": (86, 180, 233)}
 OTHER_PREFIX_COLOUR = (0, 158, 115)
@@ -240,16 +241,9 @@ def query_attention_figure(model_image: Image.Image, values: np.ndarray,
 
 
 def clicked_index(chart_state) -> int | None:
-    """The first customdata value of a chart's selected point (st.plotly_chart with
-    on_select), or None. Accepts customdata as a list or as the {"0": ..} object the
-    browser sends for typed arrays."""
-    points = ((chart_state or {}).get("selection") or {}).get("points") or []
-    data = points[0].get("customdata") if points else None
-    if isinstance(data, dict):
-        data = data.get("0")
-    elif isinstance(data, (list, tuple)):
-        data = data[0] if data else None
-    return None if data is None else int(data)
+    """The first customdata value of a chart's selected point, or None."""
+    data = click_customdata(chart_state)
+    return None if not data else int(data[0])
 
 
 __all__ = ["clicked_index", "tokenization_figure", "token_strip_figure", "embedding_pca_figure",

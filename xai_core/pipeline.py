@@ -33,9 +33,15 @@ class PreparedInput:
 
 
 def prepare(model, image: Image.Image) -> PreparedInput:
-    spec = model.spec
-    fitted = fit_to_model(image, spec.input_size, spec.crop_pct, spec.interpolation)
-    return PreparedInput(fitted, to_model_tensor(fitted, spec.mean, spec.std), image_sha256(image))
+    """Resize/crop/normalise for `model`, cached: every page asks for it several times."""
+    spec, sha = model.spec, image_sha256(image)
+
+    def fit() -> PreparedInput:
+        fitted = fit_to_model(image, spec.input_size, spec.crop_pct, spec.interpolation)
+        return PreparedInput(fitted, to_model_tensor(fitted, spec.mean, spec.std), sha)
+
+    key = ("prepared", spec.input_size, spec.crop_pct, spec.interpolation, spec.mean, spec.std, sha)
+    return CAPTURE_CACHE.get_or_compute(key, fit)
 
 
 @dataclass(frozen=True)
