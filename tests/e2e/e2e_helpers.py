@@ -33,6 +33,8 @@ def app_env() -> dict[str, str]:
     env = dict(os.environ)
     env.update(HF_HUB_OFFLINE="1", VIT_LENS_DEVICE=os.environ.get("VIT_LENS_DEVICE", "cpu"),
                PYTHONUNBUFFERED="1")
+    # One session at a time per test: intra-op threads would only spin on a busy CI box.
+    env.setdefault("OMP_NUM_THREADS", "1")
     return env
 
 

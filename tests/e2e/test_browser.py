@@ -1,0 +1,173 @@
+"""A real browser (Debian's Chromium, driven by Playwright) on a real `streamlit run`:
+every page of PAGE_LIST opens without an exception, an upload is used, a slider
+moves, the DAAM animation plays, a patch click changes a figure. A screenshot of
+every page is kept in artifacts/screenshots/."""
+
+from __future__ import annotations
+
+import ast
+import io
+import re
+from urllib.parse import quote
+
+import pytest
+from e2e_helpers import ARTIFACTS, ROOT, running_apps, wait_app_idle
+from PIL import Image
+
+from dashboard.state import UPLOAD_CHOICE, image_title
+
+SHOTS = ARTIFACTS / "screenshots"
+UPLOAD_SIZE = (320, 200)
+
+
+def page_list() -> list[tuple[str, str]]:
+    """(file, title) of every page in dashboard/app.py's PAGE_LIST whose file exists
+    (read from the source: importing the entry script would run the app)."""
+    tree = ast.parse((ROOT / "dashboard" / "app.py").read_text())
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == "PAGE_LIST":
+            entries = ast.literal_eval(node.value)
+            return [(name, title) for name, title, _ in entries
+                    if (ROOT / "pages" / name).exists()]
+    raise AssertionError("PAGE_LIST not found in dashboard/app.py")
+
+
+def upload_png() -> bytes:
+    image = Image.new("RGB", UPLOAD_SIZE, (30, 110, 200))
+    image.paste((240, 200, 20), (40, 40, 160, 160))  # a yellow square on blue
+    buffer = io.BytesIO()
+    image.save(buffer, "PNG")
+    return buffer.getvalue()
+
+
+@pytest.fixture(scope="module")
+def app():
+    with running_apps(1, log_name="browser-app") as apps:
+        yield apps[0]
+
+
+@pytest.fixture(scope="module")
+def session(app, browser):
+    """One browser tab = one Streamlit session, kept across the tests (in file order)."""
+    context = browser.new_context(viewport={"width": 1500, "height": 2000})
+    page = context.new_page()
+    page.set_default_timeout(240_000)
+    errors: list[str] = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    # a bound selectbox takes the option's shown label in the URL
+    page.goto(app.url + "?image_choice=" + quote(image_title(UPLOAD_CHOICE)))
+    wait_app_idle(page)
+    yield page, errors
+    context.close()
+
+
+def plotly(page, key: str):
+    """The Plotly graph div of the chart shown with `key` (Streamlit adds st-key-<key>)."""
+    locator = page.locator(f".st-key-{key} .js-plotly-plot").first
+    locator.wait_for()
+    return locator
+
+
+def title_of(page, key: str) -> str:
+    text = plotly(page, key).evaluate("gd => (gd.layout.title && gd.layout.title.text) || ''")
+    return re.sub(r"<[^>]+>", "", text)  # Streamlit may wrap titles in <b>
+
+
+def no_exception(page) -> None:
+    shown = page.locator("[data-testid='stException']")
+    assert shown.count() == 0, shown.first.inner_text()
+
+
+def open_page(page, title: str) -> None:
+    link = page.locator("[data-testid='stSidebarNav'] a", has_text=title).first
+    target = link.get_attribute("href")
+    link.click()
+    # the URL path follows the page: wait for it before waiting for the script to finish
+    page.wait_for_function("href => new URL(href, location.href).pathname === location.pathname",
+                           arg=target)
+    wait_app_idle(page)
+
+
+def shot(page, name: str) -> None:
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
+
+
+def test_upload_is_used(session):
+    page, _ = session
+    page.locator("[data-testid='stFileUploader'] input[type='file']").set_input_files(
+        files=[{"name": "square.png", "mimeType": "image/png", "buffer": upload_png()}])
+    page.wait_for_function(
+        "() => [...document.querySelectorAll('.js-plotly-plot')].some("
+        "gd => JSON.stringify(gd.layout.title || '').includes('(320x200)'))",
+        timeout=240_000)
+    wait_app_idle(page)
+    no_exception(page)
+    assert "(320x200)" in title_of(page, "home_image")
+
+
+@pytest.mark.parametrize("name, title", page_list())
+def test_every_page_opens(session, name, title):
+    page, errors = session
+    open_page(page, title)
+    no_exception(page)
+    main = page.locator("[data-testid='stMain']")
+    assert len(main.inner_text()) > 200  # words, not a blank page
+    shot(page, name.removesuffix(".py"))
+    assert errors == [], errors  # no JavaScript error in the browser
+
+
+def test_patch_click_changes_the_figure(session):
+    """Page 1: clicking the top-left square of the position mosaic enlarges patch 0."""
+    page, _ = session
+    open_page(page, dict(page_list())["1_tokenization.py"])
+    before = title_of(page, "tok_pos_one")
+    mosaic = plotly(page, "tok_pos_chart")
+    mosaic.scroll_into_view_if_needed()
+    point = mosaic.evaluate("""gd => {
+        const xa = gd._fullLayout.xaxis, ya = gd._fullLayout.yaxis;
+        const targets = gd._fullData.find(t => t.type === 'scatter');
+        const box = gd.getBoundingClientRect();
+        return {x: box.left + xa._offset + xa.l2p(targets.x[0]),
+                y: box.top + ya._offset + ya.l2p(targets.y[0])};
+    }""")
+    page.mouse.click(point["x"], point["y"])
+    page.wait_for_function(
+        "before => { const gd = document.querySelector('.st-key-tok_pos_one .js-plotly-plot');"
+        " return gd && gd.layout.title.text !== before; }", arg=before, timeout=240_000)
+    wait_app_idle(page)
+    no_exception(page)
+    assert before != "Patch (row 0, col 0) vs every patch"
+    assert title_of(page, "tok_pos_one") == "Patch (row 0, col 0) vs every patch"
+
+
+def test_daam_animation_plays_and_slider_moves(session):
+    page, _ = session
+    open_page(page, dict(page_list())["6_daam_flow.py"])
+    flow = page.locator(".js-plotly-plot", has=page.locator(".updatemenu-button")).first
+    flow.scroll_into_view_if_needed()
+    last = flow.evaluate("gd => gd.layout.title.text")
+    frames = flow.evaluate("gd => gd._transitionData._frames.length")
+    assert frames >= 2
+    flow.locator(".updatemenu-button", has_text="Play").click()
+    seen = set()
+    for _ in range(30):  # the frames step in the browser, with no rerun
+        seen.add(flow.evaluate("gd => gd.layout.title.text"))
+        page.wait_for_timeout(100)
+    assert len(seen) >= 3, seen
+    shot(page, "6_daam_flow-playing")
+
+    channels = plotly(page, "daam_channels")
+    labels = "gd => gd.layout.annotations.map(a => a.text).join('|')"
+    before = channels.evaluate(labels)
+    # Streamlit's slider is a react-aria range input (visually hidden, keyboard-driven)
+    slider = page.locator(".st-key-daam_channel_block input[type='range']").first
+    slider.focus()
+    page.keyboard.press("Home")  # block 1 instead of the last block
+    page.wait_for_function(
+        f"before => {{ const gd = document.querySelector('.st-key-daam_channels .js-plotly-plot');"
+        f" return gd && ({labels})(gd) !== before; }}", arg=before, timeout=240_000)
+    wait_app_idle(page)
+    no_exception(page)
+    assert re.search(r"ch \d+", channels.evaluate(labels))
+    assert last  # the animation figure had a title to begin with
