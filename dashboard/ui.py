@@ -56,6 +56,17 @@ def target_picker(model, image, key: str, label: str = "Target class", head=None
         help="Pick a class from the top predictions, or type to search all classes.")
 
 
+def vit_page_inputs():
+    """The chosen image and ViT for a page; stops the page after saying why when the
+    upload is missing or the model cannot load."""
+    image = state.current_image()
+    model = state.current_vit() if image is not None else None
+    if model is None:
+        st.stop()
+    model_caption(model)
+    return image, model
+
+
 def model_caption(model) -> None:
     st.caption(f"Model: **{model.label}** · weights: {model.weights_source} · "
                f"device: {model.device}")

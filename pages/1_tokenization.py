@@ -18,11 +18,7 @@ st.markdown(
     "a few extra tokens in front, and adds a learned position code to each. This page walks "
     "through those steps with the real model chosen in the sidebar.")
 
-image = state.current_image()
-model = state.current_vit() if image is not None else None
-if model is None:
-    st.stop()
-ui.model_caption(model)
+image, model = ui.vit_page_inputs()
 
 prepared = pipeline.prepare(model, image)
 layout = token_layout(model.module, prepared.pixels)

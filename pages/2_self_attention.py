@@ -156,11 +156,7 @@ with c3:
 
 # --- 4. the real model --------------------------------------------------------------------------
 st.header("4 · The same thing in the real model")
-image = state.current_image()
-model = state.current_vit() if image is not None else None
-if model is None:
-    st.stop()
-ui.model_caption(model)
+image, model = ui.vit_page_inputs()
 
 
 def _pick_query():

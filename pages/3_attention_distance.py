@@ -24,11 +24,7 @@ st.markdown(
 st.latex(r"\bar D_h = \frac{1}{N}\sum_{i=1}^{N}\sum_{j=1}^{N} A^{(h)}_{ij}\,"
          r"\lVert \mathrm{pos}(i) - \mathrm{pos}(j) \rVert_2")
 
-image = state.current_image()
-model = state.current_vit() if image is not None else None
-if model is None:
-    st.stop()
-ui.model_caption(model)
+image, model = ui.vit_page_inputs()
 
 PREFIX_LABELS = {"exclude": "Excluded (as the papers do)",
                  "centre": "Included, placed at the image centre"}

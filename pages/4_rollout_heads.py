@@ -23,11 +23,7 @@ st.latex(r"\hat A_l = \frac{\bar A_l + I}{\mathrm{rowsum}(\bar A_l + I)}, \qquad
          r"R = \hat A_{\mathrm{end}} \cdots \hat A_{\mathrm{start}}, \qquad "
          r"\text{map} = R[\mathrm{CLS},\ \text{patches}]")
 
-image = state.current_image()
-model = state.current_vit() if image is not None else None
-if model is None:
-    st.stop()
-ui.model_caption(model)
+image, model = ui.vit_page_inputs()
 
 
 def _prefix_text(names, values, total, what="row") -> str:

@@ -26,11 +26,7 @@ st.latex(r"S_b[n,\,c] = a^0_b[h,n]\,V_b[h,n,j],\quad \textstyle\sum_n S_b[n,:] =
 st.caption("c = h·d + j numbers the channels head by head, as they enter the attention's "
            "output projection; T_b is the [CLS] context at that point.")
 
-image = state.current_image()
-model = state.current_vit() if image is not None else None
-if model is None:
-    st.stop()
-ui.model_caption(model)
+image, model = ui.vit_page_inputs()
 head = state.session_head(model)
 if head is None:
     st.warning(f"{model.label} has no classifier and no k-NN memory bank, so there is no "
