@@ -1,0 +1,98 @@
+"""Throughput of the shared server: 16 threads x 10 requests of mixed methods.
+
+The same mix as tests/test_concurrency.py, but on the real bundled models (DINOv2
+ViT-S/14 with its k-NN head, EfficientNet-Lite0) and two gallery images, as a class
+of 16 students opening pages at once: every registered ViT and CNN method with its
+default options, a capture with the backward, and a deletion curve. Run twice: cold
+(capture cache emptied: the first wave of a lecture) and warm (everything cached: the
+rest of the lecture). Each model runs one call at a time behind its fair lock, so on
+one device the cold rate is bounded by the model time, not the thread count.
+"""
+
+from __future__ import annotations
+
+import statistics
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+
+from xai_core import pipeline
+from xai_core.images import load_sample
+from xai_core.methods import METHODS, ExplainRequest, Options
+from xai_core.metrics import faithfulness
+from xai_core.models import DEFAULT_CNN, DEFAULT_VIT, get_model
+
+THREADS, REQUESTS_PER_THREAD = 16, 10
+IMAGES = ("chelsea", "coffee")
+
+
+def _jobs(vit, cnn) -> list[tuple]:
+    jobs = []
+    for image_id in IMAGES:
+        jobs.append(("capture", vit, image_id, None))
+        jobs.append(("metrics", vit, image_id, "rollout"))
+        jobs += [("method", model, image_id, name) for name, info in sorted(METHODS.items())
+                 for model in (vit, cnn) if info.family == model.spec.family]
+    return jobs
+
+
+def _run(job, images) -> None:
+    kind, model, image_id, name = job
+    image = images[image_id]
+    target = pipeline.resolve_target(model, None, image)
+    if kind == "capture":
+        pipeline.vit_capture(model, image, target)
+        return
+    info = METHODS[name]
+    result = info.run(ExplainRequest(model, image, target if info.needs_target else None,
+                                     Options({})))
+    if kind == "metrics":
+        faithfulness(model, image, result.map, "deletion", target, "zeros", steps=10)
+
+
+def _wave(jobs, images, seed: int) -> tuple[float, list[float], int]:
+    picks = np.random.default_rng(seed).integers(0, len(jobs), THREADS * REQUESTS_PER_THREAD)
+    chunks = [picks[i::THREADS] for i in range(THREADS)]
+    latencies, errors, lock = [], [], threading.Lock()
+    start = threading.Barrier(THREADS)
+
+    def worker(chunk):
+        start.wait()
+        for index in chunk:
+            began = time.perf_counter()
+            try:
+                _run(jobs[index], images)
+            except Exception as error:  # noqa: BLE001  (counted and reported)
+                with lock:
+                    errors.append(repr(error))
+                continue
+            with lock:
+                latencies.append(time.perf_counter() - began)
+
+    began = time.perf_counter()
+    with ThreadPoolExecutor(max_workers=THREADS) as pool:
+        list(pool.map(worker, chunks))
+    return time.perf_counter() - began, latencies, len(errors)
+
+
+def run() -> list[dict]:
+    vit, cnn = get_model(DEFAULT_VIT), get_model(DEFAULT_CNN)
+    images = {image_id: load_sample(image_id) for image_id in IMAGES}
+    jobs = _jobs(vit, cnn)
+    requests = THREADS * REQUESTS_PER_THREAD
+    pipeline.CAPTURE_CACHE.clear()
+    rows = []
+    for label, seed in (("cold cache", 1), ("warm cache", 2)):
+        seconds, latencies, errors = _wave(jobs, images, seed)
+        p95 = float(np.percentile(latencies, 95)) if latencies else float("nan")
+        rows += [
+            {"name": f"16 threads x 10 mixed requests, {label}: throughput",
+             "value": requests / seconds, "unit": "req/s",
+             "note": f"{seconds:.1f} s wall, {errors} errors, {len(jobs)} distinct requests"},
+            {"name": f"16 threads x 10 mixed requests, {label}: median latency",
+             "value": statistics.median(latencies) if latencies else float("nan"), "unit": "s",
+             "note": f"p95 {p95:.2f} s"},
+        ]
+    return rows
