@@ -70,8 +70,10 @@ def vit_rows() -> list[dict]:
     def ours():
         captured = capture(model, pixels, score_fn)
         result = taxonomy(captured)
-        shown = {v: upsample_for_display(c.map, captured.layout.input_size)
-                 for v, c in result.cells.items()}
+        variants = list(result.cells)
+        stack = upsample_for_display(np.stack([result.cells[v].map for v in variants]),
+                                     captured.layout.input_size)
+        shown = dict(zip(variants, stack))
         return result, shown, captured.layout
 
     ours()  # warm-up (first-call allocations)

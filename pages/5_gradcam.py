@@ -11,7 +11,7 @@ from xai_core.methods.vit_gradcam import (HEAD_MODES, HEAD_NAMES, LOCATION_NAMES
                                           MULTI_HEAD, WEIGHT_NAMES, WEIGHTS, ZERO_GRADIENT)
 
 st.title("Grad-CAM, and why a ViT has more than a hundred of them")
-part = st.radio("Part", ["cnn", "vit"], key="gc_part", horizontal=True, persist_state="session",
+part = st.radio("Part", ["cnn", "vit"], key="gc_part", horizontal=True, bind="query-params",
                 format_func={"cnn": "Grad-CAM on a CNN", "vit": "Grad-CAM on a ViT: the taxonomy"}
                 .get, label_visibility="collapsed")
 
@@ -175,8 +175,12 @@ def vit_part(image, model) -> None:
 def cell_detail(result, model_image, weights: str, heads: str) -> None:
     st.subheader("One cell in detail")
     c1, c2 = st.columns([2, 1])
-    block = c1.slider("Block", 0, result.num_blocks - 1, result.num_blocks - 1, key="gc_block")
-    location = c2.selectbox("Location", LOCATIONS, key="gc_location", persist_state="session",
+    last = result.num_blocks - 1
+    # default: the last block; and another model may have had more blocks
+    if not 0 <= st.session_state.get("gc_block", -1) <= last:
+        st.session_state["gc_block"] = last
+    block = c1.slider("Block", 0, last, key="gc_block", bind="query-params")
+    location = c2.selectbox("Location", LOCATIONS, key="gc_location", bind="query-params",
                             format_func=lambda loc: f"{loc} · {LOCATION_NAMES[loc]}")
     with ui.friendly_errors():
         cell = result.cell(block, location, weights, heads)

@@ -138,3 +138,31 @@ def test_vit_part_taxonomy_and_pickers_change_maps():
     ok(app)
     notes = [a["text"] for a in mosaic(app)["layout"]["annotations"]]
     assert "zero grad" not in notes  # [CLS] gradients reach every location of every block
+
+
+def test_vit_part_with_cait_layout_marks_undefined_cells():
+    """CaiT (random weights, offline): 24 patch blocks without [CLS] and 2 class-attention
+    blocks whose F3-F6 hold only [CLS]. Those cells are labelled n/a, asking for one gives
+    a message, and a block index beyond another model's depth is brought back in range."""
+    app = open_page(image_choice="coffee", gc_part="vit", vit_model="cait-s24", vit_random=True)
+    assert not app.exception
+    assert "RANDOM WEIGHTS" in " ".join(e.value for e in app.error)  # the model's label
+    metrics = {m.label: m.value for m in app.metric}
+    # patch blocks: F1, F3 x 2 head modes, F4, F5, F6 with patch weights = 6 each (x 24);
+    # class blocks: F1 x 2 weightings + F2 x 2 weightings x 2 head modes = 6 each (x 2)
+    assert metrics["Grad-CAM variants for this model"] == str(24 * 6 + 2 * 6)
+    notes = [a["text"] for a in mosaic(app)["layout"]["annotations"]]
+    assert notes.count("n/a") == 24 + 2 * 4  # F2 of each patch block, F3-F6 of class blocks
+
+    app.slider(key="gc_block").set_value(25).run()
+    app.selectbox(key="gc_location").set_value("F5").run()
+    assert not app.exception
+    assert any("not defined for this model" in e.value for e in app.error)
+
+    app.session_state["vit_model"] = "dinov2-s14"
+    app.session_state["vit_random"] = False
+    app.run()
+    ok(app)
+    assert app.slider(key="gc_block").value == 11
+    blank = " ".join(w.value for w in app.warning)  # F5 of the last block: zero gradient
+    assert "Blank map" in blank and "cannot change the score" in blank

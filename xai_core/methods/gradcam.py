@@ -52,16 +52,22 @@ class GradCamSteps:
 
 
 def scale_like_pytorch_grad_cam(cam: np.ndarray, size: tuple[int, int]) -> np.ndarray:
-    """(h, w) map -> (H, W) in [0, 1]: min-max, bilinear (half-pixel centres, as
-    cv2.INTER_LINEAR), min-max again - what pytorch-grad-cam returns for one layer."""
+    """(..., h, w) maps -> (..., H, W) in [0, 1]: min-max, bilinear (half-pixel centres,
+    as cv2.INTER_LINEAR), min-max again, per map - what pytorch-grad-cam returns for one
+    layer. Stacked maps are scaled in one call."""
     cam = np.asarray(cam, dtype=np.float32)
-    cam = cam - cam.min()
-    cam = cam / (MINMAX_EPS + cam.max())
-    grid = torch.from_numpy(cam)[None, None]
-    up = F.interpolate(grid, size=tuple(size), mode="bilinear", align_corners=False)[0, 0].numpy()
-    up = np.maximum(up, 0)
-    up = up - up.min()
-    return (up / (MINMAX_EPS + up.max())).astype(np.float32)
+    lead = cam.shape[:-2]
+    flat = cam.reshape(-1, *cam.shape[-2:])
+    flat = _minmax(flat)
+    up = F.interpolate(torch.from_numpy(flat)[:, None], size=tuple(size), mode="bilinear",
+                       align_corners=False)[:, 0].numpy()
+    return _minmax(np.maximum(up, 0)).reshape(*lead, *size).astype(np.float32)
+
+
+def _minmax(maps: np.ndarray) -> np.ndarray:
+    """pytorch-grad-cam's per-map scaling of (N, h, w): (x - min) / (max + 1e-7)."""
+    maps = maps - maps.min(axis=(1, 2), keepdims=True)
+    return maps / (MINMAX_EPS + maps.max(axis=(1, 2), keepdims=True))
 
 
 def gradcam_steps(capture: CnnCapture) -> GradCamSteps:
@@ -107,8 +113,11 @@ def map_correlation(a: np.ndarray, b: np.ndarray) -> float:
 
 
 def layer_choices(model) -> list[str]:
-    """Conv stages to pick from, in forward order (the default one is the spec's)."""
-    return conv_layer_names(model.module)
+    """Conv stages to pick from, in forward order, plus the spec's default stage when it is
+    a container (ResNet's `layer4`) rather than a single conv or batch-norm layer."""
+    names = conv_layer_names(model.module)
+    default = model.spec.cnn_target_layer
+    return names if default in names or default is None else names + [default]
 
 
 def check_layer(model, layer: str | None) -> str:
@@ -247,7 +256,7 @@ def explain_gradcam(request: ExplainRequest) -> ExplainResult:
                                            tuple(layer_choices(model)))
     except OptionError:
         raise OptionError(f"{model.spec.display_name} has no conv layer named "
-                          f"'{request.options.values.get('layer')}' (the default is "
+                          f"'{request.options.values['layer']}' (the default is "
                           f"{model.spec.cnn_target_layer}).") from None
     steps, capture = teaching_gradcam(model, request.image, request.target, layer)
     return ExplainResult(

@@ -33,6 +33,7 @@ reads) is flagged "zero-gradient": its map is identically zero, not a finding.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -41,6 +42,7 @@ import torch
 from ..capture import BlockRecord, Capture
 from ..pipeline import CAPTURE_CACHE, head_of, prepare, vit_capture
 from .base import ExplainRequest, ExplainResult, OptionError, register
+from .gradcam import scale_like_pytorch_grad_cam
 
 LOCATIONS = ("F1", "F2", "F3", "F4", "F5", "F6")
 LOCATION_TENSOR = {"F1": "ln1", "F2": "attn", "F3": "context", "F4": "ln2", "F5": "mlp",
@@ -157,64 +159,65 @@ def undefined_reason(record: BlockRecord, location: str, weights: str, num_patch
     return ""
 
 
-def weights_of(G: torch.Tensor, prefix: int, weights: str) -> torch.Tensor:
+def weights_of(G: np.ndarray, prefix: int, weights: str) -> np.ndarray:
     """alpha[h, k]: eq. 10/11 (mean over the patch tokens) or eq. 12/13 (the [CLS] token)."""
-    return G[:, prefix:, :].mean(dim=1) if weights == "patch" else G[:, 0, :]
+    return G[:, prefix:, :].mean(axis=1) if weights == "patch" else G[:, 0, :]
 
 
-def combine_heads(per_head: torch.Tensor, heads: str | None) -> torch.Tensor:
+def combine_heads(per_head: np.ndarray, heads: str | None) -> np.ndarray:
     """(H, P) per-head sums -> (P,): eq. 15 (sum, then ReLU) or eq. 16 (ReLU, then sum)."""
     if heads == "relu-sum":
-        return per_head.clamp(min=0).sum(dim=0)
-    return per_head.sum(dim=0).clamp(min=0)
+        return np.maximum(per_head, 0).sum(axis=0)
+    return np.maximum(per_head.sum(axis=0), 0)
 
 
-def _zero_gradient_reason(variant: Variant, record: BlockRecord, last: bool, prefix: int) -> str:
+def _zero_gradient_reason(variant: Variant, last: bool, prefix: int) -> str:
     where = "patch tokens" if variant.weights == "patch" else "[CLS] token"
     text = (f"The gradient of the target at the {where} of {variant.location} in block "
             f"{variant.block} is exactly zero, so every weight is zero and the map is blank.")
     if last and variant.weights == "patch" and prefix > 0:
-        text += (" After the last block's attention only the [CLS] token reaches the head, so "
-                 "the patch tokens here cannot change the score.")
+        text += (" After the last block's attention only the prefix tokens ([CLS] and any "
+                 "others) feed the head, so the patch tokens here cannot change the score.")
     return text
 
 
 def block_cells(record: BlockRecord, num_patches: int, grid: tuple[int, int], last: bool
                 ) -> tuple[list[Cell], dict[tuple[int, str, str], str]]:
+    """Every cell of one block. The arithmetic is small (a few hundred tokens), so it runs in
+    float64 numpy: no thread-pool hand-offs per tiny tensor, and no rounding worries."""
     cells, undefined = [], {}
     for location in LOCATIONS:
-        for weights in WEIGHTS:
-            reason = undefined_reason(record, location, weights, num_patches)
-            if reason:
-                undefined[(record.index, location, weights)] = reason
-                continue
-            X, G, prefix = location_tensors(record, location)
-            X64, G64 = X.double(), G.double()
-            alpha = weights_of(G64, prefix, weights)
-            per_head = torch.einsum("hik,hk->hi", X64[:, prefix:, :], alpha)
+        reasons = {w: undefined_reason(record, location, w, num_patches) for w in WEIGHTS}
+        undefined.update(((record.index, location, w), why) for w, why in reasons.items() if why)
+        defined = [w for w in WEIGHTS if not reasons[w]]
+        if not defined:
+            continue
+        X, G, prefix = location_tensors(record, location)
+        X, G = X.numpy().astype(np.float64), G.numpy().astype(np.float64)
+        patches = X[:, prefix:, :]  # (H, P, K)
+        for weights in defined:
+            alpha = weights_of(G, prefix, weights)
+            per_head = np.matmul(patches, alpha[:, :, None])[:, :, 0]  # (H, P)
             source = G[:, prefix:, :] if weights == "patch" else G[:, 0, :]
-            zero = not bool(torch.count_nonzero(source))
+            zero = not source.any()
             for heads in (HEAD_MODES if location in MULTI_HEAD else (None,)):
                 variant = Variant(record.index, location, weights, heads)
                 flat = combine_heads(per_head, heads)
                 if zero:
-                    status, why = ZERO_GRADIENT, _zero_gradient_reason(variant, record, last,
-                                                                        prefix)
-                elif not bool(torch.count_nonzero(flat)):
+                    status, why = ZERO_GRADIENT, _zero_gradient_reason(variant, last, prefix)
+                elif not flat.any():
                     status, why = RELU_EMPTY, ("Every patch's weighted sum is negative here, so "
                                                "the ReLU leaves nothing to draw.")
                 else:
                     status, why = OK, ""
-                cells.append(Cell(variant, flat.float().reshape(grid).numpy(),
-                                  per_head.float().reshape(-1, *grid).numpy(),
-                                  alpha.float().numpy(), status, why))
+                cells.append(Cell(variant, flat.reshape(grid).astype(np.float32),
+                                  per_head.reshape(-1, *grid).astype(np.float32),
+                                  alpha.astype(np.float32), status, why))
     return cells, undefined
 
 
 def taxonomy(capture: Capture) -> Taxonomy:
     """Every Grad-CAM variant of every block from one capture (one forward + backward)."""
-    import time
-
     if not capture.has_gradients:
         raise ValueError("The taxonomy needs a capture with a target class (a backward pass).")
     started = time.perf_counter()
@@ -241,9 +244,9 @@ def vit_taxonomy(model, image, target: int, head=None) -> Taxonomy:
 
 
 def upsample_for_display(cam: np.ndarray, size: tuple[int, int]) -> np.ndarray:
-    """Eq. 17/18 for an overlay: bilinear to the input size, then min-max to [0, 1]."""
-    from .gradcam import scale_like_pytorch_grad_cam
-
+    """Eq. 17/18 for an overlay: bilinear to the input size, then min-max to [0, 1]
+    (pytorch-grad-cam's exact scaling, so its ViT example can be reproduced). Takes one
+    (rows, cols) map or a stack of them."""
     return scale_like_pytorch_grad_cam(cam, size)
 
 
