@@ -251,14 +251,21 @@ def run_capture(module: torch.nn.Module, pixels: torch.Tensor, score_fn: ScoreFn
                 recorder.remove()
 
 
-def _forward_backward(module, pixels, score_fn, layout, blocks, recorders) -> Capture:
+def _timed_forward(module, pixels, score_fn):
+    """Forward (with a graph only when a target needs one); returns the input leaf,
+    output, target score (or None), and the start and end times."""
     want_grads = score_fn is not None
     pixels = pixels.detach().clone().requires_grad_(want_grads)
     started = time.perf_counter()
     with torch.set_grad_enabled(want_grads):
         output = module(pixels)
         score = score_fn(output) if want_grads else None
-    forward_done = time.perf_counter()
+    return pixels, output, score, started, time.perf_counter()
+
+
+def _forward_backward(module, pixels, score_fn, layout, blocks, recorders) -> Capture:
+    want_grads = score_fn is not None
+    pixels, output, score, started, forward_done = _timed_forward(module, pixels, score_fn)
     raw_grads, input_grad = (_gradients(score, recorders, pixels) if want_grads
                              else ([None] * len(recorders), None))
     backward_done = time.perf_counter()
@@ -327,12 +334,8 @@ def run_cnn_capture(module: torch.nn.Module, pixels: torch.Tensor, layer: str,
         handle = target.register_forward_hook(lambda _m, _i, out: store.__setitem__("a", out))
         try:
             want_grads = score_fn is not None
-            pixels = pixels.detach().clone().requires_grad_(want_grads)
-            started = time.perf_counter()
-            with torch.set_grad_enabled(want_grads):
-                output = module(pixels)
-                score = score_fn(output) if want_grads else None
-            forward_done = time.perf_counter()
+            pixels, output, score, started, forward_done = _timed_forward(module, pixels,
+                                                                           score_fn)
             grads = (torch.autograd.grad(score, [store["a"], pixels]) if want_grads
                      else (None, None))
             done = time.perf_counter()
@@ -340,7 +343,7 @@ def run_cnn_capture(module: torch.nn.Module, pixels: torch.Tensor, layer: str,
             handle.remove()
     cpu = lambda t: None if t is None else t.detach().to("cpu", torch.float32)  # noqa: E731
     return CnnCapture(layer=layer, activations=cpu(store["a"]), gradients=cpu(grads[0]),
-                      output=cpu(output), score=float(score) if want_grads else None,
+                      output=cpu(output), score=float(score.detach()) if want_grads else None,
                       input_grad=cpu(grads[1]),
                       seconds={"forward": forward_done - started, "backward": done - forward_done})
 

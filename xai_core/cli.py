@@ -130,9 +130,9 @@ def _parse_sets(pairs: list[str]) -> dict[str, str]:
     return options
 
 
-def cmd_explain(args) -> None:
-    from .methods import METHODS, ExplainRequest, Options
-    from .pipeline import resolve_target
+def method_model_image(args):
+    """The registered method named by --method, with a model of its family and the image."""
+    from .methods import METHODS
 
     if args.method not in METHODS:
         raise CliError(f"Unknown method '{args.method}'. Methods: {', '.join(sorted(METHODS))}.")
@@ -141,6 +141,14 @@ def cmd_explain(args) -> None:
     if method.family != model.spec.family:
         raise CliError(f"Method '{method.name}' needs a {method.family.upper()} model; "
                        f"{model.spec.id} is a {model.spec.family.upper()}.")
+    return method, model, image
+
+
+def cmd_explain(args) -> None:
+    from .methods import ExplainRequest, Options
+    from .pipeline import resolve_target
+
+    method, model, image = method_model_image(args)
     target = resolve_target(model, args.target, image) if method.needs_target else None
     options = Options(_parse_sets(args.set))
     result = method.run(ExplainRequest(model, image, target, options))

@@ -22,19 +22,13 @@ def add_metrics_command(add) -> None:
 
 
 def cmd_metrics(args) -> None:
-    from .cli import CliError, _emit, _load_image, _load_model, _meta, _parse_sets
-    from .methods import METHODS, ExplainRequest, Options
+    from .cli import CliError, _emit, _meta, _parse_sets, method_model_image
+    from .methods import ExplainRequest, Options
     from .metrics import check_curve_options, faithfulness
     from .pipeline import resolve_target
 
     check_curve_options(args.metric, args.baseline, args.steps)
-    if args.method not in METHODS:
-        raise CliError(f"Unknown method '{args.method}'. Methods: {', '.join(sorted(METHODS))}.")
-    method = METHODS[args.method]
-    model, image = _load_model(args), _load_image(args.image)
-    if method.family != model.spec.family:
-        raise CliError(f"Method '{method.name}' needs a {method.family.upper()} model; "
-                       f"{model.spec.id} is a {model.spec.family.upper()}.")
+    method, model, image = method_model_image(args)
     if model.head is None:
         raise CliError(f"{model.spec.display_name} has no class score to perturb.")
     target = resolve_target(model, args.target, image)  # metrics always score a class
