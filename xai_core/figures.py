@@ -8,9 +8,13 @@ from __future__ import annotations
 
 import numpy as np
 import plotly.graph_objects as go
+from plotly.colors import get_colorscale, hex_to_rgb
 from PIL import Image
 
-HEATMAP_SCALE = "Inferno"
+# Inferno with rgb() stops: the plotly.js inside Streamlit misreads Inferno's first stop
+# "#000004" (the lowest values showed pink instead of black), so spell the colours out.
+HEATMAP_SCALE = [[stop, "rgb({}, {}, {})".format(*hex_to_rgb(colour))]
+                 for stop, colour in get_colorscale("Inferno")]
 
 
 def image_figure(image: Image.Image, title: str | None = None, height: int = 420) -> go.Figure:
@@ -25,7 +29,7 @@ def image_figure(image: Image.Image, title: str | None = None, height: int = 420
 
 def grid_heatmap(values: np.ndarray, patch_size: tuple[int, int], opacity: float = 0.55,
                  zmin: float | None = None, zmax: float | None = None,
-                 colorscale: str = HEATMAP_SCALE, name: str = "map",
+                 colorscale: str | list = HEATMAP_SCALE, name: str = "map",
                  hovertemplate: str | None = None) -> go.Heatmap:
     """A (rows, cols) patch-level map placed over the image's pixel coordinates."""
     ph, pw = patch_size

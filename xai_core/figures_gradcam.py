@@ -15,7 +15,7 @@ from PIL import Image
 
 from .figures import HEATMAP_SCALE, grid_heatmap, normalise
 from .figures_compare import _image_source
-from .methods.vit_gradcam import (LOCATION_NAMES, LOCATIONS, MULTI_HEAD, RELU_EMPTY, ZERO_GRADIENT,
+from .methods.vit_gradcam import (LOCATIONS, MULTI_HEAD, RELU_EMPTY, ZERO_GRADIENT,
                                   Cell, Taxonomy, Variant)
 
 DISPLAY_SIDE = 56
@@ -130,11 +130,11 @@ def taxonomy_mosaic(result: Taxonomy, weights: str, heads: str) -> go.Figure:
         marker=dict(size=max(rows, cols) * 2, opacity=0.01, symbol="square"),
         showlegend=False))
     figure.update_layout(
-        annotations=notes, height=max(420, 34 * result.num_blocks + 80),
+        annotations=notes, height=62 * result.num_blocks + 110,
         margin=dict(l=10, r=10, t=40, b=10), plot_bgcolor="rgba(0,0,0,0)",
         xaxis=dict(tickvals=[j * (cols + gap) + cols / 2 - 0.5 for j in range(len(LOCATIONS))],
-                   ticktext=[f"{loc}<br>{LOCATION_NAMES[loc].split(' (')[0]}"
-                             for loc in LOCATIONS], side="top", showgrid=False, zeroline=False),
+                   ticktext=list(LOCATIONS), side="top", tickangle=0, showgrid=False,
+                   zeroline=False),
         yaxis=dict(tickvals=[b * (rows + gap) + rows / 2 - 0.5 for b in range(result.num_blocks)],
                    ticktext=[f"block {b}" for b in range(result.num_blocks)], autorange="reversed",
                    showgrid=False, zeroline=False, scaleanchor="x"))
