@@ -79,7 +79,7 @@ def plain_gradients(module, pixels, class_index):
             hook.remove()
     keys = sorted(kept, key=lambda k: (k[1], k[0]))
     grads = torch.autograd.grad(score, [kept[k] for k in keys] + [x], allow_unused=True)
-    return float(score), dict(zip(keys, grads[:-1])), grads[-1]
+    return float(score.detach()), dict(zip(keys, grads[:-1])), grads[-1]
 
 
 def test_gradients_equal_plain_autograd(captured):
