@@ -13,21 +13,10 @@ import streamlit as st  # noqa: E402
 import torch  # noqa: E402
 
 from dashboard import state, ui  # noqa: E402
+from dashboard.page_list import PAGES, existing_pages  # noqa: E402
 from xai_core.images import COLLAGE_ID, SAMPLES, ImageError, load_upload  # noqa: E402
 from xai_core.models import MODEL_SPECS, availability, specs_of_family  # noqa: E402
 
-PAGES = ROOT / "pages"
-PAGE_LIST = [  # (file in pages/, title, icon); a page appears once its file exists
-    ("home.py", "Home", ":material/home:"),
-    ("1_tokenization.py", "1 · Tokenization", ":material/grid_on:"),
-    ("2_self_attention.py", "2 · Self-attention toy", ":material/hub:"),
-    ("3_attention_distance.py", "3 · Attention distance", ":material/straighten:"),
-    ("4_rollout_heads.py", "4 · Rollout & heads", ":material/layers:"),
-    ("5_gradcam.py", "5 · Grad-CAM", ":material/local_fire_department:"),
-    ("6_daam_flow.py", "6 · DAAM flow", ":material/animation:"),
-    ("7_comparison.py", "7 · Comparison matrix", ":material/table_chart:"),
-    ("8_text_attention.py", "8 · Text attention", ":material/text_fields:"),
-]
 
 
 def _model_label(model_id: str) -> str:
@@ -83,7 +72,7 @@ def sidebar() -> None:
 def main() -> None:
     st.set_page_config(page_title="ViT Lens", page_icon=":material/visibility:", layout="wide")
     pages = [st.Page(PAGES / name, title=title, icon=icon, default=(name == "home.py"))
-             for name, title, icon in PAGE_LIST if (PAGES / name).exists()]
+             for name, title, icon in existing_pages()]
     navigation = st.navigation(pages)
     sidebar()
     ui.apply_presentation_css()

@@ -5,7 +5,6 @@ every page is kept in artifacts/screenshots/."""
 
 from __future__ import annotations
 
-import ast
 import io
 import re
 from urllib.parse import quote
@@ -14,6 +13,7 @@ import pytest
 from e2e_helpers import ARTIFACTS, ROOT, running_apps, wait_app_idle
 from PIL import Image
 
+from dashboard.page_list import existing_pages
 from dashboard.state import UPLOAD_CHOICE, image_title
 
 SHOTS = ARTIFACTS / "screenshots"
@@ -21,15 +21,8 @@ UPLOAD_SIZE = (320, 200)
 
 
 def page_list() -> list[tuple[str, str]]:
-    """(file, title) of every page in dashboard/app.py's PAGE_LIST whose file exists
-    (read from the source: importing the entry script would run the app)."""
-    tree = ast.parse((ROOT / "dashboard" / "app.py").read_text())
-    for node in tree.body:
-        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == "PAGE_LIST":
-            entries = ast.literal_eval(node.value)
-            return [(name, title) for name, title, _ in entries
-                    if (ROOT / "pages" / name).exists()]
-    raise AssertionError("PAGE_LIST not found in dashboard/app.py")
+    """(file, title) of every page in the app's menu whose file exists."""
+    return [(name, title) for name, title, _ in existing_pages()]
 
 
 def upload_png() -> bytes:
