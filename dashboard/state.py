@@ -75,9 +75,9 @@ def load_model_or_explain(model_id: str, random_weights: bool = False):
     if not random_weights:
         status = availability(model_id)
         if not status.available:
-            st.warning(f"**{spec.display_name} is unavailable.** {status.reason} "
-                       "Tick *random weights* in the sidebar to explore its token layout "
-                       "with untrained weights.")
+            hint = (" Tick *random weights* in the sidebar to explore its token layout with "
+                    "untrained weights." if spec.family != "text" else "")
+            st.warning(f"**{spec.display_name} is unavailable.** {status.reason}{hint}")
             return None
     try:
         with st.spinner(f"Loading {spec.display_name}..."):

@@ -10,7 +10,7 @@ from dashboard import state, ui
 from xai_core import figures_text as ft
 from xai_core import text
 from xai_core import text_metrics as tm
-from xai_core.models import DEFAULT_TEXT
+from xai_core.models import get_spec, specs_of_family
 
 # title -> (sentence to inspect, second sentence for the similarity target)
 EXAMPLES = {
@@ -117,7 +117,11 @@ st.markdown(
     "changes with depth - and then check whether the tokens that get the attention are the "
     "ones the output actually depends on.")
 
-model = state.load_model_or_explain(DEFAULT_TEXT)
+TEXT_MODELS = [spec.id for spec in specs_of_family("text")]
+text_model = st.selectbox("Text model", TEXT_MODELS, key="text_model", persist_state="session",
+                          format_func=lambda i: get_spec(i).display_name,
+                          help="The bundled MiniLM works offline; BERT-base needs the hub.")
+model = state.load_model_or_explain(text_model)
 if model is None:
     st.stop()
 ui.model_caption(model)

@@ -77,9 +77,13 @@ class LoadedModel:
 
 
 def _local_weights_file(spec: ModelSpec) -> Path | None:
+    """`<id>.safetensors` for timm models; a `<id>/` Hugging Face folder for text models."""
     folder = os.environ.get(WEIGHTS_ENV)
     if not folder:
         return None
+    if spec.family == "text":
+        candidate = Path(folder) / spec.id
+        return candidate if (candidate / "config.json").is_file() else None
     for name in (spec.id, spec.timm_name or ""):
         candidate = Path(folder) / f"{name}.safetensors"
         if name and candidate.is_file():
@@ -91,7 +95,7 @@ def _hub_cached_file(spec: ModelSpec) -> str | None:
     from huggingface_hub import try_to_load_from_cache
     from timm.models import get_pretrained_cfg
 
-    hub_id = get_pretrained_cfg(spec.timm_name).hf_hub_id
+    hub_id = spec.hf_name if spec.family == "text" else get_pretrained_cfg(spec.timm_name).hf_hub_id
     for filename in ("model.safetensors", "pytorch_model.bin"):
         found = try_to_load_from_cache(hub_id, filename)
         if isinstance(found, str):
@@ -112,7 +116,7 @@ def availability(model_id: str) -> Availability:
     if model_id in _load_failures:
         return Availability(False, _load_failures[model_id])
     if local := _local_weights_file(spec):
-        return Availability(True, f"Weights from the local file {local}.")
+        return Availability(True, f"Weights from the local copy {local}.")
     if _hub_cached_file(spec):
         return Availability(True, "Weights already downloaded to the Hugging Face cache.")
     if hub_offline():
@@ -125,19 +129,35 @@ def availability(model_id: str) -> Availability:
     return Availability(True, "Will download from the Hugging Face hub on first use.")
 
 
+def _create_text_model(spec: ModelSpec) -> torch.nn.Module:
+    from transformers import AutoModel
+
+    source = _local_weights_file(spec) or spec.hf_name
+    return AutoModel.from_pretrained(str(source), attn_implementation="eager")
+
+
+def _create_timm_model(spec: ModelSpec) -> torch.nn.Module:
+    import timm
+
+    overlay = {}
+    if local := _local_weights_file(spec):
+        overlay = {"file": str(local)}
+    return timm.create_model(spec.timm_name, pretrained=True, pretrained_cfg_overlay=overlay)
+
+
 def _create_hub_model(spec: ModelSpec, random_weights: bool) -> tuple[torch.nn.Module, str]:
     import timm
 
     if random_weights:
+        if spec.family == "text":  # its tokenizer comes from the hub too
+            raise ModelUnavailableError(f"{spec.display_name} has no random-weight mode: its "
+                                        "tokenizer also comes from the hub.")
         return timm.create_model(spec.timm_name, pretrained=False), "random initialisation"
     status = availability(spec.id)
     if not status.available:
         raise ModelUnavailableError(status.reason)
-    overlay = {}
-    if local := _local_weights_file(spec):
-        overlay = {"file": str(local)}
     try:
-        module = timm.create_model(spec.timm_name, pretrained=True, pretrained_cfg_overlay=overlay)
+        module = (_create_text_model if spec.family == "text" else _create_timm_model)(spec)
     except Exception as error:  # network, missing file, corrupt download: say which
         reason = (f"{spec.display_name} could not be loaded from the hub: "
                   f"{type(error).__name__}: {str(error).splitlines()[0][:200]}")

