@@ -33,18 +33,25 @@ def _cold_start(cache: str) -> float:
     return float(out.stdout.strip().splitlines()[-1])
 
 
-def _median_seconds(function, repeats: int = 7) -> float:
-    function()  # warm-up
+def _seconds(function) -> float:
+    started = time.perf_counter()
+    function()
     if torch.cuda.is_available():
         torch.cuda.synchronize()
-    times = []
-    for _ in range(repeats):
-        started = time.perf_counter()
-        function()
-        if torch.cuda.is_available():
-            torch.cuda.synchronize()
-        times.append(time.perf_counter() - started)
-    return statistics.median(times)
+    return time.perf_counter() - started
+
+
+def _median_seconds(function, repeats: int = 7) -> float:
+    function()  # warm-up
+    return statistics.median(_seconds(function) for _ in range(repeats))
+
+
+def _paired_medians(baseline, candidate, repeats: int = 9) -> tuple[float, float]:
+    """Medians of two functions run alternately, so load changes on a shared machine hit
+    both alike and their ratio stays meaningful."""
+    baseline(), candidate()  # warm-up
+    pairs = [(_seconds(baseline), _seconds(candidate)) for _ in range(repeats)]
+    return (statistics.median(b for b, _ in pairs), statistics.median(c for _, c in pairs))
 
 
 def run() -> list[dict]:
@@ -70,10 +77,9 @@ def run() -> list[dict]:
         x = pixels.clone().requires_grad_(True)
         torch.autograd.grad(score_fn(bare(x)), [x])
 
-    forward = _median_seconds(bare_forward)
-    forward_backward = _median_seconds(bare_forward_backward)
-    captured = _median_seconds(lambda: run_capture(model.module, pixels))
-    captured_grads = _median_seconds(lambda: run_capture(model.module, pixels, score_fn))
+    forward, captured = _paired_medians(bare_forward, lambda: run_capture(model.module, pixels))
+    forward_backward, captured_grads = _paired_medians(
+        bare_forward_backward, lambda: run_capture(model.module, pixels, score_fn))
     rows += [
         {"name": "dinov2-s14 bare timm forward", "value": forward * 1e3, "unit": "ms"},
         {"name": "dinov2-s14 capture (forward, all blocks recorded)", "value": captured * 1e3,
