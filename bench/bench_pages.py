@@ -43,9 +43,12 @@ def run() -> list[dict]:
         app = AppTest.from_file(ENTRY, default_timeout=900)
         app.session_state["image_choice"] = "upload"
         app.session_state["upload_image"] = _fresh_image(seed)
-        app.run()  # the entry page (home) first, as a user arrives
-        app.switch_page(f"../pages/{page}")
-        first = _timed_run(app)
+        if page == "home.py":  # the entry page: its first run is the first render
+            first = _timed_run(app)
+        else:
+            app.run()  # a user arrives on the home page first
+            app.switch_page(f"../pages/{page}")
+            first = _timed_run(app)
         cached = _timed_run(app)
         rows += [{"name": f"{title}: first render, new image", "value": first, "unit": "s"},
                  {"name": f"{title}: cached re-render", "value": cached, "unit": "s",
