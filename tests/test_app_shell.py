@@ -1,28 +1,14 @@
 """The app shell: starts, home renders per bundled model, uploads, offline hub models."""
 
 import io
-from pathlib import Path
 
 import pytest
+from apptest_helpers import element_text, open_app
 from PIL import Image
-from streamlit.testing.v1 import AppTest
-
-ENTRY = str(Path(__file__).resolve().parent.parent / "dashboard" / "app.py")
-
-
-def start(**state) -> AppTest:
-    app = AppTest.from_file(ENTRY, default_timeout=180)
-    for key, value in state.items():
-        app.session_state[key] = value
-    return app.run()
-
-
-def messages(app, kind):
-    return " ".join(e.value for e in getattr(app, kind))
 
 
 def test_home_renders_with_bundled_models():
-    app = start()
+    app = open_app(timeout=180)
     assert not app.exception
     assert "DINOv2" in " ".join(h.value for h in app.subheader)
     card = app.table[0].value
@@ -34,7 +20,7 @@ def test_home_renders_with_bundled_models():
 
 @pytest.mark.parametrize("sample", ["coffee", "collage"])
 def test_home_renders_for_other_images(sample):
-    app = start(image_choice=sample)
+    app = open_app(timeout=180, image_choice=sample)
     assert not app.exception
 
 
@@ -45,17 +31,17 @@ def png_bytes(size=(64, 48), color=(10, 200, 30)) -> bytes:
 
 
 def test_upload_works_and_bad_upload_shows_message():
-    app = start(image_choice="upload")
-    assert "Upload an image" in messages(app, "info")
+    app = open_app(timeout=180, image_choice="upload")
+    assert "Upload an image" in element_text(app, "info")
     app.sidebar.get("file_uploader")[0].set_value(("green.png", png_bytes(), "image/png")).run()
     assert not app.exception and not app.error
     assert "(64x48)" in app.get("plotly_chart")[0].proto.spec
     app.sidebar.get("file_uploader")[0].set_value(("fake.png", b"<html>no</html>", "image/png")).run()
     assert not app.exception
-    assert "not an image we can read" in messages(app, "error")
+    assert "not an image we can read" in element_text(app, "error")
 
 
 def test_hub_model_offline_shows_reason():
-    app = start(vit_model="vit-b16")
+    app = open_app(timeout=180, vit_model="vit-b16")
     assert not app.exception
-    assert "HF_HUB_OFFLINE" in messages(app, "warning")
+    assert "HF_HUB_OFFLINE" in element_text(app, "warning")

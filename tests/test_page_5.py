@@ -1,68 +1,34 @@
 """Page 5 (Grad-CAM) in AppTest: the CNN part on the cat + coffee cup collage, and the ViT
 taxonomy with the bundled DINOv2 and its k-NN targets. Pickers must change the maps."""
 
-import base64
-import json
 import re
-from pathlib import Path
 
 import numpy as np
-from streamlit.testing.v1 import AppTest
+from apptest_helpers import (chart_specs, chart_title, element_text, no_problems, open_app,
+                             plotly_array)
 
 from xai_core import pipeline
 from xai_core.models import get_model
 
-ENTRY = str(Path(__file__).resolve().parent.parent / "dashboard" / "app.py")
-
-
-def open_page(**state) -> AppTest:
-    app = AppTest.from_file(ENTRY, default_timeout=300)
-    for key, value in state.items():
-        app.session_state[key] = value
-    app.run()
-    return app.switch_page("../pages/5_gradcam.py").run()
-
-
-def decode(values) -> np.ndarray:
-    """Plotly sends numpy arrays as typed arrays ({"dtype", "bdata", "shape"})."""
-    if isinstance(values, dict):
-        flat = np.frombuffer(base64.b64decode(values["bdata"]), values["dtype"])
-        if "shape" not in values:  # 1-D arrays carry no shape
-            return flat
-        return flat.reshape([int(n) for n in str(values["shape"]).split(",")])
-    return np.asarray(values, dtype=float)
+PAGE = "5_gradcam.py"
 
 
 def chart(app, title_start: str) -> dict:
-    found = []
-    for element in app.get("plotly_chart"):
-        spec = json.loads(element.proto.spec)
-        title = (spec["layout"].get("title") or {}).get("text") or ""
-        if title.startswith(title_start):
-            found.append(spec)
+    found = [spec for spec in chart_specs(app) if chart_title(spec).startswith(title_start)]
     assert len(found) == 1, title_start
     return found[0]
 
 
 def heatmap(app, title_start: str) -> np.ndarray:
     spec = chart(app, title_start)
-    return decode(next(t for t in spec["data"] if t["type"] == "heatmap")["z"])
+    return plotly_array(next(t for t in spec["data"] if t["type"] == "heatmap")["z"])
 
 
 def mosaic(app) -> dict:
-    found = [s for s in (json.loads(c.proto.spec) for c in app.get("plotly_chart"))
+    found = [s for s in chart_specs(app)
              if str(s["layout"].get("xaxis", {}).get("ticktext", [""])[0]).startswith("F1")]
     assert len(found) == 1
     return found[0]
-
-
-def ok(app) -> None:
-    assert not app.exception, app.exception
-    assert not app.error, [e.value for e in app.error]
-
-
-def captions(app) -> str:
-    return " ".join(c.value for c in app.caption)
 
 
 def left_share(values: np.ndarray) -> float:
@@ -74,26 +40,27 @@ def test_cnn_part_explains_matches_the_library_and_pickers_change_maps():
     model = get_model("efficientnet-lite0")
     cat = pipeline.resolve_target(model, "Egyptian cat")
     espresso = pipeline.resolve_target(model, "espresso")
-    app = open_page(image_choice="collage", gc_family=["Grad-CAM"])
-    ok(app)
-    difference = float(re.search(r"largest difference ([0-9.e+-]+)\.", captions(app)).group(1))
+    app = open_app(PAGE, image_choice="collage", gc_family=["Grad-CAM"])
+    no_problems(app)
+    captions = element_text(app, "caption")
+    difference = float(re.search(r"largest difference ([0-9.e+-]+)\.", captions).group(1))
     assert difference < 1e-5  # the page's own check against pytorch-grad-cam
     alpha = chart(app, "α_k for the 1280 channels of bn2")
-    assert len(decode(alpha["data"][0]["y"])) == 1280
+    assert len(plotly_array(alpha["data"][0]["y"])) == 1280
 
     app.selectbox(key="gc_cnn_target").set_value(cat).run()
-    ok(app)
+    no_problems(app)
     cat_map = heatmap(app, "3 · After the ReLU")
     app.selectbox(key="gc_cnn_target").set_value(espresso).run()
-    ok(app)
+    no_problems(app)
     cup_map = heatmap(app, "3 · After the ReLU")
     assert cat_map.shape == cup_map.shape == (7, 7)
     assert left_share(cat_map) > 0.7 and left_share(cup_map) < 0.3  # cat left, cup right
 
     app.selectbox(key="gc_layer_efficientnet-lite0").set_value("blocks.3.2.bn3").run()
-    ok(app)
+    no_problems(app)
     assert heatmap(app, "3 · After the ReLU").shape == (14, 14)  # a stride-16 stage
-    pair = [s for s in (json.loads(c.proto.spec) for c in app.get("plotly_chart"))
+    pair = [s for s in chart_specs(app)
             if [t["type"] for t in s["data"]] == ["image", "heatmap"] * 4]
     assert len(pair) == 1  # Grad-CAM and saliency for class A and class B
     table = app.table[0].value
@@ -104,8 +71,8 @@ def test_vit_part_taxonomy_and_pickers_change_maps():
     model = get_model("dinov2-s14")
     names = model.head.class_names
     cat, cup = names.index("cat"), names.index("coffee cup")
-    app = open_page(image_choice="collage", gc_part="vit", gc_vit_target=cat)
-    ok(app)
+    app = open_app(PAGE, image_choice="collage", gc_part="vit", gc_vit_target=cat)
+    no_problems(app)
     metrics = {m.label: m.value for m in app.metric}
     assert metrics["Grad-CAM variants for this model"] == "192"  # 12 blocks x 16
     assert metrics["Blank: zero gradient"] == "5"
@@ -113,29 +80,29 @@ def test_vit_part_taxonomy_and_pickers_change_maps():
     grid = mosaic(app)
     notes = [a["text"] for a in grid["layout"]["annotations"]]
     assert notes.count("zero grad") == 4  # last block F3, F4, F5, F6 with patch weights
-    cat_tiles = decode(grid["data"][0]["z"])
+    cat_tiles = plotly_array(grid["data"][0]["z"])
     assert cat_tiles.shape == (12 * 17 - 1, 6 * 17 - 1)
 
     block_11 = heatmap(app, "F1 · block 11")
     app.slider(key="gc_block").set_value(5).run()
-    ok(app)
+    no_problems(app)
     block_5 = heatmap(app, "F1 · block 5")
     assert block_5.shape == (16, 16) and not np.allclose(block_5, block_11)
 
     app.selectbox(key="gc_location").set_value("F2").run()
-    ok(app)
-    heads = [s for s in (json.loads(c.proto.spec) for c in app.get("plotly_chart"))
+    no_problems(app)
+    heads = [s for s in chart_specs(app)
              if len(s["data"]) == 6 and all(t["type"] == "heatmap" for t in s["data"])]
     assert len(heads) == 1  # one panel per DINOv2 head
 
     app.selectbox(key="gc_vit_target").set_value(cup).run()
-    ok(app)
-    cup_tiles = decode(mosaic(app)["data"][0]["z"])
+    no_problems(app)
+    cup_tiles = plotly_array(mosaic(app)["data"][0]["z"])
     both = np.isfinite(cat_tiles) & np.isfinite(cup_tiles)
     assert both.sum() > 0 and not np.allclose(cat_tiles[both], cup_tiles[both])
 
     app.radio(key="gc_weights").set_value("cls").run()
-    ok(app)
+    no_problems(app)
     notes = [a["text"] for a in mosaic(app)["layout"]["annotations"]]
     assert "zero grad" not in notes  # [CLS] gradients reach every location of every block
 
@@ -144,7 +111,8 @@ def test_vit_part_with_cait_layout_marks_undefined_cells():
     """CaiT (random weights, offline): 24 patch blocks without [CLS] and 2 class-attention
     blocks whose F3-F6 hold only [CLS]. Those cells are labelled n/a, asking for one gives
     a message, and a block index beyond another model's depth is brought back in range."""
-    app = open_page(image_choice="coffee", gc_part="vit", vit_model="cait-s24", vit_random=True)
+    app = open_app(PAGE, image_choice="coffee", gc_part="vit", vit_model="cait-s24",
+                   vit_random=True)
     assert not app.exception
     assert "RANDOM WEIGHTS" in " ".join(e.value for e in app.error)  # the model's label
     metrics = {m.label: m.value for m in app.metric}
@@ -162,7 +130,7 @@ def test_vit_part_with_cait_layout_marks_undefined_cells():
     app.session_state["vit_model"] = "dinov2-s14"
     app.session_state["vit_random"] = False
     app.run()
-    ok(app)
+    no_problems(app)
     assert app.slider(key="gc_block").value == 11
     blank = " ".join(w.value for w in app.warning)  # F5 of the last block: zero gradient
     assert "Blank map" in blank and "cannot change the score" in blank

@@ -1,50 +1,24 @@
 """Page 6 (DAAM flow) in AppTest: the bundled DINOv2 with its k-NN bank, and the token
 layouts of a distilled DeiT and CaiT with random weights (offline)."""
 
-import base64
 import json
-from pathlib import Path
 
 import numpy as np
-from streamlit.testing.v1 import AppTest
+from apptest_helpers import chart_specs, element_text, open_app, plotly_array
 
-ENTRY = str(Path(__file__).resolve().parent.parent / "dashboard" / "app.py")
-
-
-def open_page(**state) -> AppTest:
-    app = AppTest.from_file(ENTRY, default_timeout=300)
-    for key, value in state.items():
-        app.session_state[key] = value
-    app.run()
-    return app.switch_page("../pages/6_daam_flow.py").run()
-
-
-def specs(app) -> list[dict]:
-    return [json.loads(chart.proto.spec) for chart in app.get("plotly_chart")]
+PAGE = "6_daam_flow.py"
 
 
 def flow_spec(app) -> dict:
-    flows = [spec for spec in specs(app) if spec.get("frames")]
+    flows = [spec for spec in chart_specs(app) if spec.get("frames")]
     assert len(flows) == 1
     return flows[0]
 
 
-def decode(values) -> np.ndarray:
-    """Plotly sends numpy arrays as typed arrays ({"dtype", "bdata", "shape"})."""
-    if isinstance(values, dict):
-        shape = [int(n) for n in str(values["shape"]).split(",")]
-        return np.frombuffer(base64.b64decode(values["bdata"]), values["dtype"]).reshape(shape)
-    return np.asarray(values, dtype=float)
-
-
 def frame_maps(spec) -> np.ndarray:
     """(frames, 2, rows, cols): the L_b and D_b heatmaps of every frame."""
-    return np.array([[decode(trace["z"]) for trace in frame["data"]] for frame in spec["frames"]],
-                    dtype=float)
-
-
-def texts(app, kind) -> str:
-    return " ".join(str(e.value) for e in getattr(app, kind))
+    return np.array([[plotly_array(trace["z"]) for trace in frame["data"]]
+                     for frame in spec["frames"]], dtype=float)
 
 
 def check_flow(spec, blocks: int) -> np.ndarray:
@@ -60,16 +34,16 @@ def check_flow(spec, blocks: int) -> np.ndarray:
 
 
 def test_dinov2_knn_flow_voters_and_target_change():
-    app = open_page(vit_model="dinov2-s14", image_choice="collage")
+    app = open_app(PAGE, vit_model="dinov2-s14", image_choice="collage")
     assert not app.exception, app.exception
-    assert not app.error, texts(app, "error")
+    assert not app.error, element_text(app, "error")
     maps = check_flow(flow_spec(app), 12)
     # Official display: every D frame is min-max scaled after the sigmoid.
     assert np.allclose(maps[:, 1].reshape(12, -1).max(1), 1.0)
-    assert "1 prefix token(s) ([CLS])" in texts(app, "info")
+    assert "1 prefix token(s) ([CLS])" in element_text(app, "info")
     voters = app.dataframe[0].value
     assert len(voters) == 20 and (voters["used for w"] != "").any()
-    assert "Official DAAM display" in texts(app, "caption")
+    assert "Official DAAM display" in element_text(app, "caption")
 
     target = app.selectbox(key="daam_target")
     first = target.value  # a class index: the top prediction
@@ -86,14 +60,14 @@ def test_dinov2_knn_flow_voters_and_target_change():
 
 
 def test_distilled_deit_random_weights_layout():
-    app = open_page(vit_model="deit-s16-distilled", vit_random=True)
+    app = open_app(PAGE, vit_model="deit-s16-distilled", vit_random=True)
     assert not app.exception, app.exception
-    assert "RANDOM WEIGHTS" in texts(app, "caption") + texts(app, "error")
+    assert "RANDOM WEIGHTS" in element_text(app, "caption") + element_text(app, "error")
     check_flow(flow_spec(app), 12)
-    assert "2 prefix token(s) ([CLS], [DIST])" in texts(app, "info")
+    assert "2 prefix token(s) ([CLS], [DIST])" in element_text(app, "info")
     app.toggle(key="daam_sanity").set_value(True).run()
     assert not app.exception, app.exception
-    rows = [s for s in specs(app) if "trained model" in json.dumps(s["layout"])]
+    rows = [s for s in chart_specs(app) if "trained model" in json.dumps(s["layout"])]
     assert len(rows) == 1
     titles = [a["text"] for a in rows[0]["layout"]["annotations"]]
     # 12 blocks: randomised from the top down to blocks 12, 9, 6, 3 and 1, each with its rho.
@@ -104,10 +78,10 @@ def test_distilled_deit_random_weights_layout():
 
 
 def test_cait_random_weights_runs_over_class_blocks():
-    app = open_page(vit_model="cait-s24", vit_random=True, image_choice="coffee")
+    app = open_app(PAGE, vit_model="cait-s24", vit_random=True, image_choice="coffee")
     assert not app.exception, app.exception
     maps = check_flow(flow_spec(app), 2)
-    assert "class-attention blocks" in texts(app, "info")
+    assert "class-attention blocks" in element_text(app, "info")
     assert "class block 1" in json.dumps(flow_spec(app)["frames"][0]["layout"])
     target = app.selectbox(key="daam_target")
     target.set_value((target.value + 1) % 1000).run()

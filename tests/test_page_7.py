@@ -4,13 +4,12 @@ contents match independent recomputation."""
 
 import io
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
+from apptest_helpers import chart_specs, chart_title, open_app
 from scipy.stats import spearmanr
 from streamlit.runtime.memory_media_file_storage import MemoryMediaFileStorage
-from streamlit.testing.v1 import AppTest
 from streamlit.testing.v1 import app_test as app_test_module
 
 from xai_core import compare, pipeline
@@ -18,8 +17,7 @@ from xai_core.images import image_sha256, load_sample
 from xai_core.methods import METHODS, ExplainRequest, Options
 from xai_core.models import get_model
 
-ENTRY = str(Path(__file__).resolve().parent.parent / "dashboard" / "app.py")
-PAGE = "../pages/7_comparison.py"
+PAGE = "7_comparison.py"
 
 
 @pytest.fixture
@@ -52,11 +50,8 @@ def trapezoid(x, y) -> float:
 
 
 def test_comparison_page_renders_runs_metrics_and_exports(media):
-    app = AppTest.from_file(ENTRY, default_timeout=600)
-    app.session_state["image_choice"] = "coffee"
-    app.session_state["cmp_methods_vit"] = ["attention", "rollout"]  # forward-only: cheap
-    app.run()
-    app.switch_page(PAGE).run()
+    app = open_app(PAGE, timeout=600, image_choice="coffee",
+                   cmp_methods_vit=["attention", "rollout"])  # forward-only: cheap
     assert not app.exception, app.exception
     assert not app.error, [e.value for e in app.error]
     captions = " ".join(c.value for c in app.caption)
@@ -71,9 +66,7 @@ def test_comparison_page_renders_runs_metrics_and_exports(media):
     attention = capture.blocks[-1].acts["attn"][0, :, 0, 1:].mean(0).numpy()
     norm = capture.input_grad[0].norm(dim=0).numpy()
     gradient = norm[:rows * ph, :cols * pw].reshape(rows, ph, cols, pw).mean(axis=(1, 3)).ravel()
-    titles = [json.loads(c.proto.spec)["layout"].get("title", {}).get("text", "")
-              for c in app.get("plotly_chart")]
-    titles = [t for t in titles if "Spearman ρ" in t]
+    titles = [t for t in map(chart_title, chart_specs(app)) if "Spearman ρ" in t]
     assert titles and f"ρ = {spearmanr(attention, gradient).statistic:.3f}" in titles[0]
     theory = app.table[0].value
     assert theory.loc["Measured here: map grid", "rollout"] == f"{rows}x{cols}"
@@ -116,10 +109,7 @@ def test_comparison_page_renders_runs_metrics_and_exports(media):
 
 
 def test_comparison_page_with_an_unavailable_vit_still_shows_the_cnn():
-    app = AppTest.from_file(ENTRY, default_timeout=600)
-    app.session_state["vit_model"] = "vit-b16"
-    app.run()
-    app.switch_page(PAGE).run()
+    app = open_app(PAGE, timeout=600, vit_model="vit-b16")
     assert not app.exception, app.exception
     assert "unavailable" in " ".join(w.value for w in app.warning)
     assert "EfficientNet-Lite0" in " ".join(c.value for c in app.caption)

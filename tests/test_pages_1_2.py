@@ -1,14 +1,13 @@
 """Pages 1 (tokenization) and 2 (self-attention toy) in AppTest: they render with the
 bundled models and a random-weight distilled DeiT, and their numbers follow the widgets."""
 
-import base64
 import json
 import math
-from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
+from apptest_helpers import ENTRY, no_problems, open_app, plotly_array
 from scipy.special import softmax as scipy_softmax
 from sklearn.metrics.pairwise import cosine_similarity
 from streamlit.testing.v1 import AppTest
@@ -20,17 +19,6 @@ from xai_core.images import load_sample
 from xai_core.methods.attention import query_attention
 from xai_core.models import get_model
 
-ROOT = Path(__file__).resolve().parent.parent
-ENTRY = str(ROOT / "dashboard" / "app.py")
-
-
-def open_page(page: str, **state) -> AppTest:
-    app = AppTest.from_file(ENTRY, default_timeout=180)
-    for key, value in state.items():
-        app.session_state[key] = value
-    app.run()
-    return app.switch_page(f"../pages/{page}").run()
-
 
 def chart(app, key: str) -> dict:
     found = [c for c in app.get("plotly_chart") if c.proto.id.endswith(key)]
@@ -38,22 +26,8 @@ def chart(app, key: str) -> dict:
     return json.loads(found[0].proto.spec)
 
 
-def array(value) -> np.ndarray:
-    """A Plotly JSON array: a list, or {"dtype", "bdata", "shape"} (base64)."""
-    if isinstance(value, dict):
-        flat = np.frombuffer(base64.b64decode(value["bdata"]), dtype=np.dtype(value["dtype"]))
-        shape = [int(s) for s in str(value.get("shape", len(flat))).split(",")]
-        return flat.reshape(shape)
-    return np.asarray(value, dtype=float)
-
-
 def texts(spec: dict) -> np.ndarray:
     return np.asarray(spec["data"][0]["text"], dtype=float)
-
-
-def no_problems(app):
-    assert not app.exception, app.exception
-    assert not app.error, [e.value for e in app.error]
 
 
 def test_clicked_index_reads_both_shapes_of_customdata():
@@ -69,7 +43,7 @@ def test_clicked_index_reads_both_shapes_of_customdata():
 
 @pytest.fixture(scope="module")
 def page1():
-    return open_page("1_tokenization.py")
+    return open_app("1_tokenization.py", timeout=180)
 
 
 def test_page1_renders_with_bundled_models(page1):
@@ -79,7 +53,7 @@ def test_page1_renders_with_bundled_models(page1):
     grid = chart(page1, "tok_grid")
     # a JSON list: a typed array would come back from the browser as {"0": .., "1": ..}
     assert isinstance(grid["data"][-1]["customdata"], list)
-    boxes = array(grid["data"][-1]["customdata"])  # index, row, col, x0, x1, y0, y1, token
+    boxes = plotly_array(grid["data"][-1]["customdata"])  # index, row, col, x0, x1, y0, y1, token
     assert boxes.shape == (256, 8)
     np.testing.assert_array_equal(boxes[17], [17, 1, 1, 14, 28, 14, 28, 18])
     assert chart(page1, "tok_pred_vit") and chart(page1, "tok_pred_cnn")
@@ -113,11 +87,11 @@ def test_page1_position_map_follows_the_patch(page1):
     assert "row 0, col 0" in spec["layout"]["title"]["text"]
     table = get_model("dinov2-s14").module.pos_embed[0, 1:].double().numpy()
     oracle = cosine_similarity(table)[0].reshape(16, 16)
-    np.testing.assert_allclose(array(spec["data"][0]["z"]), oracle, atol=1e-5)
+    np.testing.assert_allclose(plotly_array(spec["data"][0]["z"]), oracle, atol=1e-5)
 
 
 def test_page1_collage_shows_split_confidence():
-    app = open_page("1_tokenization.py", image_choice="collage")
+    app = open_app("1_tokenization.py", timeout=180, image_choice="collage")
     no_problems(app)
     message = " ".join(i.value for i in app.info)
     assert "One summary, two objects" in message and "DINOv2" in message
@@ -125,7 +99,8 @@ def test_page1_collage_shows_split_confidence():
 
 
 def test_page1_distilled_deit_shows_two_prefix_tokens():
-    app = open_page("1_tokenization.py", vit_model="deit-s16-distilled", vit_random=True)
+    app = open_app("1_tokenization.py", timeout=180, vit_model="deit-s16-distilled",
+                   vit_random=True)
     assert not app.exception
     assert [m.value for m in app.metric][:3] == ["14 x 14", "196", "198"]
     strip = chart(app, "tok_strip")
@@ -138,7 +113,7 @@ def test_page1_distilled_deit_shows_two_prefix_tokens():
 
 @pytest.fixture(scope="module")
 def page2():
-    return open_page("2_self_attention.py")
+    return open_app("2_self_attention.py", timeout=180)
 
 
 def test_page2_shows_the_seed_numbers(page2):
@@ -150,7 +125,7 @@ def test_page2_shows_the_seed_numbers(page2):
 
 
 def test_page2_edited_q_cell_changes_the_weights():
-    app = AppTest.from_file(ENTRY, default_timeout=180).run()
+    app = open_app(timeout=180)
     app.switch_page("../pages/2_self_attention.py")
     app.session_state["toy_q"] = {"edited_rows": {0: {"fur": 4.0}}, "added_rows": [],
                                   "deleted_rows": []}
@@ -190,24 +165,25 @@ def test_page2_query_patch_and_head_change_the_attention_figure(page2):
     for query in (0, 200):
         page2.number_input(key="sa_query").set_value(query).run()
         no_problems(page2)
-        z = array(chart(page2, "sa_chart")["data"][1]["z"])
+        z = plotly_array(chart(page2, "sa_chart")["data"][1]["z"])
         np.testing.assert_allclose(z, query_attention(capture, last, query).mean(0), atol=1e-6)
         figures.append(z)
     assert np.abs(figures[0] - figures[1]).max() > 1e-3
     page2.selectbox(key="sa_head").set_value("head 2").run()
     no_problems(page2)
-    z = array(chart(page2, "sa_chart")["data"][1]["z"])
+    z = plotly_array(chart(page2, "sa_chart")["data"][1]["z"])
     np.testing.assert_allclose(z, query_attention(capture, last, 200)[1], atol=1e-6)
     share = 1 - query_attention(capture, last, 200)[1].sum()
     assert f"**{share:.1%}**" in " ".join(m.value for m in page2.markdown)
 
 
 def test_page2_distilled_deit_uses_cls_query():
-    app = open_page("2_self_attention.py", vit_model="deit-s16-distilled", vit_random=True)
+    app = open_app("2_self_attention.py", timeout=180, vit_model="deit-s16-distilled",
+                   vit_random=True)
     assert not app.exception
     app.toggle(key="sa_use_cls").set_value(True).run()
     assert not app.exception
-    z = array(chart(app, "sa_chart")["data"][1]["z"])
+    z = plotly_array(chart(app, "sa_chart")["data"][1]["z"])
     capture = pipeline.vit_capture(get_model("deit-s16-distilled", random_weights=True),
                                    load_sample("chelsea"))
     np.testing.assert_allclose(z, query_attention(capture, 11, None).mean(0), atol=1e-6)
@@ -226,5 +202,5 @@ def test_page2_deep_link_opens_block_and_head():
     assert app.slider(key="sa_block").value == 3
     capture = pipeline.vit_capture(get_model("dinov2-s14"), load_sample("chelsea"))
     query = app.number_input(key="sa_query").value
-    z = array(chart(app, "sa_chart")["data"][1]["z"])
+    z = plotly_array(chart(app, "sa_chart")["data"][1]["z"])
     np.testing.assert_allclose(z, query_attention(capture, 3, query)[1], atol=1e-6)

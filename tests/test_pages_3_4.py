@@ -2,12 +2,9 @@
 distilled DeiT, every control is exercised, and the charts carry the numbers of
 the methods (checked against formulas computed here)."""
 
-import base64
-import json
-from pathlib import Path
-
 import numpy as np
 import pytest
+from apptest_helpers import chart_specs, chart_title, element_text, open_app, plotly_array
 from streamlit.testing.v1 import AppTest
 
 from xai_core import pipeline
@@ -15,40 +12,13 @@ from xai_core.images import COLLAGE_ID, SAMPLES, load_sample
 from xai_core.methods import gae, rollout
 from xai_core.models import get_model
 
-ENTRY = str(Path(__file__).resolve().parent.parent / "dashboard" / "app.py")
 DEIT = {"vit_model": "deit-s16-distilled", "vit_random": True}
 
 
-def open_page(page: str, **state) -> AppTest:
-    app = AppTest.from_file(ENTRY, default_timeout=300)
-    for key, value in state.items():
-        app.session_state[key] = value
-    app.run()
-    return app.switch_page(f"../pages/{page}").run()
-
-
-def charts(app) -> list[dict]:
-    return [json.loads(chart.proto.spec) for chart in app.get("plotly_chart")]
-
-
 def chart(app, title_part: str) -> dict:
-    found = [c for c in charts(app) if title_part in
-             str(c["layout"].get("title", {}).get("text", ""))]
+    found = [c for c in chart_specs(app) if title_part in chart_title(c)]
     assert found, f"no chart titled '{title_part}'"
     return found[0]
-
-
-def arr(value) -> np.ndarray:
-    """A Plotly data array from the spec (plain list, or typed array with bdata)."""
-    if isinstance(value, dict) and "bdata" in value:
-        flat = np.frombuffer(base64.b64decode(value["bdata"]), dtype=value["dtype"])
-        shape = value.get("shape")
-        return flat.reshape([int(n) for n in str(shape).split(",")]) if shape else flat
-    return np.array(value, dtype=float)
-
-
-def text(app, kind="markdown") -> str:
-    return " ".join(str(e.value) for e in getattr(app, kind))
 
 
 def ok(app):
@@ -73,67 +43,68 @@ def independent_mad(capture, prefix, patch):
 
 
 def test_page_3_on_dinov2_all_controls():
-    app = ok(open_page("3_attention_distance.py"))
+    app = ok(open_app("3_attention_distance.py"))
     scatter = chart(app, "this image")
     heads = [t for t in scatter["data"] if t["name"].startswith("head")]
-    assert len(heads) == 6 and all(arr(t["y"]).shape == (12,) for t in heads)
+    assert len(heads) == 6 and all(plotly_array(t["y"]).shape == (12,) for t in heads)
     capture = pipeline.vit_capture(get_model("dinov2-s14"), load_sample("chelsea"))
     expected = independent_mad(capture, 1, 14)
-    np.testing.assert_allclose(np.array([arr(t["y"]) for t in heads]).T, expected, rtol=1e-6)
+    np.testing.assert_allclose(np.array([plotly_array(t["y"]) for t in heads]).T, expected,
+                               rtol=1e-6)
     assert scatter["layout"]["shapes"][0]["y0"] == pytest.approx(
         uniform_reference((16, 16), (14, 14)))
-    assert "EfficientNet-Lite0" in text(app, "caption")
+    assert "EfficientNet-Lite0" in element_text(app, "caption")
     rf = chart(app, "receptive field")
-    assert arr(rf["data"][1]["y"]).tolist() == [3, 7, 19, 67, 147, 339, 787, 851]
+    assert plotly_array(rf["data"][1]["y"]).tolist() == [3, 7, 19, 67, 147, 339, 787, 851]
 
     app.radio(key="p3_prefix").set_value("centre").run()
     ok(app)
     assert app.checkbox(key="p3_renorm").disabled
-    assert "image centre" in text(app, "caption")
+    assert "image centre" in element_text(app, "caption")
     app.radio(key="p3_prefix").set_value("exclude").run()
     app.checkbox(key="p3_renorm").check().run()
     ok(app)
-    assert "renormalised to sum 1" in text(app, "caption")
+    assert "renormalised to sum 1" in element_text(app, "caption")
     app.selectbox(key="p3_block").set_value(3).run()
     app.selectbox(key="p3_head").set_value(2).run()
     app.number_input(key="p3_query").set_value(10).run()
     ok(app)
     head_map = chart(app, "Block 3, head 2: where patch 10 looks")
-    np.testing.assert_allclose(arr(head_map["data"][1]["z"]).ravel(),
+    np.testing.assert_allclose(plotly_array(head_map["data"][1]["z"]).ravel(),
                                capture.blocks[3].acts["attn"][0, 2, 11, 1:].numpy(), rtol=1e-6)
 
 
 def test_page_3_random_deit_with_gallery():
-    app = ok(open_page("3_attention_distance.py", **DEIT))
-    assert "RANDOM WEIGHTS" in text(app, "error")
-    assert "[CLS]" in text(app, "caption") and "[DIST]" in text(app, "caption")
+    app = ok(open_app("3_attention_distance.py", **DEIT))
+    assert "RANDOM WEIGHTS" in element_text(app, "error")
+    assert "[CLS]" in element_text(app, "caption") and "[DIST]" in element_text(app, "caption")
     app.toggle(key="p3_gallery").set_value(True).run()
     ok(app)
     averaged = chart(app, "Mean over 9 images")
     assert all("error_y" in t for t in averaged["data"] if t["name"].startswith("head"))
-    assert "Measured over 9 images" in text(app)
+    assert "Measured over 9 images" in element_text(app)
     model = get_model("deit-s16-distilled", random_weights=True)
     per_image = np.stack([independent_mad(pipeline.vit_capture(model, load_sample(s)), 2, 16)
                           for s in [*SAMPLES, COLLAGE_ID]])
     heads = [t for t in averaged["data"] if t["name"].startswith("head")]
-    np.testing.assert_allclose(np.array([arr(t["y"]) for t in heads]).T, per_image.mean(0),
-                               rtol=1e-6)
-    np.testing.assert_allclose(np.array([arr(t["error_y"]["array"]) for t in heads]).T,
+    np.testing.assert_allclose(np.array([plotly_array(t["y"]) for t in heads]).T,
+                               per_image.mean(0), rtol=1e-6)
+    np.testing.assert_allclose(np.array([plotly_array(t["error_y"]["array"]) for t in heads]).T,
                                per_image.std(0), rtol=1e-5, atol=1e-9)
     variation = chart(app, "varies between images")
-    np.testing.assert_allclose(arr(variation["data"][0]["z"]), per_image.std(0).T, rtol=1e-5,
-                               atol=1e-9)
+    np.testing.assert_allclose(plotly_array(variation["data"][0]["z"]), per_image.std(0).T,
+                               rtol=1e-5, atol=1e-9)
 
 
 def test_page_4_on_dinov2_all_controls():
-    app = ok(open_page("4_rollout_heads.py"))
+    app = ok(open_app("4_rollout_heads.py"))
     model, image = get_model("dinov2-s14"), load_sample("chelsea")
     capture = pipeline.vit_capture(model, image)
     first = chart(app, "Rollout, blocks 0–11 (mean")
-    np.testing.assert_allclose(arr(first["data"][1]["z"]),
+    np.testing.assert_allclose(plotly_array(first["data"][1]["z"]),
                                rollout.attention_rollout(capture).query_row()[0], rtol=1e-6)
-    assert "GAE for 'cat'" in str(charts(app))
-    assert "Share of the row on prefix tokens" in text(app, "caption")
+    assert "GAE for 'cat'" in str(chart_specs(app))
+    assert "Share of the row on prefix tokens" in element_text(app, "caption")
 
     app.selectbox(key="p4_fusion").set_value("max").run()
     app.slider(key="p4_discard").set_value(0.5).run()
@@ -141,10 +112,10 @@ def test_page_4_on_dinov2_all_controls():
     ok(app)
     rolled = chart(app, "Rollout, blocks 2–8 (max, discard 0.50)")
     expected = rollout.attention_rollout(capture, 2, 8, "max", 0.5).query_row()[0]
-    np.testing.assert_allclose(arr(rolled["data"][1]["z"]), expected, rtol=1e-6)
+    np.testing.assert_allclose(plotly_array(rolled["data"][1]["z"]), expected, rtol=1e-6)
     bugged = rollout.attention_rollout(capture, 2, 8, "max", 0.5, "vit-explain").query_row()[0]
     largest = np.abs(expected - bugged).max()
-    assert largest > 0 and f"{largest:.3g}" in text(app)
+    assert largest > 0 and f"{largest:.3g}" in element_text(app)
 
     app.number_input(key="p4_query").set_value(20).run()
     ok(app)
@@ -156,7 +127,7 @@ def test_page_4_on_dinov2_all_controls():
     assert target != first_target
     gae_chart = chart(app, f"GAE for '{head.class_names[target][:28]}'")
     graded = pipeline.vit_capture(model, image, target=target, head=head)
-    np.testing.assert_allclose(arr(gae_chart["data"][1]["z"]),
+    np.testing.assert_allclose(plotly_array(gae_chart["data"][1]["z"]),
                                gae.gae_map(graded, 20)[0], rtol=1e-5)
 
     app.slider(key="p4_z").set_value(3.0).run()
@@ -170,23 +141,23 @@ def test_page_4_on_dinov2_all_controls():
     assert flagged and sorted(app.table[0].value["patch"]) == sorted(flagged)
     marked = [t for t in chart(app, "Rollout, blocks 2–8")["data"] if t.get("name") ==
               "high-norm token"]
-    assert len(arr(marked[0]["x"])) == len(flagged)
+    assert len(plotly_array(marked[0]["x"])) == len(flagged)
     app.radio(key="p4_grid_query_kind").set_value("a patch").run()
     app.number_input(key="p4_grid_query").set_value(100).run()
     app.selectbox(key="p4_big_block").set_value(5).run()
     app.selectbox(key="p4_big_head").set_value(3).run()
     ok(app)
     big = chart(app, "Block 5, head 3 (patch 100 query)")
-    np.testing.assert_allclose(arr(big["data"][1]["z"]).ravel(),
+    np.testing.assert_allclose(plotly_array(big["data"][1]["z"]).ravel(),
                                capture.blocks[5].acts["attn"][0, 3, 101, 1:].numpy(), rtol=1e-6)
     mosaic = chart(app, "patch 100 → patches")
-    assert len(arr(mosaic["data"][1]["customdata"])) == 12 * 6
+    assert len(plotly_array(mosaic["data"][1]["customdata"])) == 12 * 6
 
 
 def test_page_4_random_deit_marks_both_prefix_tokens():
-    app = ok(open_page("4_rollout_heads.py", **DEIT))
-    assert "RANDOM WEIGHTS" in text(app, "error")
-    captions = text(app, "caption")
+    app = ok(open_app("4_rollout_heads.py", **DEIT))
+    assert "RANDOM WEIGHTS" in element_text(app, "error")
+    captions = element_text(app, "caption")
     assert "[CLS]" in captions and "[DIST]" in captions
     assert "the class logit" in captions
     app.selectbox(key="p4_fusion").set_value("min").run()

@@ -1,0 +1,58 @@
+"""Helpers shared by the AppTest page tests: open the app (on a page), read the Plotly figures
+of the last run, decode their typed arrays, and gather the text of one kind of element."""
+
+import base64
+import json
+from pathlib import Path
+
+import numpy as np
+from streamlit.testing.v1 import AppTest
+
+ENTRY = str(Path(__file__).resolve().parent.parent / "dashboard" / "app.py")
+
+
+def open_app(page: str | None = None, timeout: float = 300, **session_state) -> AppTest:
+    """Run the entry script with `session_state` set first; with `page` (a file in pages/,
+    e.g. "5_gradcam.py") switch to that page and run it too."""
+    app = AppTest.from_file(ENTRY, default_timeout=timeout)
+    for key, value in session_state.items():
+        app.session_state[key] = value
+    app.run()
+    if page is None:
+        return app
+    return app.switch_page(f"../pages/{page}").run()
+
+
+def chart_specs(app: AppTest) -> list[dict]:
+    """Every Plotly chart of the last run, as the figure JSON Streamlit sends."""
+    return [json.loads(chart.proto.spec) for chart in app.get("plotly_chart")]
+
+
+def chart_title(spec: dict) -> str:
+    """A figure's title text ("" when it has none)."""
+    return str((spec["layout"].get("title") or {}).get("text") or "")
+
+
+def plotly_array(value) -> np.ndarray:
+    """A data array of a Plotly spec: a plain list, or a typed array {"dtype", "bdata" (base64),
+    "shape"}, where 1-D arrays carry no shape and a shape is "a,b" or a list."""
+    if isinstance(value, dict) and "bdata" in value:
+        flat = np.frombuffer(base64.b64decode(value["bdata"]), dtype=value["dtype"])
+        shape = value.get("shape")
+        if not shape:
+            return flat
+        if isinstance(shape, str):
+            shape = shape.split(",")
+        return flat.reshape([int(n) for n in shape])
+    return np.asarray(value, dtype=float)
+
+
+def element_text(app: AppTest, kind: str = "markdown") -> str:
+    """The values of every element of one kind ("caption", "error", ...), space-joined."""
+    return " ".join(str(element.value) for element in getattr(app, kind))
+
+
+def no_problems(app: AppTest) -> None:
+    """The last run raised nothing and showed no st.error."""
+    assert not app.exception, app.exception
+    assert not app.error, [e.value for e in app.error]
