@@ -6,6 +6,9 @@ figure stays small (see STREAMLIT_NOTES.md) and every cell is one token.
 
 from __future__ import annotations
 
+import base64
+import io
+
 import numpy as np
 import plotly.graph_objects as go
 from plotly.colors import get_colorscale, hex_to_rgb
@@ -25,6 +28,13 @@ def image_figure(image: Image.Image, title: str | None = None, height: int = 420
     figure.update_xaxes(visible=False, range=[0, image.width])
     figure.update_yaxes(visible=False, range=[image.height, 0], scaleanchor="x")
     return figure
+
+
+def image_data_uri(image: Image.Image) -> str:
+    """A small JPEG data URI: cheaper to send than a pixel array, for repeated images."""
+    buffer = io.BytesIO()
+    image.convert("RGB").save(buffer, format="JPEG", quality=85)
+    return "data:image/jpeg;base64," + base64.b64encode(buffer.getvalue()).decode()
 
 
 def grid_heatmap(values: np.ndarray, patch_size: tuple[int, int], opacity: float = 0.55,

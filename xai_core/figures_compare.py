@@ -7,7 +7,6 @@ methods, so ranks and shapes are what can be compared side by side.
 
 from __future__ import annotations
 
-import base64
 import io
 import os
 import shutil
@@ -17,18 +16,11 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 from PIL import Image
 
-from .figures import HEATMAP_SCALE, grid_heatmap, normalise
+from .figures import HEATMAP_SCALE, grid_heatmap, image_data_uri, normalise
 
 BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable", "chrome")
 LINE_COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
                 "#7f7f7f", "#bcbd22", "#17becf")
-
-
-def _image_source(image: Image.Image) -> str:
-    """A small JPEG data URI: cheaper to send than a pixel array, for repeated images."""
-    buffer = io.BytesIO()
-    image.convert("RGB").save(buffer, format="JPEG", quality=85)
-    return "data:image/jpeg;base64," + base64.b64encode(buffer.getvalue()).decode()
 
 
 def _cell_size(image: Image.Image, grid: tuple[int, int]) -> tuple[float, float]:
@@ -46,7 +38,7 @@ def practical_matrix(rows: list[tuple[str, Image.Image, list[tuple[str, np.ndarr
     figure = make_subplots(rows=len(rows), cols=columns, subplot_titles=titles,
                            horizontal_spacing=0.01, vertical_spacing=0.08)
     for r, (_, image, maps) in enumerate(rows, start=1):
-        source = _image_source(image)
+        source = image_data_uri(image)
         for c in range(1, len(maps) + 2):
             figure.add_trace(go.Image(source=source, hoverinfo="skip"), row=r, col=c)
             if c > 1:
@@ -127,7 +119,7 @@ def attention_gradient_scatter(attention: np.ndarray, gradient: np.ndarray, rho:
 def localisation_figure(image: Image.Image, user_box, boxes: dict, peaks: dict,
                         title: str) -> go.Figure:
     """The image with the given box (white, dashed) and every method's estimated box and peak."""
-    figure = go.Figure(go.Image(source=_image_source(image), hoverinfo="skip"))
+    figure = go.Figure(go.Image(source=image_data_uri(image), hoverinfo="skip"))
     x0, y0, x1, y1 = user_box
     figure.add_shape(type="rect", x0=x0, y0=y0, x1=x1, y1=y1,
                      line=dict(color="white", width=3, dash="dash"))

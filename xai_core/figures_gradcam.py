@@ -13,8 +13,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 from PIL import Image
 
-from .figures import HEATMAP_SCALE, grid_heatmap, normalise
-from .figures_compare import _image_source
+from .figures import HEATMAP_SCALE, grid_heatmap, image_data_uri, normalise
 from .methods.vit_gradcam import (LOCATIONS, MULTI_HEAD, RELU_EMPTY, ZERO_GRADIENT,
                                   Cell, Taxonomy, Variant)
 
@@ -42,7 +41,7 @@ def overlay(image: Image.Image, values: np.ndarray, cell_size: tuple[float, floa
             diverging: bool = False, zmin: float | None = None, zmax: float | None = None,
             height: int = 340, opacity: float = 0.55) -> go.Figure:
     """A feature-map (or patch) resolution map over the model input."""
-    figure = go.Figure(go.Image(source=_image_source(image), hoverinfo="skip"))
+    figure = go.Figure(go.Image(source=image_data_uri(image), hoverinfo="skip"))
     figure.update_layout(title=title, height=height, margin=dict(l=0, r=0, t=40, b=0))
     figure.update_xaxes(visible=False, range=[0, image.width])
     figure.update_yaxes(visible=False, range=[image.height, 0], scaleanchor="x")
@@ -75,7 +74,7 @@ def map_row(image: Image.Image, maps: list[tuple[str, np.ndarray]], height: int 
     count = len(maps)
     figure = make_subplots(rows=1, cols=count, subplot_titles=[t for t, _ in maps],
                            horizontal_spacing=0.01)
-    source = _image_source(image)
+    source = image_data_uri(image)
     for i, (_, values) in enumerate(maps, start=1):
         small, (fy, fx) = coarse(normalise(values) if shared_scale else values)
         figure.add_trace(go.Image(source=source, hoverinfo="skip"), row=1, col=i)
