@@ -26,6 +26,12 @@ st.latex(r"S_b[n,\,c] = a^0_b[h,n]\,V_b[h,n,j],\quad \textstyle\sum_n S_b[n,:] =
 st.caption("c = h·d + j numbers the channels head by head, as they enter the attention's "
            "output projection; T_b is the [CLS] context at that point.")
 
+DISPLAY_LABELS = {"official": "Official (sigmoid, shared max)", "frame": "Per-frame min-max",
+                  "shared": "One scale for all frames"}
+RELU_LABELS = {"auto": "As the official code", "yes": "ReLU(C_b): positive only",
+               "no": "C_b as is (signed)"}
+FORMULA_LABELS = {"official": "Official code", "paper": "Paper's formula"}
+
 image, model = ui.vit_page_inputs()
 head = state.session_head(model)
 if head is None:
@@ -45,26 +51,18 @@ with ui.friendly_errors():
                        "cup's, and watch where each flow settles.")
     with c2:
         display = st.radio("Display normalisation", list(daam.DISPLAY_MODES), key="daam_display",
-                           persist_state="session", format_func=lambda m: {
-                               "official": "Official (sigmoid, shared max)",
-                               "frame": "Per-frame min-max",
-                               "shared": "One scale for all frames"}[m],
+                           persist_state="session", format_func=DISPLAY_LABELS.get,
                            help="Only the colours change; the raw maps (and the CLI's arrays) "
                                 "are the same.")
     with c3:
         relu = st.selectbox("Channel weights", daam.CHANNEL_RELU, key="daam_relu",
-                            persist_state="session", format_func=lambda v: {
-                                "auto": "As the official code",
-                                "yes": "ReLU(C_b): positive only",
-                                "no": "C_b as is (signed)"}[v],
+                            persist_state="session", format_func=RELU_LABELS.get,
                             help="The official code clips the gradient to its positive part for "
                                  "classifiers, and does not clip it in the k-NN variant.")
         formula = "official"
         if knn:
             formula = st.selectbox("Eq. 13 weights", daam.KNN_FORMULAS, key="daam_formula",
-                                   persist_state="session",
-                                   format_func=lambda f: {"official": "Official code",
-                                                          "paper": "Paper's formula"}[f],
+                                   persist_state="session", format_func=FORMULA_LABELS.get,
                                    help=" · ".join(daam.KNN_FORMULA_NAMES.values()))
 
     result = daam.compute_daam(model, image, target, head, formula, relu)
