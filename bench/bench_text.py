@@ -9,13 +9,13 @@ cache has not seen; the "cached rerun" repeats the last one (a slider move)."""
 from __future__ import annotations
 
 import statistics
-import time
 
-import torch
 
 from xai_core import figures_text as ft
 from xai_core import text
 from xai_core import text_metrics as tm
+
+from bench.bench_foundation import _seconds
 
 SENTENCE = "The animal didn't cross the street because it was too tired (take {k})."
 REFERENCE = "The animal was exhausted."
@@ -48,24 +48,16 @@ def page_computation(model, sentence: str) -> int:
     return sum(len(figure.to_json()) for figure in figures)
 
 
-def _timed(function) -> float:
-    started = time.perf_counter()
-    function()
-    if torch.cuda.is_available():
-        torch.cuda.synchronize()
-    return time.perf_counter() - started
-
-
 def run() -> list[dict]:
     model = text.default_text_model()
     page_computation(model, SENTENCE.format(k="warm-up"))  # first forward, tokenizer load
     rows = []
     for name, template, repeats in (("short sentence", SENTENCE, 5),
                                     ("2,000+ characters cut to 256 tokens", LONG, 3)):
-        cold = [_timed(lambda k=k: page_computation(model, template.format(k=k)))
+        cold = [_seconds(lambda k=k: page_computation(model, template.format(k=k)))
                 for k in range(repeats)]
         last = template.format(k=repeats - 1)
-        warm = [_timed(lambda: page_computation(model, last)) for _ in range(repeats)]
+        warm = [_seconds(lambda: page_computation(model, last)) for _ in range(repeats)]
         capture = text.text_capture(model, last)
         size = page_computation(model, last)
         grad = text.gradient_importance(model, last, REFERENCE)

@@ -81,7 +81,7 @@ def pooling_mode(model) -> str:
     modes = [name for name in ("cls_token", "mean_tokens", "max_tokens", "mean_sqrt_len_tokens")
              if config.get(f"pooling_mode_{name}")]
     if modes and modes != ["mean_tokens"]:
-        raise NotImplementedError(f"Pooling {modes} is not supported; only mean pooling is.")
+        raise ValueError(f"Pooling {modes} is not supported; only mean pooling is.")
     return "mean_tokens"
 
 

@@ -24,7 +24,7 @@ import numpy as np
 
 from ..capture import Capture, CaptureError
 from ..pipeline import head_of, prepare, vit_capture
-from .rollout import ROLLOUT_CACHE
+from .rollout import ROLLOUT_CACHE, token_row
 from .base import ExplainRequest, ExplainResult, register
 
 CONVENTION = ("Chefer GAE: R = I; R += mean_h(clamp(grad_A * A, 0)) @ R per block; "
@@ -61,13 +61,7 @@ def gae_matrix(capture: Capture) -> tuple[np.ndarray, int, list[np.ndarray]]:
 def gae_map(capture: Capture, query: int | None = None, relevance=None):
     """(grid map, prefix values, description); `relevance` = (R, prefix) if known."""
     relevance, prefix = relevance or gae_matrix(capture)[:2]
-    if query is not None:
-        row, what = relevance[prefix + query], f"patch {query}'s row"
-    elif prefix:
-        row, what = relevance[0], "[CLS] row"
-    else:
-        row, what = relevance.mean(0), "mean over all patch rows (no [CLS] token)"
-    return row[prefix:].reshape(capture.layout.grid), row[:prefix], what
+    return token_row(relevance, prefix, capture.layout.grid, query)
 
 
 def image_gae_map(model, image, target: int, head=None, query: int | None = None):

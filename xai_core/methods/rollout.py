@@ -83,17 +83,22 @@ class Rollout:
         return self.matrices[-1]
 
     def query_row(self, query: int | None = None, matrix: np.ndarray | None = None):
-        """(map grid, prefix values, description) for the [CLS] row, a patch's row
-        (`query` = patch index), or - with no prefix token - the mean of all rows."""
+        """`token_row` of the final (or a given) rollout matrix."""
         matrix = self.matrix if matrix is None else matrix
-        prefix = self.num_prefix_tokens
-        if query is not None:
-            row, what = matrix[prefix + query], f"patch {query}'s row"
-        elif prefix:
-            row, what = matrix[0], "[CLS] row"
-        else:
-            row, what = matrix.mean(0), "mean over all patch rows (this model has no [CLS] here)"
-        return row[prefix:].reshape(self.grid), row[:prefix], what
+        return token_row(matrix, self.num_prefix_tokens, self.grid, query)
+
+
+def token_row(matrix, prefix: int, grid: tuple[int, int], query: int | None = None):
+    """(map grid, prefix values, description) of a token-by-token relevance matrix: the
+    [CLS] row, a patch's row (`query` = patch index), or - with no prefix token - the
+    mean of all rows."""
+    if query is not None:
+        row, what = matrix[prefix + query], f"patch {query}'s row"
+    elif prefix:
+        row, what = matrix[0], "[CLS] row"
+    else:
+        row, what = matrix.mean(0), "mean over all patch rows (no [CLS] token)"
+    return row[prefix:].reshape(grid), row[:prefix], what
 
 
 def rollout_blocks(capture: Capture) -> list[int]:
