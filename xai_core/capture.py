@@ -168,10 +168,10 @@ class _Recorder:
         for handle in self.handles:
             handle.remove()
 
-    def tensors(self) -> dict[str, torch.Tensor]:
-        """The recorded tensors under their public names (views of the originals,
-        so gradients with respect to the originals map onto them)."""
-        raw, heads = self.raw, self.block.attn.num_heads
+    def tensors(self, raw: dict[str, torch.Tensor] | None = None) -> dict[str, torch.Tensor]:
+        """The recorded tensors (or, given `raw`, their gradients, keyed like the
+        recordings) under their public names: views, so q/k/v come out of qkv."""
+        raw, heads = self.raw if raw is None else raw, self.block.attn.num_heads
         named = {k: raw[k] for k in ("ln1", "context", "attn_out", "ln2", "mlp", "out")}
         named["attn"] = raw["attn"] if "attn" in raw else raw["attn_bnnh"].permute(0, 3, 1, 2)
         if self.kind == "class":
@@ -225,16 +225,6 @@ def _gradients(score: torch.Tensor, recorders: list[_Recorder], pixels: torch.Te
     return per_block, grads[-1]
 
 
-def _named_grads(recorder: _Recorder, raw_grads: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """Map raw gradients onto public names, re-using the recorder's view logic."""
-    original = recorder.raw
-    recorder.raw = raw_grads
-    try:
-        return recorder.tensors()
-    finally:
-        recorder.raw = original
-
-
 def run_capture(module: torch.nn.Module, pixels: torch.Tensor, score_fn: ScoreFn | None = None,
                 lock=None) -> Capture:
     """Forward `pixels` through a timm ViT, recording every block; with `score_fn`
@@ -275,7 +265,7 @@ def _forward_backward(module, pixels, score_fn, layout, blocks, recorders) -> Ca
         prefix = acts["k"].shape[2] - layout.num_patches
         records.append(BlockRecord(
             index=index, kind=kind, num_prefix_tokens=prefix, acts=_as_cpu(acts),
-            grads=_as_cpu(_named_grads(recorder, grads)) if grads is not None else None))
+            grads=_as_cpu(recorder.tensors(grads)) if grads is not None else None))
     _check_layout(layout, records)
     return Capture(
         layout=layout, blocks=records, output=output.detach().to("cpu", torch.float32),

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
@@ -135,7 +136,7 @@ def build_gallery_bank(model, views: int = VIEWS_PER_IMAGE) -> MemoryBank:
     return MemoryBank(F.normalize(torch.cat(features), dim=1), tuple(labels), tuple(sources))
 
 
-def _bank_file(model) -> "Path":  # noqa: F821
+def _bank_file(model) -> Path:
     from .models.loaders import cache_dir
 
     tag = "random" if model.random_weights else "pretrained"

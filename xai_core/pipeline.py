@@ -114,9 +114,11 @@ def _class_by_name(names: list[str], wanted: str) -> int:
 def vit_capture(model, image: Image.Image, target: int | None = None, head=None) -> Capture:
     """One forward (+ one backward for a target class index) of a ViT, cached."""
     prepared = prepare(model, image)
-    head_key = head_of(model, head).fingerprint() if target is not None else None
+    head_key = score_fn = None
+    if target is not None:  # only a backward pass depends on the head
+        head = head_of(model, head)
+        head_key, score_fn = head.fingerprint(), head.score_fn(target)
     key = ("vit", model.spec.id, model.random_weights, prepared.sha256, target, head_key)
-    score_fn = head_of(model, head).score_fn(target) if target is not None else None
     return CAPTURE_CACHE.get_or_compute(key, lambda: capture(model, prepared.pixels, score_fn))
 
 
