@@ -2,7 +2,7 @@
 
 from . import attention  # noqa: F401  (each import registers its methods)
 from . import daam  # noqa: F401
-from . import distance, gae, rollout  # noqa: F401
+from . import distance, gae, rollout, sinks  # noqa: F401
 from . import gradcam, vit_gradcam  # noqa: F401
 from .base import METHODS, ExplainRequest, ExplainResult, MethodInfo, OptionError, Options
 
