@@ -22,7 +22,9 @@ st.markdown(
     "straight on through the residual connection, and each block mixes what the blocks before "
     "it already mixed. **Attention rollout** (Abnar & Zuidema, 2020) follows that flow: for each "
     "block it fuses the heads into one matrix, adds the identity for the skip path, rescales "
-    "every row to sum to 1, and multiplies the blocks together in forward order.")
+    "every row to sum to 1, and multiplies the blocks together in forward order. By default "
+    "the product starts after any early block that an *attention sink* dominates (see "
+    "*Sinks and registers* below).")
 st.latex(r"\hat A_l = \frac{\bar A_l + I}{\mathrm{rowsum}(\bar A_l + I)}, \qquad "
          r"R = \hat A_{\mathrm{end}} \cdots \hat A_{\mathrm{start}}, \qquad "
          r"\text{map} = R[\mathrm{CLS},\ \text{patches}]")
@@ -204,10 +206,12 @@ def _findings(capture, analysis, model, marks) -> str:
         lines.append(f"**Registers:** this model has {len(registers)} register tokens "
                      f"({', '.join(registers)}), prefix tokens like [CLS], so they can be sink "
                      f"keys: {len(into)} sink head(s) park their attention on a register here.")
+    elif analysis.prefix_names:
+        lines.append(f"**No registers:** the prefix tokens are {', '.join(analysis.prefix_names)}"
+                     "; any scratch space the model needs has to be a patch or one of them.")
     else:
-        lines.append("**No registers:** this model's prefix is "
-                     f"{', '.join(analysis.prefix_names) or 'empty'}; any scratch space it "
-                     "needs has to be a patch or [CLS].")
+        lines.append("**No registers:** these blocks have no prefix token at all; any scratch "
+                     "space the model needs has to be a patch.")
     if marks:
         lines.append(f"**High-norm patches:** {len(marks)} patch(es) meet the rule (✕ on the "
                      f"maps); the strongest is {marks[0].ratio:.1f}× the median norm.")
