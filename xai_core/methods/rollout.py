@@ -32,8 +32,7 @@ from ..cache import BoundedCache
 from ..capture import Capture, CaptureError
 from ..pipeline import prepare, vit_capture
 from ..sinks import DEFINITION as SINK_DEFINITION
-from ..sinks import SinkAnalysis, analyse_sinks
-from ..tokens import prefix_token_names
+from ..sinks import SinkAnalysis, image_sinks
 from .base import ExplainRequest, ExplainResult, OptionError, register
 
 # Final rollout matrices of recent (image, settings), so a page re-render is cheap.
@@ -233,7 +232,7 @@ def explain_rollout(request: ExplainRequest) -> ExplainResult:
     start = options.get_int_or_word("start", AUTO, 0, last, AUTO)
     chosen = None
     if start == AUTO:
-        chosen = auto_start(analyse_sinks(capture, prefix_token_names(request.model.module)))
+        chosen = auto_start(image_sinks(request.model, request.image))
         start = chosen.start
     try:
         end = options.get_int("end", last, start, last)

@@ -6,8 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..pipeline import vit_capture
-from ..sinks import DEFINITION, ENTROPY_DEFINITION, SINK_THRESHOLD, analyse_sinks
-from ..tokens import prefix_token_names
+from ..sinks import DEFINITION, ENTROPY_DEFINITION, SINK_THRESHOLD, image_sinks
 from .base import ExplainRequest, ExplainResult, register
 
 
@@ -16,7 +15,7 @@ from .base import ExplainRequest, ExplainResult, register
                   "send to their common most-attended key, that key, and the entropy.")
 def explain_sinks(request: ExplainRequest) -> ExplainResult:
     capture = vit_capture(request.model, request.image)
-    analysis = analyse_sinks(capture, prefix_token_names(request.model.module))
+    analysis = image_sinks(request.model, request.image)
     patch_received = analysis.received[..., analysis.num_prefix_tokens:]
     excluded = len(capture.blocks) - len(analysis.blocks)
     return ExplainResult(
