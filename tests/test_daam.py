@@ -14,7 +14,7 @@ from timm.models.cait import Cait
 from xai_core.capture import run_capture, transformer_blocks
 from xai_core.cli import main as cli_main
 from xai_core.images import load_sample
-from xai_core.knn import MemoryBank
+from xai_core.models.knn import MemoryBank
 from xai_core.methods import daam
 from xai_core.models import get_model
 

@@ -208,7 +208,7 @@ EXTENSIONS += [add_warmup_command, add_health_command]
 def main(argv: list[str] | None = None) -> int:
     from .capture import CaptureError
     from .images import ImageError
-    from .methods import OptionError
+    from .errors import OptionError
     from .models import ModelUnavailableError, UnknownModelError
     from .pipeline import TargetError
 

@@ -118,7 +118,7 @@ def run_method(model, image, name: str, target: int | None, head=None,
     User-facing failures (a method that cannot handle this model) come back as
     `MethodRun.error` instead of raising, so one method cannot break the page."""
     from .capture import CaptureError
-    from .methods import OptionError
+    from .errors import OptionError
     from .pipeline import TargetError
 
     info = METHODS[name]

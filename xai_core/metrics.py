@@ -41,7 +41,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from .methods.base import OptionError
+from .errors import OptionError
 from .pipeline import CAPTURE_CACHE, head_of, prepare, resolve_target
 
 METRICS = ("deletion", "insertion", "pos-perturb", "neg-perturb")

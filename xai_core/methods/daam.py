@@ -34,7 +34,7 @@ import torch
 import torch.nn.functional as F
 
 from ..capture import BlockRecord, Capture, CaptureError, run_capture, transformer_blocks
-from ..knn import KNN_K, KNN_TEMPERATURE, MemoryBank, Neighbour, knn_vote
+from ..models.knn import KNN_K, KNN_TEMPERATURE, MemoryBank, Neighbour, knn_vote
 from ..pipeline import CAPTURE_CACHE, head_of, prepare, vit_capture
 from .base import ExplainRequest, ExplainResult, register
 

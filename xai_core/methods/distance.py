@@ -32,8 +32,9 @@ import torch
 
 from ..cache import BoundedCache
 from ..capture import Capture, CaptureError
+from ..errors import OptionError
 from ..pipeline import prepare, vit_capture
-from .base import ExplainRequest, ExplainResult, OptionError, register
+from .base import ExplainRequest, ExplainResult, register
 
 PREFIX_MODES = ("exclude", "centre")
 CONVENTION_NAMES = {

@@ -25,8 +25,9 @@ import torch
 import torch.nn.functional as F
 
 from ..capture import CnnCapture, conv_layer_names
+from ..errors import OptionError
 from ..pipeline import CAPTURE_CACHE, cnn_capture, head_of, prepare
-from .base import ExplainRequest, ExplainResult, OptionError, register
+from .base import ExplainRequest, ExplainResult, register
 
 MINMAX_EPS = 1e-7  # pytorch-grad-cam divides by (max + 1e-7) after subtracting the min
 

@@ -40,8 +40,9 @@ import numpy as np
 import torch
 
 from ..capture import BlockRecord, Capture
+from ..errors import OptionError
 from ..pipeline import CAPTURE_CACHE, head_of, prepare, vit_capture
-from .base import ExplainRequest, ExplainResult, OptionError, register
+from .base import ExplainRequest, ExplainResult, register
 from .gradcam import scale_like_pytorch_grad_cam
 
 LOCATIONS = ("F1", "F2", "F3", "F4", "F5", "F6")
