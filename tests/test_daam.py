@@ -12,7 +12,7 @@ import torch
 from timm.models.cait import Cait
 
 from xai_core.capture import run_capture, transformer_blocks
-from xai_core.cli import main as cli_main
+from xai_core.cli.main import main as cli_main
 from xai_core.images import load_sample
 from xai_core.models.knn import MemoryBank
 from xai_core.methods import daam

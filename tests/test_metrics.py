@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from xai_core import metrics, pipeline
-from xai_core.cli import main
+from xai_core.cli.main import main
 from xai_core.images import load_sample
 from xai_core.models.knn import class_score
 from xai_core.models import get_model

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .cli.common import run_meta
 from .methods import METHODS, ExplainRequest, MethodInfo, Options
 from .pipeline import CAPTURE_CACHE, prepare
 
@@ -203,11 +204,9 @@ def manifest(image, sections: list[ModelSection], settings: dict, agreement: dic
     import plotly
     import scipy
 
-    from .cli import _meta
-
     models = []
     for section in sections:
-        meta = _meta(section.model, image, {
+        meta = run_meta(section.model, image, {
             "target": section.target, "target_label": section.target_label,
             "score": section.score_kind,
             "methods": [{"name": r.name, "options": "defaults", "target": r.target,
