@@ -30,10 +30,11 @@ import torch
 
 from ..cache import BoundedCache
 from ..capture import Capture, CaptureError
+from ..errors import OptionError
 from ..pipeline import prepare, vit_capture
 from ..sinks import DEFINITION as SINK_DEFINITION
 from ..sinks import SinkAnalysis, image_sinks
-from .base import ExplainRequest, ExplainResult, OptionError, register
+from .base import ExplainRequest, ExplainResult, register
 
 # Final rollout matrices of recent (image, settings), so a page re-render is cheap.
 ROLLOUT_CACHE = BoundedCache(max_entries=64, max_bytes=96 * 2**20)
