@@ -8,9 +8,12 @@ import pandas as pd
 import streamlit as st
 
 from dashboard import state, ui
-from xai_core import compare, metrics, pipeline
+from xai_core import compare, pipeline
 from xai_core import figures_compare as figs
 from xai_core.methods.attention import query_attention
+from xai_core.metrics.agreement import agreement_matrices, patch_gradient_importance, spearman
+from xai_core.metrics.faithfulness import (BASELINE_NAMES, BASELINES, MIN_STEPS, faithfulness,
+                                          score_kind)
 
 st.title("7 · Comparison matrix")
 st.markdown(
@@ -93,7 +96,7 @@ for column, model in zip(columns, models):
         with st.spinner(f"Running {len(chosen)} methods on {model.spec.display_name}..."):
             runs = compare.run_methods(model, image, chosen, target, head)
         sections.append(compare.ModelSection(model, target, head.class_names[target],
-                                             metrics.score_kind(model, head), runs))
+                                             score_kind(model, head), runs))
         for run in runs:
             if run.error:
                 st.warning(f"**{run.name}** cannot run here: {run.error}")
@@ -152,9 +155,9 @@ for section in sections:
     st.caption(f"{FAMILY_LABEL[section.model.spec.family]} class score: **{section.score_kind}** "
                f"of '{section.target_label}'.")
 left, middle, right = st.columns(3)
-baseline = left.selectbox("Baseline", metrics.BASELINES, key="cmp_baseline",
-                          format_func=lambda b: metrics.BASELINE_NAMES[b])
-steps = middle.number_input("Steps", min_value=metrics.MIN_STEPS, max_value=100, value=20,
+baseline = left.selectbox("Baseline", BASELINES, key="cmp_baseline",
+                          format_func=lambda b: BASELINE_NAMES[b])
+steps = middle.number_input("Steps", min_value=MIN_STEPS, max_value=100, value=20,
                             key="cmp_steps", help="Each step is one perturbed image through the "
                                                   "model, evaluated in batches.")
 perturb = right.checkbox("Also positive/negative perturbation", value=True, key="cmp_perturb")
@@ -172,7 +175,7 @@ if faith:
             def report(step, total, done=done, section=section, run=run, metric=metric):
                 bar.progress(min(1.0, (done + step / total) / len(jobs)),
                              text=f"{section.model.spec.display_name} · {run.name} · {metric}")
-            section.curves[(run.name, metric)] = metrics.faithfulness(
+            section.curves[(run.name, metric)] = faithfulness(
                 section.model, image, run.map, metric, section.target, faith["baseline"],
                 faith["steps"], head=state.session_head(section.model), progress=report)
         bar.progress(1.0, text=f"Done: {len(jobs)} curves, {faith['steps']} steps, baseline "
@@ -202,7 +205,7 @@ all_maps = {f"{FAMILY_LABEL[s.model.spec.family]}·{r.name}": r.map
 agreement = None
 if len(all_maps) >= 2:
     percent = st.slider("Top-k % for the overlap", 1, 50, 10, key="cmp_topk")
-    names, rho, overlap = metrics.agreement_matrices(all_maps, percent)
+    names, rho, overlap = agreement_matrices(all_maps, percent)
     agreement = {"names": names, "spearman": rho, "top_k_percent": percent,
                  "top_k_overlap": overlap}
     st.markdown(
@@ -235,10 +238,10 @@ if vit_section is not None:
     with ui.friendly_errors():
         capture = pipeline.vit_capture(vit_section.model, image, vit_section.target,
                                        head=state.session_head(vit_section.model))
-        gradient = metrics.patch_gradient_importance(capture.input_grad, capture.layout.grid)
+        gradient = patch_gradient_importance(capture.input_grad, capture.layout.grid)
         attention = query_attention(capture, len(capture.blocks) - 1).mean(0)
         if attention.shape == gradient.shape:
-            rho_ag = metrics.spearman(attention, gradient)
+            rho_ag = spearman(attention, gradient)
             scatter_figure = figs.attention_gradient_scatter(
                 attention, gradient, rho_ag, f"{vit_section.model.spec.display_name}, "
                                              f"'{vit_section.target_label}'")

@@ -32,7 +32,7 @@ from xai_core.capture import conv_layer_names
 from xai_core.models.heads import ImageNetHead, KnnHead
 from xai_core.models.knn import build_gallery_bank
 from xai_core.methods import METHODS, ExplainRequest, Options
-from xai_core.metrics import faithfulness
+from xai_core.metrics.faithfulness import faithfulness
 from xai_core.models import LoadedModel, ModelSpec
 
 import xai_core.methods  # noqa: E402

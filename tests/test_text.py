@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from xai_core import figures_text, text
-from xai_core import text_metrics as tm
+from xai_core.metrics import text as tm
 from xai_core.models import get_model
 
 SENTENCE = "The animal didn't cross the street because it was too tired."

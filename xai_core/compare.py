@@ -24,6 +24,7 @@ import numpy as np
 
 from .cli.common import run_meta
 from .methods import METHODS, ExplainRequest, MethodInfo, Options
+from .metrics.localisation import localise
 from .pipeline import CAPTURE_CACHE, prepare
 
 # Registered methods listed on the page but not chosen by default, and why.
@@ -195,8 +196,8 @@ class ModelSection:
     target_label: str | None
     score_kind: str | None
     runs: list[MethodRun]
-    curves: dict = field(default_factory=dict)  # (method, metric) -> metrics.Curve
-    localisation: dict = field(default_factory=dict)  # method -> metrics.Localisation
+    curves: dict = field(default_factory=dict)  # (method, metric) -> faithfulness.Curve
+    localisation: dict = field(default_factory=dict)  # method -> localisation.Localisation
 
 
 def manifest(image, sections: list[ModelSection], settings: dict, agreement: dict | None) -> dict:
@@ -258,8 +259,6 @@ def scale_box(box, from_size: tuple[int, int], to_size: tuple[int, int]) -> list
 
 def localise_section(section: ModelSection, box, box_size: tuple[int, int]) -> dict:
     """Localisation of every map of a section against a box typed on a `box_size` input."""
-    from .metrics import localise
-
     size = tuple(section.model.spec.input_size)
     scaled = scale_box(box, box_size, size)
     section.localisation = {run.name: localise(run.map, size, scaled)

@@ -25,7 +25,7 @@ def add_metrics_command(add) -> None:
 
 def cmd_metrics(args) -> None:
     from ..methods import ExplainRequest, Options
-    from ..metrics import check_curve_options, faithfulness
+    from ..metrics.faithfulness import check_curve_options, faithfulness
     from ..pipeline import resolve_target
 
     check_curve_options(args.metric, args.baseline, args.steps)

@@ -34,6 +34,7 @@ import torch
 import torch.nn.functional as F
 
 from ..capture import BlockRecord, Capture, CaptureError, run_capture, transformer_blocks
+from ..metrics.agreement import spearman
 from ..models.knn import KNN_K, KNN_TEMPERATURE, MemoryBank, Neighbour, knn_vote
 from ..pipeline import CAPTURE_CACHE, head_of, prepare, vit_capture
 from .base import ExplainRequest, ExplainResult, register
@@ -494,7 +495,6 @@ def cascading_randomisation(model, image, target: int, head=None, formula: str =
            head.fingerprint(), formula, original.channel_relu, tuple(steps), seed)
 
     def compute() -> SanityResult:
-        from ..metrics import spearman  # (metrics imports the methods package)
 
         started = time.perf_counter()
         score_fn = result_score_fn(original, head)
