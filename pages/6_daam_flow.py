@@ -5,7 +5,8 @@ import streamlit as st
 
 from dashboard import state, ui
 from xai_core import pipeline
-from xai_core.figures_daam import contributions_figure, flow_figure, map_row_figure, weights_figure
+from xai_core.figures.curves import contributions_figure, weights_figure
+from xai_core.figures.overlays import flow_figure, map_row_figure
 from xai_core.images import COLLAGE_ID
 from xai_core.methods import daam, daam_knn, daam_sanity
 from xai_core.sinks import image_sinks

@@ -1,5 +1,5 @@
 """What metrics and figures do to an explanation map itself: check that it is a finite
-2-D grid, and resize it."""
+2-D grid, resize it, scale it to [0, 1]."""
 
 from __future__ import annotations
 
@@ -22,3 +22,10 @@ def check_map(saliency: np.ndarray) -> np.ndarray:
     if not np.isfinite(saliency).all():
         raise ValueError("The map contains NaN or infinite values.")
     return saliency
+
+
+def normalise(values: np.ndarray) -> np.ndarray:
+    """Min-max to [0, 1] for display only; a constant map becomes zeros."""
+    values = np.asarray(values, dtype=np.float64)
+    span = values.max() - values.min()
+    return np.zeros_like(values) if span <= 0 else (values - values.min()) / span
