@@ -1,5 +1,5 @@
-"""What metrics and figures do to an explanation map itself: check that it is a finite
-2-D grid, resize it, scale it to [0, 1]."""
+"""What methods, metrics and figures do to an explanation map itself: check that it is a
+finite 2-D grid, resize it, and the one min-max scaling to [0, 1]."""
 
 from __future__ import annotations
 
@@ -24,8 +24,14 @@ def check_map(saliency: np.ndarray) -> np.ndarray:
     return saliency
 
 
-def normalise(values: np.ndarray) -> np.ndarray:
-    """Min-max to [0, 1] for display only; a constant map becomes zeros."""
-    values = np.asarray(values, dtype=np.float64)
-    span = values.max() - values.min()
-    return np.zeros_like(values) if span <= 0 else (values - values.min()) / span
+def min_max(values: np.ndarray, axis: int | tuple[int, ...] | None = None, eps: float = 0.0,
+            dtype=np.float64) -> np.ndarray:
+    """(x - min) / (max - min), to [0, 1]: over the whole array, or over `axis` for each map of
+    a stack on its own. A constant map becomes zeros. `eps` > 0 divides by (max - min + eps)
+    instead, pytorch-grad-cam's scale_cam_image; `dtype` is the arithmetic's precision."""
+    shifted = np.asarray(values, dtype=dtype)
+    shifted = shifted - shifted.min(axis=axis, keepdims=True)
+    span = shifted.max(axis=axis, keepdims=True)
+    if eps:
+        return shifted / (eps + span)
+    return np.divide(shifted, span, out=np.zeros_like(shifted), where=span > 0)

@@ -7,7 +7,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from ..maps import normalise
+from ..maps import min_max
 from ..methods.vit_gradcam import (LOCATIONS, MULTI_HEAD, RELU_EMPTY, ZERO_GRADIENT, Cell,
                                    Taxonomy, Variant)
 from .clicks import patch_click_targets
@@ -43,7 +43,7 @@ def head_mosaic(maps: np.ndarray, blocks: list[int], title: str, gap: int = 1,
     for b in range(num_blocks):
         for h in range(num_heads):
             mosaic[b * tile_h:b * tile_h + rows, h * tile_w:h * tile_w + cols] = \
-                normalise(maps[b, h])
+                min_max(maps[b, h])
     figure = go.Figure(go.Heatmap(z=mosaic, colorscale=HEATMAP_SCALE, showscale=False,
                                   hoverinfo="skip"))
     b_idx, h_idx = np.meshgrid(np.arange(num_blocks), np.arange(num_heads), indexing="ij")
@@ -134,7 +134,7 @@ def taxonomy_mosaic(result: Taxonomy, weights: str, heads: str) -> go.Figure:
             elif cell.status == ZERO_GRADIENT:
                 label, why = "zero grad", cell.reason
             else:
-                tile = normalise(cell.map)
+                tile = min_max(cell.map)
                 z[top:top + rows, left:left + cols] = tile
                 label = "ReLU: empty" if cell.status == RELU_EMPTY else ""
                 why = cell.reason or variant.describe()

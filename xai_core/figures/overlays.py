@@ -15,7 +15,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 from PIL import Image
 
-from ..maps import normalise
+from ..maps import min_max
 from ..methods.vit_gradcam import Cell
 from .clicks import patch_click_targets
 from .style import DIVERGING, HEATMAP_SCALE, LINE_COLOURS, symmetric_bound
@@ -24,14 +24,51 @@ FRAME_MS = 700
 DISPLAY_SIDE = 56
 
 
-def image_figure(image: Image.Image, title: str | None = None, height: int = 420) -> go.Figure:
-    """An RGB image in pixel coordinates (y down), ready for overlays."""
-    figure = go.Figure(go.Image(z=np.asarray(image.convert("RGB")), hoverinfo="skip"))
+def image_trace(image: Image.Image, compact: bool = False) -> go.Image:
+    """The image as a trace: its exact pixels, or (`compact`) a small JPEG, cheaper to send
+    when a figure or a page repeats the image."""
+    if compact:
+        return go.Image(source=image_data_uri(image), hoverinfo="skip")
+    return go.Image(z=np.asarray(image.convert("RGB")), hoverinfo="skip")
+
+
+def add_image(figure: go.Figure, image: Image.Image, row: int | None = None,
+              col: int | None = None, compact: bool = False) -> None:
+    """The image in pixel coordinates (y down) in one panel of `figure` (the subplot at
+    row, col when given), its axes hidden and locked to the image's aspect ratio."""
+    panel = {} if row is None else dict(row=row, col=col)
+    figure.add_trace(image_trace(image, compact), **panel)
+    x_axis = "x" if row is None else figure.get_subplot(row, col).xaxis.plotly_name
+    figure.update_xaxes(visible=False, range=[0, image.width], **panel)
+    figure.update_yaxes(visible=False, range=[image.height, 0],
+                        scaleanchor=x_axis.replace("axis", ""), **panel)
+
+
+def add_overlay(figure: go.Figure, image: Image.Image, values: np.ndarray,
+                cell_size: tuple[float, float], row: int | None = None, col: int | None = None,
+                compact: bool = False, **heatmap) -> go.Heatmap:
+    """THE heatmap over an image: the image (`add_image`), then the (rows, cols) map
+    `values` on top, each cell `cell_size` pixels (`grid_heatmap`, which takes `heatmap`).
+    Every figure that draws a map over an image draws each panel with this. Returns the
+    heatmap trace as stored in the figure, for per-panel tweaks."""
+    add_image(figure, image, row, col, compact)
+    figure.add_trace(grid_heatmap(values, cell_size, **heatmap),
+                     **({} if row is None else dict(row=row, col=col)))
+    return figure.data[-1]
+
+
+def _titled(figure: go.Figure, title: str | None, height: int) -> go.Figure:
     figure.update_layout(title=title, height=height, margin=dict(l=0, r=0, t=40 if title else 0,
                                                                   b=0))
-    figure.update_xaxes(visible=False, range=[0, image.width])
-    figure.update_yaxes(visible=False, range=[image.height, 0], scaleanchor="x")
     return figure
+
+
+def image_figure(image: Image.Image, title: str | None = None, height: int = 420,
+                 compact: bool = False) -> go.Figure:
+    """An RGB image in pixel coordinates (y down), ready for overlays."""
+    figure = go.Figure()
+    add_image(figure, image, compact=compact)
+    return _titled(figure, title, height)
 
 
 def image_data_uri(image: Image.Image) -> str:
@@ -54,12 +91,15 @@ def grid_heatmap(values: np.ndarray, patch_size: tuple[int, int], opacity: float
         colorbar=dict(thickness=12))
 
 
-def overlay_figure(image: Image.Image, values: np.ndarray, patch_size: tuple[int, int],
+def overlay_figure(image: Image.Image, values: np.ndarray, patch_size: tuple[float, float],
                    title: str | None = None, opacity: float = 0.55, height: int = 420,
-                   zmin: float | None = None, zmax: float | None = None) -> go.Figure:
-    figure = image_figure(image, title, height)
-    figure.add_trace(grid_heatmap(values, patch_size, opacity, zmin, zmax))
-    return figure
+                   zmin: float | None = None, zmax: float | None = None,
+                   colorscale: str | list = HEATMAP_SCALE, compact: bool = False) -> go.Figure:
+    """One map over the image, in a figure of its own."""
+    figure = go.Figure()
+    add_overlay(figure, image, values, patch_size, compact=compact, opacity=opacity, zmin=zmin,
+                zmax=zmax, colorscale=colorscale)
+    return _titled(figure, title, height)
 
 
 def patch_grid_lines(figure: go.Figure, grid: tuple[int, int], patch_size: tuple[int, int],
@@ -121,7 +161,7 @@ def token_map_figure(image, values: np.ndarray, patch_size: tuple[int, int], tit
 def difference_figure(image, difference: np.ndarray, patch_size: tuple[int, int],
                       title: str, height: int = 380) -> go.Figure:
     """A signed patch map (e.g. convention A minus convention B), symmetric colours."""
-    bound = float(np.abs(difference).max()) or 1.0
+    bound = symmetric_bound(difference)
     figure = overlay_figure(image, difference, patch_size, title, height=height,
                             zmin=-bound, zmax=bound)
     figure.data[-1].update(colorscale="RdBu", reversescale=True, opacity=0.75)
@@ -165,17 +205,13 @@ def coarse(values: np.ndarray, side: int = DISPLAY_SIDE) -> tuple[np.ndarray, tu
 def overlay(image: Image.Image, values: np.ndarray, cell_size: tuple[float, float], title: str,
             diverging: bool = False, zmin: float | None = None, zmax: float | None = None,
             height: int = 340, opacity: float = 0.55) -> go.Figure:
-    """A feature-map (or patch) resolution map over the model input."""
-    figure = go.Figure(go.Image(source=image_data_uri(image), hoverinfo="skip"))
-    figure.update_layout(title=title, height=height, margin=dict(l=0, r=0, t=40, b=0))
-    figure.update_xaxes(visible=False, range=[0, image.width])
-    figure.update_yaxes(visible=False, range=[image.height, 0], scaleanchor="x")
+    """Page 5's map over the model input: feature-map (or patch) resolution, the photo
+    sent as a small JPEG; `diverging` centres a blue-red scale on 0."""
     if diverging:
         bound = symmetric_bound(values)
         zmin, zmax = -bound, bound
-    figure.add_trace(grid_heatmap(values, cell_size, opacity, zmin, zmax,
-                                  colorscale=DIVERGING if diverging else HEATMAP_SCALE))
-    return figure
+    return overlay_figure(image, values, cell_size, title, opacity, height, zmin, zmax,
+                          colorscale=DIVERGING if diverging else HEATMAP_SCALE, compact=True)
 
 
 def cell_overlay(image: Image.Image, cell: Cell, patch_size: tuple[int, int],
@@ -192,33 +228,12 @@ def map_row(image: Image.Image, maps: list[tuple[str, np.ndarray]], height: int 
     count = len(maps)
     figure = make_subplots(rows=1, cols=count, subplot_titles=[t for t, _ in maps],
                            horizontal_spacing=0.01)
-    source = image_data_uri(image)
     for i, (_, values) in enumerate(maps, start=1):
-        small, (fy, fx) = coarse(normalise(values) if shared_scale else values)
-        figure.add_trace(go.Image(source=source, hoverinfo="skip"), row=1, col=i)
-        figure.add_trace(go.Heatmap(
-            z=small, x0=fx / 2, dx=fx, y0=fy / 2, dy=fy, zmin=0, zmax=1, opacity=0.55,
-            colorscale=HEATMAP_SCALE, showscale=(i == count), colorbar=dict(thickness=12),
-            hovertemplate="%{z:.2f}<extra></extra>"), row=1, col=i)
-        suffix = "" if i == 1 else str(i)
-        figure.update_layout({f"xaxis{suffix}": dict(visible=False, range=[0, image.width]),
-                              f"yaxis{suffix}": dict(visible=False, range=[image.height, 0],
-                                                     scaleanchor=f"x{suffix}")})
+        small, cell = coarse(min_max(values) if shared_scale else values)
+        add_overlay(figure, image, small, cell, row=1, col=i, compact=True, zmin=0, zmax=1,
+                    hovertemplate="%{z:.2f}<extra></extra>").update(showscale=(i == count))
     figure.update_layout(height=height, margin=dict(l=0, r=0, t=50, b=0))
     return figure
-
-
-def _image_trace(image: Image.Image) -> go.Image:
-    return go.Image(z=np.asarray(image.convert("RGB")), hoverinfo="skip")
-
-
-def _image_axes(figure: go.Figure, image: Image.Image, count: int) -> None:
-    for i in range(1, count + 1):
-        suffix = "" if i == 1 else str(i)
-        figure.update_layout({
-            f"xaxis{suffix}": dict(visible=False, range=[0, image.width]),
-            f"yaxis{suffix}": dict(visible=False, range=[image.height, 0],
-                                   scaleanchor=f"x{suffix}")})
 
 
 def flow_figure(image: Image.Image, L: np.ndarray, D: np.ndarray, patch_size: tuple[int, int],
@@ -236,13 +251,10 @@ def flow_figure(image: Image.Image, L: np.ndarray, D: np.ndarray, patch_size: tu
                            subplot_titles=("L_b: what block b adds",
                                            "D_b: accumulated up to block b"))
     hover = "row %{y}, col %{x}<br>display value %{z:.3f}<extra></extra>"
-    figure.add_trace(_image_trace(image), row=1, col=1)
-    figure.add_trace(grid_heatmap(L[start], patch_size, opacity, 0.0, 1.0, name="L_b",
-                                  hovertemplate=hover), row=1, col=1)
-    figure.add_trace(_image_trace(image), row=1, col=2)
-    figure.add_trace(grid_heatmap(D[start], patch_size, opacity, 0.0, 1.0, name="D_b",
-                                  hovertemplate=hover), row=1, col=2)
-    figure.data[1].showscale = False
+    add_overlay(figure, image, L[start], patch_size, row=1, col=1, opacity=opacity, zmin=0.0,
+                zmax=1.0, name="L_b", hovertemplate=hover).update(showscale=False)
+    add_overlay(figure, image, D[start], patch_size, row=1, col=2, opacity=opacity, zmin=0.0,
+                zmax=1.0, name="D_b", hovertemplate=hover)
     names = [f"{i + 1}" for i in range(count)]
     figure.frames = [go.Frame(name=name, traces=[1, 3], data=[
         go.Heatmap(z=np.asarray(L[i], dtype=float)), go.Heatmap(z=np.asarray(D[i], dtype=float))],
@@ -266,7 +278,6 @@ def flow_figure(image: Image.Image, L: np.ndarray, D: np.ndarray, patch_size: tu
                       currentvalue=dict(prefix="block "),
                       steps=[dict(label=name, method="animate", args=[[name], still])
                              for name in names])])
-    _image_axes(figure, image, 2)
     return figure
 
 
@@ -278,21 +289,18 @@ def map_row_figure(image: Image.Image, maps: list[np.ndarray], titles: list[str]
     figure = make_subplots(rows=1, cols=len(maps), subplot_titles=titles,
                            horizontal_spacing=0.01)
     for i, values in enumerate(maps, start=1):
-        figure.add_trace(_image_trace(image), row=1, col=i)
         if signed:
-            top = float(np.abs(values).max()) or 1.0
-            heatmap = grid_heatmap(np.asarray(values) / top, patch_size, opacity, -1.0, 1.0,
-                                   colorscale="RdBu_r", hovertemplate=(
-                                       "row %{y}, col %{x}<br>%{z:.3f} of the largest |value|"
-                                       "<extra></extra>"))
+            shown, scale = np.asarray(values) / symmetric_bound(values), dict(
+                zmin=-1.0, zmax=1.0, colorscale=DIVERGING,
+                hovertemplate="row %{y}, col %{x}<br>%{z:.3f} of the largest |value|"
+                              "<extra></extra>")
         else:
-            heatmap = grid_heatmap(normalise(values), patch_size, opacity, 0.0, 1.0,
-                                   hovertemplate="row %{y}, col %{x}<br>%{z:.3f}<extra></extra>")
-        heatmap.showscale = i == len(maps)
-        figure.add_trace(heatmap, row=1, col=i)
+            shown, scale = min_max(values), dict(
+                zmin=0.0, zmax=1.0, hovertemplate="row %{y}, col %{x}<br>%{z:.3f}<extra></extra>")
+        add_overlay(figure, image, shown, patch_size, row=1, col=i, opacity=opacity,
+                    **scale).update(showscale=(i == len(maps)))
     figure.update_layout(height=height, margin=dict(l=0, r=0, t=50, b=0))
     figure.update_annotations(font_size=11)
-    _image_axes(figure, image, len(maps))
     return figure
 
 
@@ -311,19 +319,13 @@ def practical_matrix(rows: list[tuple[str, Image.Image, list[tuple[str, np.ndarr
     figure = make_subplots(rows=len(rows), cols=columns, subplot_titles=titles,
                            horizontal_spacing=0.01, vertical_spacing=0.08)
     for r, (_, image, maps) in enumerate(rows, start=1):
-        source = image_data_uri(image)
-        for c in range(1, len(maps) + 2):
-            figure.add_trace(go.Image(source=source, hoverinfo="skip"), row=r, col=c)
-            if c > 1:
-                name, values = maps[c - 2]
-                heat = grid_heatmap(normalise(values), _cell_size(image, values.shape), opacity,
-                                    name=name, hovertemplate=f"{name}<br>row %{{y}}, col %{{x}}"
-                                                             "<br>normalised %{z:.2f}<extra></extra>")
-                heat.update(coloraxis="coloraxis")
-                figure.add_trace(heat, row=r, col=c)
-            figure.update_xaxes(visible=False, range=[0, image.width], row=r, col=c)
-            figure.update_yaxes(visible=False, range=[image.height, 0], row=r, col=c,
-                                scaleanchor=f"x{(r - 1) * columns + c if (r, c) != (1, 1) else ''}")
+        add_image(figure, image, r, 1, compact=True)
+        for c, (name, values) in enumerate(maps, start=2):
+            add_overlay(figure, image, min_max(values), _cell_size(image, values.shape), r, c,
+                        compact=True, opacity=opacity, name=name,
+                        hovertemplate=f"{name}<br>row %{{y}}, col %{{x}}"
+                                      "<br>normalised %{z:.2f}<extra></extra>",
+                        ).update(coloraxis="coloraxis")
     figure.update_layout(coloraxis=dict(colorscale=HEATMAP_SCALE, cmin=0, cmax=1,
                                         colorbar=dict(title="min-max", thickness=12)),
                          height=height_per_row * len(rows) + 40, margin=dict(l=0, r=0, t=40, b=0))
@@ -333,7 +335,7 @@ def practical_matrix(rows: list[tuple[str, Image.Image, list[tuple[str, np.ndarr
 def localisation_figure(image: Image.Image, user_box, boxes: dict, peaks: dict,
                         title: str) -> go.Figure:
     """The image with the given box (white, dashed) and every method's estimated box and peak."""
-    figure = go.Figure(go.Image(source=image_data_uri(image), hoverinfo="skip"))
+    figure = image_figure(image, title, 420, compact=True)
     x0, y0, x1, y1 = user_box
     figure.add_shape(type="rect", x0=x0, y0=y0, x1=x1, y1=y1,
                      line=dict(color="white", width=3, dash="dash"))
@@ -345,7 +347,4 @@ def localisation_figure(image: Image.Image, user_box, boxes: dict, peaks: dict,
         px, py = peaks[name]
         figure.add_trace(go.Scatter(x=[px], y=[py], mode="markers", name=name,
                                     marker=dict(color=colour, size=11, symbol="x")))
-    figure.update_xaxes(visible=False, range=[0, image.width])
-    figure.update_yaxes(visible=False, range=[image.height, 0], scaleanchor="x")
-    figure.update_layout(title=title, height=420, margin=dict(l=0, r=0, t=40, b=0))
     return figure

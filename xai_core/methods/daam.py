@@ -30,6 +30,7 @@ import numpy as np
 import torch
 
 from ..capture import BlockRecord, Capture, CaptureError
+from ..maps import min_max
 from ..pipeline import CAPTURE_CACHE, head_of, prepare, vit_capture
 from .base import ExplainRequest, ExplainResult, register
 from .daam_knn import KNN_FORMULAS, KnnWeights, knn_capture, knn_pass, weighted_output_score
@@ -248,23 +249,16 @@ def result_score_fn(result: DaamResult, head):
 def display_frames(frames: np.ndarray, mode: str) -> np.ndarray:
     """Frames (B, rows, cols) scaled to [0, 1] for display, by one of DISPLAY_MODES."""
     frames = np.asarray(frames, dtype=np.float64)
+    each_frame = tuple(range(1, frames.ndim))
     if mode not in DISPLAY_MODES:
         raise ValueError(f"Unknown display mode '{mode}' ({', '.join(DISPLAY_MODES)}).")
     if mode == "official":
         top = frames.max()
         scaled = frames / top if top > 0 else np.zeros_like(frames)
-        return _min_max_each(1.0 / (1.0 + np.exp(-5.0 * scaled)) - 0.5)
+        return min_max(1.0 / (1.0 + np.exp(-5.0 * scaled)) - 0.5, each_frame)
     if mode == "frame":
-        return _min_max_each(frames)
-    low, high = frames.min(), frames.max()
-    return (frames - low) / (high - low) if high > low else np.zeros_like(frames)
-
-
-def _min_max_each(frames: np.ndarray) -> np.ndarray:
-    flat = frames.reshape(len(frames), -1)
-    low, high = flat.min(1, keepdims=True), flat.max(1, keepdims=True)
-    span = np.where(high > low, high - low, 1.0)
-    return ((flat - low) / span * (high > low)).reshape(frames.shape)
+        return min_max(frames, each_frame)
+    return min_max(frames)
 
 
 # --- channel inspector -----------------------------------------------------------------------
