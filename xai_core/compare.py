@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .cache import cache_key
 from .cli.common import run_meta
 from .methods import METHODS, ExplainRequest, MethodInfo, Options
 from .metrics.localisation import localise
@@ -126,10 +127,8 @@ def run_method(model, image, name: str, target: int | None, head=None,
     info = METHODS[name]
     target = target if info.needs_target else None
     prepared = prepare(model, image)
-    chosen_head = head or model.head
-    head_key = chosen_head.fingerprint() if chosen_head is not None else None
-    key = ("compare-run", model.spec.id, model.random_weights, prepared.sha256, name, target,
-           head_key, json.dumps(options or {}, sort_keys=True))
+    key = cache_key("compare-run", model, name, target, json.dumps(options or {}, sort_keys=True),
+                    image=prepared.sha256, head=head or model.head)
 
     def compute() -> MethodRun:
         run = MethodRun(name, info.family, info.summary, target, None)

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .cache import BoundedCache
+from .cache import BoundedCache, cache_key
 from .capture import Capture, CaptureError
 
 # Analyses of recent images (about 0.2 MB each for a ViT-S at 224 px).
@@ -142,7 +142,7 @@ def image_sinks(model, image) -> SinkAnalysis:
     from .pipeline import prepare, vit_capture
     from .tokens import prefix_token_names
 
-    key = (model.spec.id, model.random_weights, prepare(model, image).sha256)
+    key = cache_key("sinks", model, image=prepare(model, image).sha256)
     return SINK_CACHE.get_or_compute(key, lambda: analyse_sinks(
         vit_capture(model, image), prefix_token_names(model.module)))
 

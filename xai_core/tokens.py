@@ -14,6 +14,7 @@ from functools import lru_cache
 import numpy as np
 import torch
 
+from .cache import cache_key
 from .pipeline import CAPTURE_CACHE
 
 
@@ -157,7 +158,7 @@ def patch_embedding_pca(module: torch.nn.Module, components: int = 28) -> Embedd
 
 
 def cached_embedding_pca(model, components: int = 28) -> EmbeddingPCA:
-    key = ("tokens-pca", model.spec.id, model.random_weights, components)
+    key = cache_key("tokens-pca", model, components)
     return CAPTURE_CACHE.get_or_compute(key, lambda: patch_embedding_pca(model.module, components))
 
 
@@ -200,7 +201,7 @@ def position_similarity(module: torch.nn.Module) -> PositionSimilarity:
 
 
 def cached_position_similarity(model) -> PositionSimilarity:
-    key = ("tokens-possim", model.spec.id, model.random_weights)
+    key = cache_key("tokens-possim", model)
     return CAPTURE_CACHE.get_or_compute(key, lambda: position_similarity(model.module))
 
 

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from ..cache import cache_key
 from ..capture import BlockRecord, Capture, CaptureError
 from ..maps import min_max
 from ..pipeline import CAPTURE_CACHE, head_of, prepare, vit_capture
@@ -223,9 +224,8 @@ def compute_daam(model, image, target: int, head=None, formula: str = "official"
     relu = _resolve_relu(channel_relu, variant)
     if formula not in KNN_FORMULAS:
         raise ValueError(f"Unknown eq. 13 formula '{formula}' ({', '.join(KNN_FORMULAS)}).")
-    sha = prepare(model, image).sha256
-    key = ("daam", model.spec.id, model.random_weights, sha, target, head.fingerprint(),
-           variant, formula if variant == "knn" else None, relu)
+    key = cache_key("daam", model, target, variant, formula if variant == "knn" else None, relu,
+                    image=prepare(model, image).sha256, head=head)
 
     def compute() -> DaamResult:
         started = time.perf_counter()

@@ -12,6 +12,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from ..cache import cache_key
 from ..capture import Capture
 from ..models.knn import KNN_K, KNN_TEMPERATURE, MemoryBank, Neighbour, knn_vote
 from ..pipeline import CAPTURE_CACHE, head_of, prepare
@@ -133,7 +134,6 @@ def knn_capture(model, image, target: int, head=None,
     model, bank fingerprint, class, formula), so equal keys mean equal w."""
     head = head_of(model, head)
     prepared = prepare(model, image)
-    key = ("daam-knn-capture", model.spec.id, model.random_weights, prepared.sha256, target,
-           head.fingerprint(), formula)
+    key = cache_key("daam-knn-capture", model, target, formula, image=prepared.sha256, head=head)
     return CAPTURE_CACHE.get_or_compute(
         key, lambda: knn_pass(model, prepared.pixels, target, head, formula))

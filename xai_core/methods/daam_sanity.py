@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from ..cache import cache_key
 from ..capture import run_capture, transformer_blocks
 from ..metrics.agreement import spearman
 from ..pipeline import CAPTURE_CACHE, head_of, prepare
@@ -88,8 +89,8 @@ def cascading_randomisation(model, image, target: int, head=None, formula: str =
     if any(not 1 <= k <= len(module_blocks) for k in steps):
         raise ValueError(f"Sanity steps must lie in 1-{len(module_blocks)}.")
     prepared = prepare(model, image)
-    key = ("daam-sanity", model.spec.id, model.random_weights, prepared.sha256, target,
-           head.fingerprint(), formula, original.channel_relu, tuple(steps), seed)
+    key = cache_key("daam-sanity", model, target, formula, original.channel_relu, tuple(steps),
+                    seed, image=prepared.sha256, head=head)
 
     def compute() -> SanityResult:
 

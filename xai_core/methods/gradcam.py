@@ -24,6 +24,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from ..cache import cache_key
 from ..capture import CnnCapture, conv_layer_names
 from ..errors import OptionError
 from ..maps import min_max
@@ -225,8 +226,8 @@ def cam_family(model, image, target: int, layer: str | None = None,
     for name in names:
         if name not in CAM_NOTES:
             raise OptionError(f"Unknown CAM method '{name}'. Choose from: {', '.join(CAM_FAMILY)}.")
-        key = ("cam-family", model.spec.id, model.random_weights, prepared.sha256, target, layer,
-               name, head.fingerprint())
+        key = cache_key("cam-family", model, target, layer, name, image=prepared.sha256,
+                        head=head)
         results.append(CAPTURE_CACHE.get_or_compute(
             key, lambda name=name: timed_cam(model, prepared.pixels, target, layer, name, head)))
     return results

@@ -34,6 +34,7 @@ from typing import Callable
 import numpy as np
 import torch
 
+from ..cache import cache_key
 from ..errors import OptionError
 from ..maps import check_map, upsample
 from ..pipeline import CAPTURE_CACHE, head_of, prepare, resolve_target
@@ -216,8 +217,8 @@ def faithfulness(model, image, saliency: np.ndarray, metric: str, target: int | 
     head = head_of(model, head)
     target = resolve_target(model, target, image, head)
     prepared = prepare(model, image)
-    key = ("metric-curve", model.spec.id, model.random_weights, prepared.sha256,
-           map_digest(saliency), target, head.fingerprint(), metric, baseline, int(steps))
+    key = cache_key("metric-curve", model, map_digest(saliency), target, metric, baseline,
+                    int(steps), image=prepared.sha256, head=head)
     computed = []
 
     def compute() -> Curve:
