@@ -23,10 +23,12 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .cache import cache_key
+from .capture import CaptureError
 from .cli.common import run_meta
+from .errors import OptionError
 from .methods import METHODS, ExplainRequest, MethodInfo, Options
 from .metrics.localisation import localise
-from .pipeline import CAPTURE_CACHE, prepare
+from .pipeline import CAPTURE_CACHE, TargetError, prepare
 
 # Registered methods listed on the page but not chosen by default, and why.
 OFF_BY_DEFAULT = {
@@ -120,10 +122,6 @@ def run_method(model, image, name: str, target: int | None, head=None,
     """Run one registered method with its default (or given) options, measured and cached.
     User-facing failures (a method that cannot handle this model) come back as
     `MethodRun.error` instead of raising, so one method cannot break the page."""
-    from .capture import CaptureError
-    from .errors import OptionError
-    from .pipeline import TargetError
-
     info = METHODS[name]
     target = target if info.needs_target else None
     prepared = prepare(model, image)

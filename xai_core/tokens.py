@@ -15,6 +15,7 @@ import numpy as np
 import torch
 
 from .cache import cache_key
+from .images import SAMPLES, load_sample
 from .pipeline import CAPTURE_CACHE
 
 
@@ -218,8 +219,6 @@ class NeighbourView:
 
 def describe_neighbours(neighbours) -> list[NeighbourView]:
     """Bank sources look like "chelsea#3" (sample id, view) or "upload:ab12cd34#0"."""
-    from .images import SAMPLES
-
     described = []
     for n in neighbours:
         name, _, view = n.source.rpartition("#")
@@ -233,8 +232,6 @@ def describe_neighbours(neighbours) -> list[NeighbourView]:
 @lru_cache(maxsize=16)
 def sample_thumbnail(sample_id: str, side: int = 160):
     """A small copy of a gallery photo (shared, read-only)."""
-    from .images import load_sample
-
     image = load_sample(sample_id)
     image.thumbnail((side, side))
     return image

@@ -31,6 +31,7 @@ import torch
 
 from ..cache import cache_key
 from ..capture import BlockRecord, Capture, CaptureError
+from ..capture import capture as run_model_capture
 from ..maps import min_max
 from ..pipeline import CAPTURE_CACHE, head_of, prepare, vit_capture
 from .base import ExplainRequest, ExplainResult, register
@@ -203,8 +204,6 @@ def daam_result(capture: Capture, head, target: int, variant: str, relu: bool,
 def daam_uncached(model, pixels: torch.Tensor, target: int, head=None,
                   formula: str = "official", channel_relu: str = "auto") -> DaamResult:
     """DAAM for every block from one forward + one backward, no cache (benchmarks)."""
-    from ..capture import capture as run_model_capture
-
     started = time.perf_counter()
     head = head_of(model, head)
     variant = _variant(head)

@@ -14,8 +14,10 @@ import torch.nn.functional as F
 
 from ..cache import cache_key
 from ..capture import Capture
+from ..capture import capture as run_model_capture
 from ..models.knn import KNN_K, KNN_TEMPERATURE, MemoryBank, Neighbour, knn_vote
 from ..pipeline import CAPTURE_CACHE, head_of, prepare
+from ..tokens import describe_neighbours
 
 KNN_FORMULAS = ("official", "paper")
 KNN_FORMULA_NAMES = {
@@ -88,8 +90,6 @@ def knn_weights(bank: MemoryBank, feature: torch.Tensor, class_index: int,
 
 def voter_rows(weights: KnnWeights) -> list[dict]:
     """The k nearest bank entries, in vote order, marked when they shaped w."""
-    from ..tokens import describe_neighbours
-
     used = {v.index for v in weights.voters}
     rows = [{"rank": str(i + 1), "bank entry": view.source, "label": view.label,
              "cosine": round(view.similarity, 4), "used for w": "yes" if n.index in used else ""}
@@ -116,8 +116,6 @@ def knn_pass(model, pixels: torch.Tensor, target: int, head,
     """ONE forward + backward for the k-NN variant: the weights of eq. 13 are computed
     from the output inside the capture, and the backward starts from them
     (score = <output, w>, so d score / d output = w)."""
-    from ..capture import capture as run_model_capture
-
     found: dict[str, KnnWeights] = {}
 
     def score(output: torch.Tensor) -> torch.Tensor:
