@@ -32,11 +32,16 @@ def image_trace(image: Image.Image, compact: bool = False) -> go.Image:
     return go.Image(z=np.asarray(image.convert("RGB")), hoverinfo="skip")
 
 
+def _panel(row: int | None, col: int | None) -> dict:
+    """Plotly's arguments for one subplot, or none for a figure of one panel."""
+    return {} if row is None else dict(row=row, col=col)
+
+
 def add_image(figure: go.Figure, image: Image.Image, row: int | None = None,
               col: int | None = None, compact: bool = False) -> None:
     """The image in pixel coordinates (y down) in one panel of `figure` (the subplot at
     row, col when given), its axes hidden and locked to the image's aspect ratio."""
-    panel = {} if row is None else dict(row=row, col=col)
+    panel = _panel(row, col)
     figure.add_trace(image_trace(image, compact), **panel)
     x_axis = "x" if row is None else figure.get_subplot(row, col).xaxis.plotly_name
     figure.update_xaxes(visible=False, range=[0, image.width], **panel)
@@ -52,8 +57,7 @@ def add_overlay(figure: go.Figure, image: Image.Image, values: np.ndarray,
     Every figure that draws a map over an image draws each panel with this. Returns the
     heatmap trace as stored in the figure, for per-panel tweaks."""
     add_image(figure, image, row, col, compact)
-    figure.add_trace(grid_heatmap(values, cell_size, **heatmap),
-                     **({} if row is None else dict(row=row, col=col)))
+    figure.add_trace(grid_heatmap(values, cell_size, **heatmap), **_panel(row, col))
     return figure.data[-1]
 
 
