@@ -70,7 +70,9 @@ def sidebar() -> None:
 
 
 def main() -> None:
-    st.set_page_config(page_title="ViT Lens", page_icon=":material/visibility:", layout="wide")
+    # a local icon: a ":material/...:" favicon is fetched from fonts.gstatic.com
+    st.set_page_config(page_title="ViT Lens", page_icon=str(ROOT / "dashboard" / "favicon.png"),
+                       layout="wide")
     pages = [st.Page(PAGES / name, title=title, icon=icon, default=(name == "home.py"))
              for name, title, icon in existing_pages()]
     navigation = st.navigation(pages)
