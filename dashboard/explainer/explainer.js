@@ -354,6 +354,7 @@ class Explainer {
   build() {
     const m = this.model, ov = m.ov;
     this.root.innerHTML = "";
+    this.root.dataset.grid = m.grid.join("x");
     if (ov.model.random) {
       this.root.appendChild(el("div", "vx-random",
         `${esc(ov.model.label)}: untrained random weights. Shapes and code paths are real; ` +
@@ -621,8 +622,9 @@ class Explainer {
     METRICS.frames = [];
     const tick = (now) => {
       if (!st.playing || !this.root.isConnected) return;
-      const seconds = (now - this.lastTick) / 1000;
-      this.lastTick = now;
+      // a frame's timestamp can precede the click that started playing: never step back
+      const seconds = Math.max(0, now - this.lastTick) / 1000;
+      this.lastTick = Math.max(now, this.lastTick);
       const frames = this.frameBlocks();
       st.position = (st.position + seconds * 1.25 * st.speed) % frames.length;
       const block = frames[Math.floor(st.position)];
