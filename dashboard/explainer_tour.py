@@ -19,10 +19,13 @@ import numpy as np
 
 from dashboard.page_list import PAGE_LIST
 from xai_core.explainer import OVERLAYS, STAGE_IDS, decode
+from xai_core.token_marks import DEFAULT_THRESHOLD
 
 BLOCKS = ("first", "middle", "last", "last_self")  # resolved against the model's blocks
 HEADS = ("mean", "first", "sharpest")  # sharpest: lowest-entropy [CLS] row in that block
-PATCHES = (None, "centre")  # centre: the patch in the middle of the grid
+# centre: the patch in the middle of the grid; outlier: the patch token with the most
+# outlying norm (xai_core.token_marks), or the centre when none stands out
+PATCHES = (None, "centre", "outlier")
 PARTS = ("pipeline", "image", "sequence", "overlay", "heads", "player", "detail", "steps",
          "matrix", "qk")  # plus "stage:<id>" for one box of the pipeline
 
@@ -44,7 +47,8 @@ TOUR: list[Step] = [
     Step("One picture in, one answer out",
          "This page follows **one forward pass** of {model} on your image, from the pixels on "
          "the left to the answer on the right: **{top_label}** ({top_share}). Every shape and "
-         "number you see was read from this very run. Move with Next and Back, or with the "
+         "number you see comes from this model and this very run. Move with Next and Back, "
+         "or with the "
          "← → keys; hover anything at any time.",
          "image", "last", "mean", None, "attention", ("pipeline",), "1_tokenization.py"),
     Step("What the model sees",
@@ -62,8 +66,8 @@ TOUR: list[Step] = [
     Step("Patches become tokens",
          "Each patch's {P}·{P}·3 = {flat} numbers are multiplied by one learned matrix E "
          "({flat}×{D}), giving a **token** of {D} numbers. {prefix_sentence} So this image "
-         "became **{token_sentence}**. In the strip at the bottom, hover a token to find "
-         "its patch, or a patch to find its token.",
+         "became **{token_sentence}**. In the token strip above the picture, hover a token to "
+         "find its patch, or a patch to find its token.",
          "tokens", "first", "mean", "centre", "attention", ("stage:tokens", "sequence"),
          "1_tokenization.py"),
     Step("Where did each patch come from?",
@@ -95,8 +99,8 @@ TOUR: list[Step] = [
          "2_self_attention.py"),
     Step("Many heads ask different questions",
          "Each block has {heads} heads, each with its own queries and keys. Hover the head "
-         "chips under the image: in {middle_label} they attend in visibly different ways; "
-         "head {sharpest} is the most focused for [CLS] here. The outputs of all heads are "
+         "chips under the image: do the heads of {middle_label} look at the same places? "
+         "Head {sharpest} has the most focused [CLS] row here. The outputs of all heads are "
          "put side by side ({heads}×{d} = {D}) and mixed by one projection.",
          "blocks", "middle", "mean", None, "attention", ("heads",), "4_rollout_heads.py"),
     Step("Near in early blocks, far in late ones",
@@ -109,9 +113,9 @@ TOUR: list[Step] = [
     Step("The residual stream",
          "A block never replaces its input; it **adds** to it: x + attention(x), then "
          "x + MLP(x). This running sum is the residual stream. The chart shows the tokens' "
-         "lengths after every block: they grow from about {embed_norm} to {final_norm}. "
-         "{outlier_sentence}",
-         "norm", "last", "mean", "centre", "attention", ("stage:norm", "detail"),
+         "lengths after every block: the median patch token grows from {embed_norm} to "
+         "{final_norm}. {outlier_sentence}",
+         "norm", "last", "mean", "outlier", "attention", ("stage:norm", "detail"),
          "4_rollout_heads.py"),
     Step("What [CLS] gathers, block by block",
          "{cls_sentence} Press ▶ to watch it block by block, or hover the block thumbnails "
@@ -258,11 +262,13 @@ def _outlier_sentence(overview: dict) -> str:
         return "No patch token's length stands far out from the others here."
     cols = overview["layout"]["grid"][1]
     first = flagged[0]
-    return (f"{len(flagged)} patch token{'s' if len(flagged) > 1 else ''} stand{'' if len(flagged) > 1 else 's'} out, "
-            f"e.g. row {first['patch'] // cols}, column {first['patch'] % cols} at "
-            f"{first['ratio']}× the median in block {first['block'] + 1}: ViTs without register "
-            "tokens tend to use a few background patches as scratch space (Darcet et al., "
-            "2024), which also draws attention to them.")
+    many = len(flagged) > 1
+    return (f"{len(flagged)} patch token{'s' if many else ''} stand{'' if many else 's'} out "
+            f"(the marked one, row {first['patch'] // cols}, column {first['patch'] % cols}, "
+            f"reaches {first['ratio']}× the median length in block {first['block'] + 1}; "
+            f"rule: robust z-score of at least {DEFAULT_THRESHOLD:g}). Darcet et al. (2024) "
+            "found that ViTs without register tokens repurpose a few patch tokens as scratch "
+            "space, and that those tokens grow unusually long.")
 
 
 def _cls_sentence(late: bool, dims: dict) -> str:
@@ -313,6 +319,11 @@ def centre_patch(overview: dict) -> int:
     return (rows // 2) * cols + cols // 2
 
 
+def outlier_patch(overview: dict) -> int:
+    flagged = overview["high_norm"]
+    return flagged[0]["patch"] if flagged else centre_patch(overview)
+
+
 def resolve_steps(overview: dict) -> list[dict]:
     """Every step with its text filled in and its controls as numbers for this model."""
     facts = tour_facts(overview)
@@ -322,7 +333,8 @@ def resolve_steps(overview: dict) -> list[dict]:
     for step in TOUR:
         block = resolve_block(step.block, overview)
         info = overview["blocks"][block]
-        patch = centre_patch(overview) if step.patch == "centre" else None
+        patch = {"centre": centre_patch(overview), "outlier": outlier_patch(overview),
+                 None: None}[step.patch]
         if patch is not None and info["kind"] == "class":
             patch = None  # only [CLS] queries a class-attention block
         overlay = step.overlay if daam_ok or step.overlay != "daam" else "attention"

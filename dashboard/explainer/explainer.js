@@ -362,8 +362,8 @@ class Explainer {
     }
     this.tourBox = el("div", "vx-tour hidden");
     this.root.appendChild(this.tourBox);
-    this.tourStart = el("button", "vx-btn vx-tour-start",
-      `▶ Start the guided tour (${this.tour.steps.length} steps)`);
+    this.tourStart = el("button", "vx-btn primary vx-tour-start",
+      `▶ Start the guided tour: ${this.tour.steps.length} steps from pixels to prediction`);
     this.tourStart.addEventListener("click", () => this.goTo(1));
     this.root.appendChild(this.tourStart);
     this.root.appendChild(this.buildPipeline());
