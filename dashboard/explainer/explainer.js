@@ -1093,7 +1093,7 @@ class Explainer {
     this.matrixCanvas = matrix;
     left.appendChild(matrix);
     left.appendChild(el("div", "vx-note", "Each row scaled to its own largest value (rows are " +
-      "probabilities that sum to 1). " + esc(ov.quantisation.attention) + "."));
+      `probabilities that sum to 1). Sent to your browser as ${esc(ov.quantisation.attention)}.`));
     attn.appendChild(left);
     const right = el("div", "vx-qk");
     right.dataset.part = "qk";
