@@ -19,13 +19,14 @@ import numpy as np
 
 from dashboard.page_list import PAGE_LIST
 from xai_core.explainer import OVERLAYS, STAGE_IDS, decode
-from xai_core.token_marks import DEFAULT_THRESHOLD
 
-BLOCKS = ("first", "middle", "last", "last_self")  # resolved against the model's blocks
-HEADS = ("mean", "first", "sharpest")  # sharpest: lowest-entropy [CLS] row in that block
-# centre: the patch in the middle of the grid; outlier: the patch token with the most
-# outlying norm (xai_core.token_marks), or the centre when none stands out
-PATCHES = (None, "centre", "outlier")
+# resolved against the model's blocks; sink: the block of the strongest sink head
+BLOCKS = ("first", "middle", "last", "last_self", "sink")
+# sharpest: the lowest-entropy [CLS] row in that block; sink: the strongest sink head
+HEADS = ("mean", "first", "sharpest", "sink")
+# centre: the patch in the middle of the grid; longest: the patch token with the largest
+# norm / median (a flagged high-norm token when there is one, xai_core.token_marks)
+PATCHES = (None, "centre", "longest")
 PARTS = ("pipeline", "image", "sequence", "overlay", "heads", "player", "detail", "steps",
          "matrix", "qk")  # plus "stage:<id>" for one box of the pipeline
 
@@ -74,7 +75,8 @@ TOUR: list[Step] = [
          "Attention on its own treats the tokens as an unordered set: shuffle the patches and "
          "it computes the same thing. So a learned **position vector** (one per slot, table "
          "{pos_table}) is added to every token before the first block. The small map shows "
-         "how long each token is when it enters block 1.",
+         "how long each token is when it enters the first block (block 0; blocks and heads "
+         "are numbered from 0 here, as on the other pages).",
          "tokens", "first", "mean", "centre", "attention", ("detail",), "1_tokenization.py"),
     Step("Inside a block",
          "{blocks_sentence} Every block does the same two moves: **attention** (tokens "
@@ -110,12 +112,16 @@ TOUR: list[Step] = [
          "whole image. A CNN cannot do that: its view grows a little with every layer.",
          "blocks", "first", "mean", "centre", "attention", ("image", "player"),
          "3_attention_distance.py"),
+    Step("Attention sinks",
+         "{sink_sentence}",
+         "blocks", "sink", "sink", None, "attention", ("image", "heads", "matrix"),
+         "4_rollout_heads.py"),
     Step("The residual stream",
          "A block never replaces its input; it **adds** to it: x + attention(x), then "
          "x + MLP(x). This running sum is the residual stream. The chart shows the tokens' "
          "lengths after every block: the median patch token grows from {embed_norm} to "
          "{final_norm}. {outlier_sentence}",
-         "norm", "last", "mean", "outlier", "attention", ("stage:norm", "detail"),
+         "norm", "last", "mean", "longest", "attention", ("stage:norm", "detail"),
          "4_rollout_heads.py"),
     Step("What [CLS] gathers, block by block",
          "{cls_sentence} Press ▶ to watch it block by block, or hover the block thumbnails "
@@ -125,8 +131,8 @@ TOUR: list[Step] = [
     Step("Rollout: attention through all blocks",
          "One block's attention ignores the blocks before it and the residual path. "
          "**Attention rollout** (Abnar & Zuidema) averages the heads, adds the identity for "
-         "the residual, normalises each row and multiplies the blocks in order. Press ▶ to "
-         "see it accumulate up to {rollout_last}.",
+         "the residual, normalises each row and multiplies the blocks in order. {rollout_start} "
+         "Press ▶ to see it accumulate up to {rollout_last}.",
          "blocks", "last_self", "mean", None, "rollout", ("overlay", "image"),
          "4_rollout_heads.py"),
     Step("DAAM: where the decision is built",
@@ -175,6 +181,8 @@ def query_row_values(overview: dict, block: int) -> np.ndarray:
 def resolve_block(choice: str, overview: dict) -> int:
     blocks = overview["blocks"]
     selfs = [b["index"] for b in blocks if b["kind"] == "self"]
+    if choice == "sink":
+        return overview["sinks"]["strongest"]["block"]
     return {"first": 0, "middle": selfs[len(selfs) // 2], "last": len(blocks) - 1,
             "last_self": selfs[-1]}[choice]
 
@@ -185,6 +193,9 @@ def resolve_head(choice: str, overview: dict, block: int) -> int:
         return -1
     if choice == "first":
         return 0
+    if choice == "sink":
+        strongest = overview["sinks"]["strongest"]
+        return strongest["head"] if strongest["block"] == block else -1
     return int(np.argmin([_entropy(row) for row in query_row_values(overview, block)]))
 
 
@@ -214,10 +225,12 @@ def tour_facts(overview: dict) -> dict[str, str]:
         "pos_table": "×".join(map(str, dims["pos_table"])) if dims["pos_table"] else "none",
         "blocks_sentence": _blocks_sentence(dims, late),
         "middle_label": blocks[middle]["label"].lower(),
-        "sharpest": str(resolve_head("sharpest", overview, middle) + 1),
+        "sharpest": str(resolve_head("sharpest", overview, middle)),
         "embed_norm": f"{np.median(first_norm):.3g}",
         "final_norm": f"{np.median(norms[-1]):.3g}",
         "outlier_sentence": _outlier_sentence(overview),
+        "sink_sentence": _sink_sentence(overview),
+        "rollout_start": _rollout_start(overview),
         "cls_sentence": _cls_sentence(late, dims),
         "rollout_last": blocks[resolve_block("last_self", overview)]["label"].lower(),
         "daam_sentence": _daam_sentence(overview),
@@ -257,18 +270,51 @@ def _blocks_sentence(dims: dict, late: bool) -> str:
 
 
 def _outlier_sentence(overview: dict) -> str:
-    flagged = overview["high_norm"]
-    if not flagged:
-        return "No patch token's length stands far out from the others here."
-    cols = overview["layout"]["grid"][1]
-    first = flagged[0]
-    many = len(flagged) > 1
-    return (f"{len(flagged)} patch token{'s' if many else ''} stand{'' if many else 's'} out "
-            f"(the marked one, row {first['patch'] // cols}, column {first['patch'] % cols}, "
-            f"reaches {first['ratio']}× the median length in block {first['block'] + 1}; "
-            f"rule: robust z-score of at least {DEFAULT_THRESHOLD:g}). Darcet et al. (2024) "
-            "found that ViTs without register tokens repurpose a few patch tokens as scratch "
-            "space, and that those tokens grow unusually long.")
+    marks, cols = overview["high_norm"], overview["layout"]["grid"][1]
+    where = lambda t: (f"row {t['patch'] // cols}, column {t['patch'] % cols}, "  # noqa: E731
+                       f"{t['ratio']}× the median length in block {t['block']}")
+    if not marks["flagged"]:
+        return (f"The marked patch is the longest ({where(marks['largest'])}), yet no patch "
+                "stands apart from the rest here (rule: " + marks["rule"] + "). Darcet et al. "
+                "(2024) describe large ViTs that re-use a few background patches as scratch "
+                "space; such tokens would stand far apart.")
+    count = len(marks["flagged"])
+    return (f"{count} patch token{'s' if count > 1 else ''} stand{'' if count > 1 else 's'} "
+            f"apart; the marked one reaches {where(marks['flagged'][0])} (rule: "
+            + marks["rule"] + "). Darcet et al. (2024) describe such tokens: ViTs re-using a "
+            "few patches as scratch space.")
+
+
+def _sink_sentence(overview: dict) -> str:
+    from xai_core.sinks import SINK_THRESHOLD
+
+    strongest = overview["sinks"]["strongest"]
+    block = overview["blocks"][strongest["block"]]["label"].lower()
+    share = f"{100 * strongest['score']:.0f}%"
+    if strongest["score"] < SINK_THRESHOLD:
+        return (f"Does any head pour most of its attention into one key? Not here: the most "
+                f"concentrated head ({block}, head {strongest['head']}) gives its favourite "
+                f"key, {strongest['key']}, {share} of the attention on average, below the "
+                f"{SINK_THRESHOLD:.0%} that makes an attention sink.")
+    text = (f"In {block}, head {strongest['head']} sends {share} of every query's attention, "
+            f"on average, to one key: {strongest['key']}. Such a key is an **attention sink**: "
+            "the head copies nearly the same value into every token, whatever the image shows "
+            "there. Hover the heads of this block to compare.")
+    if overview["sinks"]["left_out"]:
+        text += (" A sink on a patch would light up that patch in attention rollout, so the "
+                 "rollout here starts after it.")
+    return text
+
+
+def _rollout_start(overview: dict) -> str:
+    left_out = overview["sinks"]["left_out"]
+    if not left_out:
+        return "It starts at the first block."
+    first = overview["rollout"]["blocks"][0]
+    sink_step = 1 + [step.title for step in TOUR].index("Attention sinks")
+    return (f"Here it starts at block {first}: the blocks before it are left out because of "
+            f"the attention sink of step {sink_step} (the app's start=auto rule, explained on "
+            "page 4).")
 
 
 def _cls_sentence(late: bool, dims: dict) -> str:
@@ -319,9 +365,9 @@ def centre_patch(overview: dict) -> int:
     return (rows // 2) * cols + cols // 2
 
 
-def outlier_patch(overview: dict) -> int:
-    flagged = overview["high_norm"]
-    return flagged[0]["patch"] if flagged else centre_patch(overview)
+def longest_patch(overview: dict) -> int:
+    marks = overview["high_norm"]
+    return (marks["flagged"] or [marks["largest"]])[0]["patch"]
 
 
 def resolve_steps(overview: dict) -> list[dict]:
@@ -333,7 +379,7 @@ def resolve_steps(overview: dict) -> list[dict]:
     for step in TOUR:
         block = resolve_block(step.block, overview)
         info = overview["blocks"][block]
-        patch = {"centre": centre_patch(overview), "outlier": outlier_patch(overview),
+        patch = {"centre": centre_patch(overview), "longest": longest_patch(overview),
                  None: None}[step.patch]
         if patch is not None and info["kind"] == "class":
             patch = None  # only [CLS] queries a class-attention block

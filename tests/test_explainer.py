@@ -17,7 +17,8 @@ from xai_core import explainer, pipeline
 from xai_core.capture import transformer_blocks
 from xai_core.images import load_sample
 from xai_core.methods.daam import compute_daam
-from xai_core.methods.rollout import attention_rollout
+from xai_core.methods.rollout import attention_rollout, auto_start
+from xai_core.sinks import image_sinks
 from xai_core.models import get_model
 
 JS = (Path(explainer.__file__).resolve().parent.parent / "dashboard" / "explainer"
@@ -98,10 +99,15 @@ def test_query_rows_reconstruct_every_block_and_head(case):
 
 
 def test_rollout_frames_are_rows_of_the_rollout_matrices(case):
-    _, _, capture, overview = case
-    rolled = attention_rollout(capture)
+    """Rollout so far, from the block the app's start=auto picks (after the sink-dominated
+    blocks, as on page 4) to each self-attention block."""
+    model, image, capture, overview = case
+    start = auto_start(image_sinks(model, image)).start
+    rolled = attention_rollout(capture, start=start)
     frames = overview["rollout"]
-    assert frames["blocks"] == [b.index for b in capture.self_attention_blocks()]
+    eligible = [b.index for b in capture.self_attention_blocks()]
+    assert frames["blocks"] == eligible[start:]
+    assert [entry["block"] for entry in overview["sinks"]["left_out"]] == eligible[:start]
     prefix = rolled.num_prefix_tokens
     rows = np.stack([m[0] if prefix else m.mean(0) for m in rolled.matrices])
     assert_within_8bit(rows[:, prefix:], frames, "rollout")
@@ -309,3 +315,26 @@ def test_tour_deep_link_values(value, step, message):
     assert (problem is None) == (message is None)
     if message:
         assert message in problem
+
+
+def test_sink_and_residual_steps_point_at_measured_tokens():
+    """The sink step opens the head whose mean received attention peaks highest on one key
+    (recomputed here from the capture), and the residual step marks the longest patch."""
+    model, image = get_model("dinov2-s14"), load_sample("chelsea")
+    overview = as_sent(explainer.overview_payload(model, image))
+    capture = pipeline.vit_capture(model, image)
+    received = torch.stack([b.acts["attn"][0].double().mean(1)
+                            for b in capture.self_attention_blocks()])  # (L, H, keys)
+    block, head, key = np.unravel_index(int(received.argmax()), received.shape)
+    steps = {step["title"]: step for step in tour.resolve_steps(overview)}
+    sink = steps["Attention sinks"]
+    assert (sink["block"], sink["head"]) == (block, head)
+    share = float(received[block, head, key])
+    assert share > 0.5 and f"{100 * share:.0f}%" in sink["text"]
+    cols, patch = capture.layout.grid[1], key - capture.layout.num_prefix_tokens
+    assert f"patch {patch} (row {patch // cols}, col {patch % cols})" in sink["text"]
+    residual = steps["The residual stream"]
+    half = len(capture.blocks) // 2  # the rule inspects the second half of the blocks
+    norms = [b.acts["out"][0, 1:].double().norm(dim=-1) for b in capture.blocks[half:]]
+    ratios = torch.stack([n / n.median() for n in norms])
+    assert residual["patch"] == int(ratios.max(0).values.argmax())

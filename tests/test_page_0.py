@@ -9,9 +9,10 @@ from streamlit.testing.v1 import AppTest
 
 from dashboard.explainer_tour import TOUR
 from xai_core.images import load_sample
-from xai_core.methods.rollout import attention_rollout
-from xai_core.models import get_model
 from xai_core import pipeline
+from xai_core.methods.rollout import attention_rollout, auto_start
+from xai_core.models import get_model
+from xai_core.sinks import image_sinks
 
 PAGE = "../pages/0_vit_explainer.py"
 
@@ -43,9 +44,11 @@ def test_default_page_sends_overview_last_block_and_tour():
     assert data["detail"]["block"] == blocks - 1 == data["initial"]["block"]
     assert data["tour"]["active"] is None and len(data["tour"]["steps"]) == len(TOUR)
     assert data["presentation"] is False
-    # the last rollout frame is the [CLS] row of the full rollout of this very image
-    capture = pipeline.vit_capture(get_model("dinov2-s14"), load_sample("chelsea"))
-    assert overview["rollout"]["blocks"] == attention_rollout(capture).block_indices
+    # rollout frames start where page 4's start=auto starts, on this very image
+    model, image = get_model("dinov2-s14"), load_sample("chelsea")
+    start = auto_start(image_sinks(model, image)).start
+    capture = pipeline.vit_capture(model, image)
+    assert overview["rollout"]["blocks"] == attention_rollout(capture, start=start).block_indices
     assert f"{len(TOUR)} steps" in element_text(app, "markdown")
 
 

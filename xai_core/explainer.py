@@ -33,9 +33,11 @@ from .cache import BoundedCache
 from .capture import Capture, transformer_blocks
 from .figures import HEATMAP_SCALE, image_data_uri
 from .methods.daam import compute_daam
-from .methods.rollout import CONVENTION_NAMES, attention_rollout, token_row
+from .methods.rollout import AUTO_RULE, CONVENTION_NAMES, attention_rollout, auto_start, token_row
 from .pipeline import head_of, predict, prepare, vit_capture
-from .token_marks import high_norm_tokens
+from .sinks import image_sinks
+from .token_marks import RULE as HIGH_NORM_RULE
+from .token_marks import high_norm_tokens, largest_norm_ratio
 from .tokens import prefix_token_names
 
 # Payloads are a few MB at most; entries are keyed by content, shared by every session.
@@ -151,12 +153,10 @@ def _pooling(module: torch.nn.Module, prefix_names: list[str]) -> str:
 def _block_facts(capture: Capture, module: torch.nn.Module) -> list[dict]:
     modules = transformer_blocks(module)
     facts = []
-    class_count = 0
     for record, (_, block) in zip(capture.blocks, modules):
         attn = record.acts["attn"]
-        class_count += record.kind == "class"
-        label = (f"Class block {class_count}" if record.kind == "class"
-                 else f"Block {record.index + 1}")
+        # numbered from 0 in forward order, as on the other pages and in the code
+        label = f"Block {record.index}" + (" (class attention)" if record.kind == "class" else "")
         facts.append({"index": record.index, "kind": record.kind, "label": label,
                       "prefix": record.num_prefix_tokens, "nq": int(attn.shape[2]),
                       "nk": int(attn.shape[3]), "heads": int(attn.shape[1]),
@@ -254,8 +254,8 @@ def _query_rows(capture: Capture) -> list[dict]:
     return rows
 
 
-def _rollout_frames(capture: Capture) -> dict:
-    rolled = attention_rollout(capture)
+def _rollout_frames(capture: Capture, start: int) -> dict:
+    rolled = attention_rollout(capture, start=start)
     maps, prefixes, what = [], [], ""
     for matrix in rolled.matrices:
         grid_map, prefix_values, what = rolled.query_row(None, matrix)
@@ -264,6 +264,32 @@ def _rollout_frames(capture: Capture) -> dict:
     return {"blocks": rolled.block_indices, "what": what,
             "convention": CONVENTION_NAMES["oracle"], **_unsigned_rows(np.stack(maps)),
             "prefix": packed(np.stack(prefixes), "f16")}
+
+
+def _sink_facts(model, image) -> tuple[dict, int]:
+    """The sink analysis the app's rollout starts from (start=auto, as on page 4), with
+    block and head numbers as indices; and the rollout start position it implies."""
+    analysis = image_sinks(model, image)
+    auto = auto_start(analysis)
+    strongest = analysis.strongest()
+    sink = lambda s: {"block": s.block, "head": s.head, "score": round(s.score, 4),  # noqa: E731
+                      "key": s.key_name, "on_patch": s.on_patch}
+    facts = {"strongest": sink(strongest),
+             "dominated": [analysis.blocks[p] for p in analysis.sink_dominated()],
+             "left_out": [{"block": entry["block"],
+                           "heads": [{"head": h["head"], "score": h["score"], "key": h["key"]}
+                                     for h in entry["sink_heads"]]} for entry in auto.left_out],
+             "rule": AUTO_RULE}
+    return facts, auto.start
+
+
+def _high_norm(capture: Capture) -> dict:
+    marks = [{"patch": t.patch, "block": t.block, "ratio": round(t.ratio, 2),
+              "gap": round(t.gap, 2)} for t in high_norm_tokens(capture)]
+    top = largest_norm_ratio(capture)
+    return {"rule": HIGH_NORM_RULE, "flagged": marks,
+            "largest": {"patch": top.patch, "block": top.block, "ratio": round(top.ratio, 2),
+                        "gap": round(top.gap, 2)}}
 
 
 def _daam_frames(model, image, head, target: int) -> dict:
@@ -310,11 +336,11 @@ def build_overview(model, image, head=None) -> dict:
         "colormap": _colormap(),
         "embedding_norms": packed(embeddings.norm(dim=-1).numpy(), "f16"),
         "query_rows": _query_rows(capture),
-        "rollout": _rollout_frames(capture),
-        "high_norm": [{"patch": t.patch, "z": round(t.z, 1), "block": t.block,
-                       "ratio": round(t.ratio, 1)} for t in high_norm_tokens(capture)],
+        "high_norm": _high_norm(capture),
         "quantisation": QUANTISATION,
     }
+    overview["sinks"], start = _sink_facts(model, image)
+    overview["rollout"] = _rollout_frames(capture, start)
     overview["feature"] = (packed(capture.output[0].numpy(), "f16") if head.kind == "knn"
                            else None)
     try:

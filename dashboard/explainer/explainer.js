@@ -269,7 +269,7 @@ class Explainer {
 
   blockLabel(block) {
     const b = this.model.blocks[block];
-    return b.kind === "class" ? b.label : `Block ${block + 1}`;
+    return b.label;
   }
 
   /** The query token the learner points at in `block`: {qi, label} or null for [CLS]. */
@@ -287,7 +287,7 @@ class Explainer {
   /** The map on the image now: {patch, prefix, title, note} or {title} with no values. */
   currentMap() {
     const st = this.state, m = this.model, head = this.headOf();
-    const headText = head >= 0 ? `head ${head + 1}` : `mean of ${m.heads} heads`;
+    const headText = head >= 0 ? `head ${head}` : `mean of ${m.heads} heads`;
     if (st.previewBlock !== null) {
       const row = this.queryRow(st.previewBlock, head);
       return { ...row, title: `${this.blockLabel(st.previewBlock)}: ${this.rowWhat(row.what)} (${headText})` };
@@ -320,16 +320,27 @@ class Explainer {
     const frames = this.frameBlocks();
     const frame = frames.indexOf(block);
     if (st.overlay === "daam" && !m.daam) return { title: "DAAM is not available for this model." };
-    if (frame < 0) {
-      return { title: st.overlay === "rollout"
-        ? `Rollout runs over the self-attention blocks only; ${this.blockLabel(block)} is not one.`
-        : `DAAM runs over the blocks with a [CLS] query; ${this.blockLabel(block)} has none.` };
-    }
+    if (frame < 0) return { title: this.noFrameReason(block) };
     const row = this.frameRow(st.overlay, frame);
     const title = st.overlay === "rollout"
-      ? `Rollout so far: blocks 1–${block + 1} (${m.rollout.what}, heads averaged)`
-      : `DAAM accumulated up to ${m.daam.labels[frame]}, for “${m.daam.target}”`;
+      ? `Rollout so far: ${m.rollout.blocks[0] === block ? `block ${block}`
+        : `blocks ${m.rollout.blocks[0]}–${block}`} (${m.rollout.what}, heads averaged)`
+      : `DAAM accumulated up to ${this.blockLabel(block).toLowerCase()}, for “${m.daam.target}”`;
     return { ...row, title };
+  }
+
+  /** Why the rollout or DAAM animation has no frame at this block. */
+  noFrameReason(block) {
+    const m = this.model, label = this.blockLabel(block);
+    if (this.state.overlay === "daam") return `DAAM runs over the blocks with a [CLS] query; ${label} has none.`;
+    if (m.blocks[block].kind !== "self") return `Rollout runs over the self-attention blocks only; ${label} is not one.`;
+    const left = m.ov.sinks.left_out.find((entry) => entry.block === block);
+    const first = this.blockLabel(m.rollout.blocks[0]);
+    if (!left) return `Rollout here starts at ${first}.`;
+    const heads = left.heads.map((h) => `head ${h.head} sends ${pct(h.score)} of its attention to ${h.key}`);
+    return `Rollout here starts at ${first}: ${label} is left out` +
+      (heads.length ? `, because ${heads.join(" and ")} (an attention sink)` : ", being before a sink-dominated block") +
+      ". Rule: start=auto, as on page 4.";
   }
 
   playingMap(headText) {
@@ -403,7 +414,7 @@ class Explainer {
     const strip = el("div", "vx-blockstrip");
     strip.dataset.part = "blocks";
     strip.appendChild(el("div", "vx-blockstrip-label",
-      `<b>The ${m.blocks.length} blocks</b><br><span class="muted">hover: what [CLS] attends to · ` +
+      `<b>The ${m.blocks.length} blocks</b> (0–${m.blocks.length - 1})<br><span class="muted">hover: what [CLS] attends to · ` +
       `click: open · bar: token length ‖x‖</span>`));
     strip.appendChild(this.buildBlockRow());
     box.appendChild(strip);
@@ -424,7 +435,7 @@ class Explainer {
       node.appendChild(canvas);
       node.appendChild(el("div", "vx-normbar", "<div></div>"));
       node.appendChild(el("div", "vx-block-label",
-        b.kind === "class" ? `C${b.label.split(" ").pop()}` : String(b.index + 1)));
+        b.kind === "class" ? `${b.index}C` : String(b.index)));
       node.addEventListener("mouseenter", () => { this.state.previewBlock = b.index; this.drawLive(); });
       node.addEventListener("mouseleave", () => { this.state.previewBlock = null; this.drawLive(); });
       node.addEventListener("click", () => { this.stop(); this.selectBlock(b.index, true); });
@@ -493,8 +504,8 @@ class Explainer {
       canvas.width = cols * 3;
       canvas.height = rows * 3;
       chip.appendChild(canvas);
-      chip.appendChild(el("span", "", h < 0 ? "mean" : String(h + 1)));
-      chip.title = h < 0 ? "Average of all heads" : `Head ${h + 1}: hover to preview, click to choose`;
+      chip.appendChild(el("span", "", h < 0 ? "mean" : String(h)));
+      chip.title = h < 0 ? "Average of all heads" : `Head ${h}: hover to preview, click to choose`;
       chip.addEventListener("mouseenter", () => { this.state.previewHead = h; this.drawLive(); });
       chip.addEventListener("mouseleave", () => { this.state.previewHead = null; this.drawLive(); });
       chip.addEventListener("click", () => { this.state.head = h; this.renderAll(); });
@@ -753,7 +764,7 @@ class Explainer {
     this.playButton.textContent = st.playing ? "❚❚" : "▶";
     this.playButton.setAttribute("aria-label", st.playing ? "Pause" : "Play");
     this.scrubber.value = String(st.block);
-    this.blockNum.textContent = `${this.blockLabel(st.block)} of ${m.blocks.length}`;
+    this.blockNum.textContent = `${this.blockLabel(st.block)} · 0–${m.blocks.length - 1}`;
     const r = this.root.dataset;
     r.block = String(st.block);
     r.stage = st.stage;
@@ -1039,7 +1050,7 @@ class Explainer {
     const D = ov.dims.width, d = ov.dims.head_dim, H = b.heads;
     const box = this.detailBox;
     const kind = b.kind === "class" ? "class attention: only [CLS] asks" : "self-attention";
-    box.innerHTML = `<h3>${esc(this.blockLabel(st.block))} of ${m.blocks.length} <span class="mono">${kind} · ` +
+    box.innerHTML = `<h3>${esc(this.blockLabel(st.block))} <span class="mono">${kind} · ` +
       `${b.nq} quer${b.nq === 1 ? "y" : "ies"} × ${b.nk} keys × ${D} channels</span></h3>`;
     if (!detail) {
       box.appendChild(el("p", "vx-loading", "Fetching this block's full attention, queries and keys…"));
@@ -1128,7 +1139,7 @@ class Explainer {
     this.detailBox.appendChild(svg);
     this.detailBox.appendChild(el("div", "vx-note", "<b style='color:#888'>grey</b>: mean over the patch tokens · " +
       "<b style='color:#1f6feb'>blue</b>: the first token ([CLS] where there is one) · <b style='color:#0891b2'>cyan</b>: " +
-      "the patch under your pointer (hover the image) · x = 0: the tokens entering block 1."));
+      "the patch under your pointer (hover the image) · “in”: the tokens entering block 0; then each block's output."));
   }
 
   detailFeature() {
@@ -1261,8 +1272,8 @@ class Explainer {
     for (const tick of [0, top / 2, top]) {
       html += `<text x="${pad.l - 6}" y="${y(tick) + 4}" font-size="11" text-anchor="end" fill="currentColor" opacity="0.7">${fmt(tick, 2)}</text>`;
     }
-    for (let i = 0; i <= n; i += Math.max(1, Math.ceil(n / 13))) {
-      html += `<text x="${x(i)}" y="${H - 6}" font-size="11" text-anchor="middle" fill="currentColor" opacity="0.7">${i}</text>`;
+    for (let i = 0; i <= n; i += Math.max(1, Math.ceil(n / 13))) {  // 0: input; i: block i-1's output
+      html += `<text x="${x(i)}" y="${H - 6}" font-size="11" text-anchor="middle" fill="currentColor" opacity="0.7">${i ? i - 1 : "in"}</text>`;
     }
     for (const s of series) {
       const points = s.values.map((v, i) => (v === null ? null : `${x(i)},${y(v)}`)).filter(Boolean).join(" ");
@@ -1290,7 +1301,8 @@ class Explainer {
       } else if (card.id === "q") {
         values = this.vectorNorms(detail.q, head >= 0 ? head : 0, detail.nq).subarray(detail.nq - np);
         const all = this.vectorNorms(detail.q, head >= 0 ? head : 0, detail.nq);
-        card.value.textContent = qi === null ? `‖q‖, head ${head >= 0 ? head + 1 : 1}` : `‖q‖ = ${fmt(all[qi])} (head ${head >= 0 ? head + 1 : 1})`;
+        const shownHead = head >= 0 ? head : 0;
+        card.value.textContent = qi === null ? `‖q‖, head ${shownHead}` : `‖q‖ = ${fmt(all[qi])} (head ${shownHead})`;
         if (detail.nq < np) values = null;
       } else {
         const norms = card.id === "context" && head >= 0
@@ -1299,7 +1311,7 @@ class Explainer {
         values = offset >= 0 ? norms.subarray(offset) : null;
         const token = qi === null ? null : (card.id === "ln1" ? qi : qi);
         card.value.textContent = token === null || token >= norms.length ? "" :
-          `‖·‖ = ${fmt(norms[token])}${card.id === "context" && head >= 0 ? ` (head ${head + 1})` : ""}`;
+          `‖·‖ = ${fmt(norms[token])}${card.id === "context" && head >= 0 ? ` (head ${head})` : ""}`;
       }
       if (values && values.length === np) {
         this.paintMap(ctx, values, W, H, { opaque: true, minmax: card.id !== "attn" });
@@ -1358,7 +1370,7 @@ class Explainer {
       this.matrixImage = img;
       this.matrixKey = key;
       const label = this.detailBox.querySelector(".vx-matrix-head");
-      if (label) label.textContent = head >= 0 ? `head ${head + 1}` : `mean of ${detail.heads} heads`;
+      if (label) label.textContent = head >= 0 ? `head ${head}` : `mean of ${detail.heads} heads`;
     }
     ctx.putImageData(this.matrixImage, 0, 0);
     ctx.fillStyle = "rgba(34, 211, 238, 0.9)";
@@ -1398,7 +1410,7 @@ class Explainer {
     for (const v of logits) sum += Math.exp(v - top);
     const recomputed = Math.exp(logits[key] - top) / sum;
     const dot = logits[key] * Math.sqrt(d);
-    box.innerHTML = `<h3>Query · key, head ${h + 1}</h3>` +
+    box.innerHTML = `<h3>Query · key, head ${h}</h3>` +
       (head < 0 ? `<div class="vx-note">The map shows the mean of the heads; this panel needs one ` +
         `head: pick one with the chips under the image.</div>` : "") +
       `<div class="vx-qk-row"><span>q of ${esc(tokenName(q))}</span><canvas data-v="q"></canvas></div>` +

@@ -93,7 +93,7 @@ def test_opening_a_block_fetches_its_detail(app, page):
     hover_patch(tab, 5)
     tab.wait_for_timeout(200)
     text = tab.locator(f"{ROOT} .vx-detail").inner_text()
-    assert "Block 4 of" in text and "softmax over all" in text
+    assert "Block 3 " in text and "softmax over all" in text
     assert "patch 5" in tab.locator(f"{ROOT} .vx-caption").inner_text()
     shot(tab, "explainer-block")
 
