@@ -270,19 +270,21 @@ def _blocks_sentence(dims: dict, late: bool) -> str:
 
 
 def _outlier_sentence(overview: dict) -> str:
+    from xai_core.token_marks import HIGH_NORM_GAP, HIGH_NORM_RATIO
+
     marks, cols = overview["high_norm"], overview["layout"]["grid"][1]
-    where = lambda t: (f"row {t['patch'] // cols}, column {t['patch'] % cols}, "  # noqa: E731
-                       f"{t['ratio']}× the median length in block {t['block']}")
+    where = lambda t: (f"row {t['patch'] // cols}, column {t['patch'] % cols}: "  # noqa: E731
+                       f"{t['ratio']}× the median in block {t['block']}")
+    rule = (f"at least {HIGH_NORM_RATIO:g}× the median and {HIGH_NORM_GAP:g}× longer than any "
+            "unmarked patch, the rule page 4 uses")
     if not marks["flagged"]:
-        return (f"The marked patch is the longest ({where(marks['largest'])}), yet no patch "
-                "stands apart from the rest here (rule: " + marks["rule"] + "). Darcet et al. "
-                "(2024) describe large ViTs that re-use a few background patches as scratch "
-                "space; such tokens would stand far apart.")
+        return (f"The marked patch is the longest ({where(marks['largest'])}), yet it does not "
+                f"stand apart ({rule}). Darcet et al. (2024) found large ViTs re-using a few "
+                "patches as scratch space; those stand far apart.")
     count = len(marks["flagged"])
     return (f"{count} patch token{'s' if count > 1 else ''} stand{'' if count > 1 else 's'} "
-            f"apart; the marked one reaches {where(marks['flagged'][0])} (rule: "
-            + marks["rule"] + "). Darcet et al. (2024) describe such tokens: ViTs re-using a "
-            "few patches as scratch space.")
+            f"apart ({rule}); the marked one is at {where(marks['flagged'][0])}. Darcet et al. "
+            "(2024) found large ViTs re-using a few patches as scratch space like this.")
 
 
 def _sink_sentence(overview: dict) -> str:
