@@ -141,13 +141,13 @@ def test_residual_norms_and_embeddings(case):
     # block 1's input, recovered from its output minus both branches, is the model's own
     # patch + position embedding (timm's forward_features before the blocks)
     module = model.module
-    pixels = pipeline.prepare(model, image).pixels
-    with torch.no_grad():
+    pixels = pipeline.prepare(model, image).pixels.to(model.device)
+    with model.lock, torch.no_grad():
         tokens = module.patch_embed(pixels)
         tokens = module._pos_embed(tokens) if hasattr(module, "_pos_embed") else (
             tokens + module.pos_embed)
         tokens = getattr(module, "norm_pre", torch.nn.Identity())(tokens)
-    embedded = tokens[0].double().norm(dim=-1).numpy()
+    embedded = tokens[0].double().norm(dim=-1).cpu().numpy()
     assert_within_f16(embedded, overview["embedding_norms"], "embeddings")
 
 
