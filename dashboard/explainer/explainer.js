@@ -9,6 +9,8 @@
  */
 
 const controllers = new WeakMap();
+const BLOCKS_PER_SECOND = 1.25;  // animation speed: slow enough to read each block
+// timings read by the real-browser tests and bench/bench_explainer.py
 const METRICS = (window.__vitExplainer = window.__vitExplainer ||
   { hover: [], hoverFrame: [], frames: [], readyAt: null, updates: 0 });
 
@@ -137,11 +139,10 @@ class Explainer {
     this.signature = null;
     this.details = new Map(); // block -> decoded detail (this image and model)
     this.rowCache = new Map();
-    this.pendingBlock = null;
     this.requestTimer = null;
     this.state = { stage: "blocks", block: 0, head: -1, overlay: "attention", hover: null,
       hoverPrefix: null, pinned: null, previewBlock: null, previewHead: null, hoverKey: null,
-      playing: false, position: 0, tour: 0, speed: 1 };
+      playing: false, position: 0, tour: 0 };
     this.onKey = (event) => this.handleKey(event);
     document.addEventListener("keydown", this.onKey);
   }
@@ -169,7 +170,6 @@ class Explainer {
     }
     this.tour = data.tour;
     if (data.detail) this.details.set(data.detail.block, this.decodeDetail(data.detail));
-    if (this.pendingBlock !== null && this.details.has(this.pendingBlock)) this.pendingBlock = null;
     this.renderAll();
     if (METRICS.readyAt === null) METRICS.readyAt = performance.now();
   }
@@ -612,7 +612,6 @@ class Explainer {
   /** Ask Python for a block's detail (one fragment rerun), unless it is here already. */
   requestBlock(block) {
     if (this.details.has(block)) return;
-    this.pendingBlock = block;
     clearTimeout(this.requestTimer);
     this.requestTimer = setTimeout(() => this.sendView(), 180);
   }
@@ -637,7 +636,7 @@ class Explainer {
       const seconds = Math.max(0, now - this.lastTick) / 1000;
       this.lastTick = Math.max(now, this.lastTick);
       const frames = this.frameBlocks();
-      st.position = (st.position + seconds * 1.25 * st.speed) % frames.length;
+      st.position = (st.position + seconds * BLOCKS_PER_SECOND) % frames.length;
       const block = frames[Math.floor(st.position)];
       if (block !== st.block) { st.block = block; this.renderChrome(); }
       this.drawImage();
@@ -691,7 +690,6 @@ class Explainer {
     this.renderAll();
     if (send) {
       clearTimeout(this.requestTimer);
-      if (!this.details.has(st.block)) this.pendingBlock = st.block;
       this.sendView();
     }
   }
@@ -1299,8 +1297,8 @@ class Explainer {
         shown = qi === null ? null : (qi < P ? row.prefix[qi] : row.patch[qi - P]);
         card.value.textContent = qi === null ? "mean patch row" : `to itself: ${fmt(shown)}`;
       } else if (card.id === "q") {
-        values = this.vectorNorms(detail.q, head >= 0 ? head : 0, detail.nq).subarray(detail.nq - np);
-        const all = this.vectorNorms(detail.q, head >= 0 ? head : 0, detail.nq);
+        const all = this.queryNorms(detail, head >= 0 ? head : 0);
+        values = all.subarray(detail.nq - np);
         const shownHead = head >= 0 ? head : 0;
         card.value.textContent = qi === null ? `‖q‖, head ${shownHead}` : `‖q‖ = ${fmt(all[qi])} (head ${shownHead})`;
         if (detail.nq < np) values = null;
@@ -1309,9 +1307,8 @@ class Explainer {
           ? detail.contextHeads.subarray(head * detail.nq, (head + 1) * detail.nq) : detail.norms[card.id];
         const offset = norms.length - np;
         values = offset >= 0 ? norms.subarray(offset) : null;
-        const token = qi === null ? null : (card.id === "ln1" ? qi : qi);
-        card.value.textContent = token === null || token >= norms.length ? "" :
-          `‖·‖ = ${fmt(norms[token])}${card.id === "context" && head >= 0 ? ` (head ${head})` : ""}`;
+        card.value.textContent = qi === null || qi >= norms.length ? "" :
+          `‖·‖ = ${fmt(norms[qi])}${card.id === "context" && head >= 0 ? ` (head ${head})` : ""}`;
       }
       if (values && values.length === np) {
         this.paintMap(ctx, values, W, H, { opaque: true, minmax: card.id !== "attn" });
@@ -1336,12 +1333,13 @@ class Explainer {
     this.drawQK(detail, head, qi);
   }
 
-  vectorNorms(rows, head, count) {
-    const key = `n:${rows === this.details.get(this.state.block)?.q ? "q" : "k"}:${this.state.block}:${head}`;
+  /** ‖q‖ of every query token of one head in an opened block. */
+  queryNorms(detail, head) {
+    const key = `n:${detail.block}:${head}`;
     if (this.rowCache.has(key)) return this.rowCache.get(key);
-    const out = new Float32Array(count), tmp = new Float32Array(rows.width);
-    for (let t = 0; t < count; t++) {
-      rows.row(head * count + t, tmp);
+    const out = new Float32Array(detail.nq), tmp = new Float32Array(detail.q.width);
+    for (let t = 0; t < detail.nq; t++) {
+      detail.q.row(head * detail.nq + t, tmp);
       let s = 0;
       for (const v of tmp) s += v * v;
       out[t] = Math.sqrt(s);
