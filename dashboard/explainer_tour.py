@@ -19,6 +19,8 @@ import numpy as np
 
 from dashboard.page_list import PAGE_LIST
 from xai_core.explainer import OVERLAYS, STAGE_IDS, decode
+from xai_core.sinks import SINK_THRESHOLD
+from xai_core.token_marks import HIGH_NORM_GAP, HIGH_NORM_RATIO
 
 # resolved against the model's blocks; sink: the block of the strongest sink head
 BLOCKS = ("first", "middle", "last", "last_self", "sink")
@@ -270,8 +272,6 @@ def _blocks_sentence(dims: dict, late: bool) -> str:
 
 
 def _outlier_sentence(overview: dict) -> str:
-    from xai_core.token_marks import HIGH_NORM_GAP, HIGH_NORM_RATIO
-
     marks, cols = overview["high_norm"], overview["layout"]["grid"][1]
     where = lambda t: (f"row {t['patch'] // cols}, column {t['patch'] % cols}: "  # noqa: E731
                        f"{t['ratio']}× the median in block {t['block']}")
@@ -288,8 +288,6 @@ def _outlier_sentence(overview: dict) -> str:
 
 
 def _sink_sentence(overview: dict) -> str:
-    from xai_core.sinks import SINK_THRESHOLD
-
     strongest = overview["sinks"]["strongest"]
     block = overview["blocks"][strongest["block"]]["label"].lower()
     share = f"{100 * strongest['score']:.0f}%"

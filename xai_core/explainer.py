@@ -29,11 +29,13 @@ from typing import Any
 import numpy as np
 import torch
 
-from .cache import BoundedCache
+from .cache import BoundedCache, cache_key
 from .capture import Capture, transformer_blocks
-from .figures import HEATMAP_SCALE, image_data_uri
+from .figures.overlays import image_data_uri
+from .figures.style import HEATMAP_SCALE
 from .methods.daam import compute_daam
 from .methods.rollout import AUTO_RULE, CONVENTION_NAMES, attention_rollout, auto_start, token_row
+from .models.knn import KNN_K, KNN_TEMPERATURE
 from .pipeline import head_of, predict, prepare, vit_capture
 from .sinks import image_sinks
 from .token_marks import RULE as HIGH_NORM_RULE
@@ -215,8 +217,6 @@ def _prediction(model, image, head, capture: Capture) -> dict:
               "top": [{"index": p.index, "label": p.label, "probability": p.probability}
                       for p in top]}
     if head.kind == "knn":
-        from .knn import KNN_K, KNN_TEMPERATURE
-
         neighbours = head.neighbours(capture.output)
         result.update(k=KNN_K, temperature=KNN_TEMPERATURE, bank_size=len(head.bank.labels),
                       neighbours=[{"label": n.label, "source": n.source,
@@ -383,19 +383,14 @@ def build_block_detail(model, image, block: int) -> dict:
     }
 
 
-def _head_key(model, head) -> str | None:
-    return head_of(model, head).fingerprint() if (head or model.head) is not None else None
-
-
 def overview_payload(model, image, head=None) -> dict:
     """`build_overview`, cached by model, weights, head and image content."""
-    key = ("explainer-overview", model.spec.id, model.random_weights, _head_key(model, head),
-           prepare(model, image).sha256)
+    head = head_of(model, head)
+    key = cache_key("explainer-overview", model, image=prepare(model, image).sha256, head=head)
     return EXPLAINER_CACHE.get_or_compute(key, lambda: build_overview(model, image, head))
 
 
 def block_payload(model, image, block: int) -> dict:
     """`build_block_detail`, cached by model, weights, image content and block."""
-    key = ("explainer-block", model.spec.id, model.random_weights,
-           prepare(model, image).sha256, int(block))
+    key = cache_key("explainer-block", model, int(block), image=prepare(model, image).sha256)
     return EXPLAINER_CACHE.get_or_compute(key, lambda: build_block_detail(model, image, block))
