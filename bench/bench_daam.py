@@ -81,7 +81,7 @@ def run() -> list[dict]:
                         "deit-s16 (logit; random weights, timing only)")
 
     target = dinov2.head.class_names.index("cat")
-    daam.compute_daam(dinov2, image, target)  # the original map, as on the page
+    daam.explain(dinov2, image, target=target)  # the original map, as on the page
     steps = daam_sanity.sanity_steps(12)
     started = time.perf_counter()  # seed 1: not cached by anything before
     check = daam_sanity.cascading_randomisation(dinov2, image, target, steps=steps, seed=1)

@@ -20,7 +20,7 @@ import numpy as np
 
 from xai_core import pipeline
 from xai_core.images import load_sample
-from xai_core.methods import METHODS, ExplainRequest, Options
+from xai_core.methods import METHODS
 from xai_core.metrics.faithfulness import faithfulness
 from xai_core.models import DEFAULT_CNN, DEFAULT_VIT, get_model
 
@@ -45,9 +45,7 @@ def _run(job, images) -> None:
     if kind == "capture":
         pipeline.vit_capture(model, image, target)
         return
-    info = METHODS[name]
-    result = info.run(ExplainRequest(model, image, target if info.needs_target else None,
-                                     Options({})))
+    result = METHODS[name](model, image, target=target)
     if kind == "metrics":
         faithfulness(model, image, result.map, "deletion", target, "zeros", steps=10)
 

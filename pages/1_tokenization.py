@@ -3,8 +3,9 @@
 import streamlit as st
 
 from dashboard import state, ui
+from dashboard.widgets import keep_valid
 from xai_core import pipeline, tokens
-from xai_core.capture import token_layout
+from xai_core.capture import centre_patch, token_layout
 from xai_core.figures.clicks import clicked_index
 from xai_core.figures.curves import prediction_bars
 from xai_core.figures.matrices import (embedding_pca_figure, position_map_figure,
@@ -159,8 +160,8 @@ with ui.friendly_errors():
                      "grid it runs at (DINOv2 was trained on a 37x37 grid at 518 px). Click a "
                      "small square to enlarge it.")
     with right:
-        if not 0 <= st.session_state.get("tok_pos_patch", -1) < pos_rows * pos_cols:
-            st.session_state["tok_pos_patch"] = (pos_rows // 2) * pos_cols + pos_cols // 2
+        keep_valid("tok_pos_patch", range(pos_rows * pos_cols),
+                   centre_patch((pos_rows, pos_cols)))
         patch = st.number_input("Patch (raster index)", 0, pos_rows * pos_cols - 1,
                                 key="tok_pos_patch")
         r, c = divmod(int(patch), pos_cols)
@@ -184,9 +185,8 @@ with vit_column, ui.friendly_errors():
     head = state.session_head(model)
     top = pipeline.predict(model, image, topk=5, head=head)
     tops[model.label] = top
-    kind = "k-NN vote over the memory bank" if head.kind == "knn" else "ImageNet-1k"
     ui.show_figure(prediction_bars([p.label for p in top], [p.probability for p in top],
-                                   f"Top-5 ({kind})"), key="tok_pred_vit")
+                                   f"Top-5 ({head.prediction_description})"), key="tok_pred_vit")
     if head.kind == "knn":
         st.markdown("**Nearest neighbours in the memory bank** (cosine similarity of [CLS] "
                     "vectors; crops are augmented views of the same photo)")

@@ -6,13 +6,14 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from dashboard import state, ui
+from dashboard import ui
+from dashboard.widgets import keep_valid
 from xai_core import pipeline, toy_attention as toy
 from xai_core.figures.clicks import clicked_index
 from xai_core.figures.curves import distribution_figure, entropy_curve_figure
 from xai_core.figures.matrices import matrix_figure, multihead_figure
 from xai_core.figures.overlays import query_attention_figure
-from xai_core.methods.attention import query_attention
+from xai_core.methods import attention
 
 st.title("Self-attention: queries, keys, values, heads")
 st.markdown(
@@ -172,16 +173,14 @@ with ui.friendly_errors():
     capture = pipeline.vit_capture(model, image)
     prepared = pipeline.prepare(model, image)
     layout = capture.layout
-    rows, cols = layout.grid
+    cols = layout.grid[1]
     blocks = capture.blocks
     c1, c2, c3 = st.columns(3)
-    if not 0 <= st.session_state.get("sa_block", -1) < len(blocks):
-        st.session_state["sa_block"] = len(blocks) - 1  # a new model may have fewer blocks
+    keep_valid("sa_block", range(len(blocks)), len(blocks) - 1)
     block = c1.slider("Block", 0, len(blocks) - 1, key="sa_block", bind="query-params")
     record = blocks[block]
     head_options = ["mean of heads"] + [f"head {h + 1}" for h in range(record.num_heads)]
-    if st.session_state.get("sa_head") not in head_options:
-        st.session_state["sa_head"] = "mean of heads"
+    keep_valid("sa_head", head_options, "mean of heads")
     head_choice = c2.selectbox("Head", head_options, key="sa_head", bind="query-params")
     has_cls = record.num_prefix_tokens > 0
     use_cls = c3.toggle("Use [CLS] as the query", key="sa_use_cls", disabled=not has_cls)
@@ -189,11 +188,11 @@ with ui.friendly_errors():
         use_cls = True
     elif not has_cls:
         use_cls = False
-    if not 0 <= st.session_state.get("sa_query", -1) < layout.num_patches:
-        st.session_state["sa_query"] = (rows // 2) * cols + cols // 2
+    keep_valid("sa_query", range(layout.num_patches), layout.centre_patch)
     query = st.number_input("Query patch (raster index; or click a patch on the image)", 0,
                             layout.num_patches - 1, key="sa_query", disabled=use_cls)
-    per_head = query_attention(capture, block, None if use_cls else int(query))
+    per_head = attention.explain(model, image, block=block,
+                                 query=-1 if use_cls else int(query)).arrays["per_head"]
     values = per_head.mean(0) if head_choice == "mean of heads" else \
         per_head[head_options.index(head_choice) - 1]
     where = None if use_cls else divmod(int(query), cols)

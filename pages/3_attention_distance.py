@@ -5,14 +5,15 @@ import streamlit as st
 
 from dashboard import state, ui
 from dashboard.clicks import apply_chart_click
+from dashboard.widgets import keep_valid
 from xai_core import pipeline
 from xai_core.figures.curves import distance_scatter, receptive_field_figure
 from xai_core.figures.matrices import distance_variation
 from xai_core.figures.overlays import token_map_figure
 from xai_core.images import COLLAGE_ID, SAMPLES, load_sample
-from xai_core.methods import distance
-from xai_core.methods.attention import query_attention
-from xai_core.sinks import SINK_THRESHOLD, image_sinks
+from xai_core.methods import attention, distance, sinks
+from xai_core.methods.attention import query_prefix_attention
+from xai_core.sinks import SINK_THRESHOLD
 from xai_core.token_marks import high_norm_tokens
 from xai_core.tokens import prefix_token_names
 
@@ -63,7 +64,8 @@ with ui.friendly_errors():
     renormalise = renormalise and prefix == "exclude"
 
     capture = pipeline.vit_capture(model, image)
-    result = distance.image_distances(model, image, prefix, renormalise)
+    result = distance.explain(model, image, prefix=prefix,
+                              renormalise="yes" if renormalise else "no").detail
     layout = capture.layout
     height, width = layout.input_size
     st.caption(f"Convention: {result.convention}. Distances are between patch centres, "
@@ -76,7 +78,8 @@ with ui.friendly_errors():
                 f"{len(capture.blocks) - len(result.blocks)} class-attention blocks at the end "
                 "have a single [CLS] query, which has no position in the image.")
 
-    sink_heads = [s for s in image_sinks(model, image).sink_heads() if s.block in result.blocks]
+    sink_heads = [s for s in sinks.explain(model, image).detail.sink_heads()
+                  if s.block in result.blocks]
     rings = [(result.blocks.index(s.block), s.head,
               f"sink head: block {s.block}, head {s.head} sends {s.score:.0%} of its attention "
               f"to {s.key_name}") for s in sink_heads]
@@ -119,21 +122,17 @@ with ui.friendly_errors():
     apply_chart_click("p3_scatter", lambda d: {"p3_block": int(d[0]), "p3_head": int(d[1])})
     apply_chart_click("p3_head_map", lambda d: {"p3_query": int(d[0])})
     heads = result.mad.shape[1]
-    centre = (layout.grid[0] // 2) * layout.grid[1] + layout.grid[1] // 2
-    for key, valid, default in (("p3_block", blocks, blocks[-1]), ("p3_head", range(heads), 0),
-                                ("p3_query", range(layout.num_patches), centre)):
-        if st.session_state.get(key) not in valid:  # first visit, or another model
-            st.session_state[key] = default
+    keep_valid("p3_block", blocks, blocks[-1])
+    keep_valid("p3_head", range(heads), 0)
+    keep_valid("p3_query", range(layout.num_patches), layout.centre_patch)
     pick = st.columns(3)
     block = pick[0].selectbox("Block", blocks, key="p3_block")
     head = pick[1].selectbox("Head", list(range(heads)), key="p3_head")
     query = pick[2].number_input("Query patch (raster index; or click the left image)", 0,
                                  layout.num_patches - 1, key="p3_query")
     position = blocks.index(block)
-    record = capture.blocks[block]
-    row_map = query_attention(capture, block, query)[head]
-    prefix_share = record.acts["attn"][0, head, record.num_prefix_tokens + query,
-                                       :record.num_prefix_tokens].tolist()
+    row_map = attention.explain(model, image, block=block, query=query).arrays["per_head"][head]
+    prefix_share = query_prefix_attention(capture, block, query)[head].tolist()
     names = ", ".join(f"{name} {value:.1%}" for name, value in
                       zip(prefix_token_names(model.module), prefix_share))
     marks = high_norm_tokens(capture)

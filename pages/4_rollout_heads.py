@@ -5,13 +5,12 @@ import streamlit as st
 
 from dashboard import state, ui
 from dashboard.clicks import apply_chart_click
+from dashboard.widgets import keep_valid
 from xai_core import pipeline
 from xai_core.figures.matrices import block_head_heatmap, head_mosaic
 from xai_core.figures.overlays import difference_figure, token_map_figure
-from xai_core.methods import gae, rollout
-from xai_core.methods.attention import query_attention
-from xai_core.sinks import (DEFINITION, ENTROPY_DEFINITION, SINK_THRESHOLD, image_sinks,
-                            value_norm_ratio)
+from xai_core.methods import attention, gae, rollout, sinks
+from xai_core.sinks import DEFINITION, ENTROPY_DEFINITION, SINK_THRESHOLD, value_norm_ratio
 from xai_core.token_marks import HIGH_NORM_RATIO, high_norm_tokens, largest_norm_ratio
 from xai_core.token_marks import RULE as HIGH_NORM_RULE
 from xai_core.tokens import prefix_token_names
@@ -41,28 +40,27 @@ def _prefix_text(names, values, total, what="row") -> str:
 
 
 @st.fragment
-def heads_grid(capture, eligible, prefix, model_image, marks, centre):
+def heads_grid(model, image, layout, eligible, prefix, model_image, marks):
     """Blocks x heads small multiples; clicks and pickers here rerun only this part."""
     with ui.friendly_errors():
-        _heads_grid(capture, eligible, prefix, model_image, marks, centre)
+        _heads_grid(model, image, layout, eligible, prefix, model_image, marks)
 
 
-def _heads_grid(capture, eligible, prefix, model_image, marks, centre):
-    layout = capture.layout
+def _heads_grid(model, image, layout, eligible, prefix, model_image, marks):
     st.subheader("Every head of every block")
     has_cls = prefix > 0
     use_cls = has_cls and st.radio("Query", ["[CLS]", "a patch"], horizontal=True,
                                    key="p4_grid_query_kind") == "[CLS]"
     if not use_cls:
-        if st.session_state.get("p4_grid_query") not in range(layout.num_patches):
-            st.session_state["p4_grid_query"] = centre
+        keep_valid("p4_grid_query", range(layout.num_patches), layout.centre_patch)
         grid_query = st.number_input("Query patch for the grid", 0, layout.num_patches - 1,
                                      key="p4_grid_query")
         if not has_cls:
             st.caption("These blocks have no [CLS] token, so a patch is the query.")
     else:
         grid_query = None
-    maps = np.stack([query_attention(capture, b, grid_query) for b in eligible])
+    maps = np.stack([attention.explain(model, image, block=b, query=-1 if grid_query is None
+                                       else grid_query).arrays["per_head"] for b in eligible])
     who = "[CLS]" if grid_query is None else f"patch {grid_query}"
     ui.show_figure(head_mosaic(maps, eligible, f"{who} → patches, per head (each tile scaled "
                                                "to its own range). Click a tile to enlarge."),
@@ -70,10 +68,8 @@ def _heads_grid(capture, eligible, prefix, model_image, marks, centre):
     apply_chart_click("p4_mosaic",
                       lambda d: {"p4_big_block": int(d[0]), "p4_big_head": int(d[1])})
     heads = maps.shape[1]
-    for key, valid, default in (("p4_big_block", eligible, eligible[-1]),
-                                ("p4_big_head", range(heads), 0)):
-        if st.session_state.get(key) not in valid:
-            st.session_state[key] = default
+    keep_valid("p4_big_block", eligible, eligible[-1])
+    keep_valid("p4_big_head", range(heads), 0)
     e1, e2 = st.columns([1, 2])
     with e1:
         big_block = st.selectbox("Block", eligible, key="p4_big_block")
@@ -93,13 +89,9 @@ def _rollout_controls(eligible, prefix, layout, auto):
     """Head fusion, discard ratio, start (auto or a block), end and query; returns them."""
     last = len(eligible) - 1
     starts = [rollout.AUTO, *range(last + 1)]
-    centre = (layout.grid[0] // 2) * layout.grid[1] + layout.grid[1] // 2
-    for key, valid, default in (("p4_start", starts, rollout.AUTO),
-                                ("p4_end", range(last + 1), last),
-                                ("p4_query", range(-1, layout.num_patches),
-                                 -1 if prefix else centre)):
-        if st.session_state.get(key) not in valid:  # first visit, or another model
-            st.session_state[key] = default
+    keep_valid("p4_start", starts, rollout.AUTO)
+    keep_valid("p4_end", range(last + 1), last)
+    keep_valid("p4_query", range(-1, layout.num_patches), -1 if prefix else layout.centre_patch)
     c1, c2, c3, c4, c5 = st.columns([1, 1.2, 1.3, 1.3, 1.2])
     fusion = c1.selectbox("Head fusion", rollout.FUSIONS, key="p4_fusion",
                           persist_state="session",
@@ -121,13 +113,12 @@ def _rollout_controls(eligible, prefix, layout, auto):
         c4.markdown(f"End block: **{eligible[last]}**")
         end = last
     else:
-        if st.session_state["p4_end"] < start:
-            st.session_state["p4_end"] = start
+        keep_valid("p4_end", range(start, last + 1), start)
         end = c4.slider("End block: rollout up to here", start, last, key="p4_end",
                         format="%d", help="Positions among the self-attention blocks.")
     query = c5.number_input("Query patch (−1 = [CLS])" if prefix else "Query patch "
                             "(−1 = mean of all rows)", -1, layout.num_patches - 1, key="p4_query")
-    return fusion, discard, chosen, start, end, None if query < 0 else int(query)
+    return fusion, discard, chosen, start, end, int(query)
 
 
 def _sink_rings(analysis, auto):
@@ -244,10 +235,8 @@ def _sinks_section(capture, analysis, model, model_image, marks):
                                             "p4_sink_head": int(d[1])})
     strongest = analysis.strongest()
     heads = analysis.scores.shape[1]
-    for key, valid, default in (("p4_sink_block", blocks, strongest.block),
-                                ("p4_sink_head", range(heads), strongest.head)):
-        if st.session_state.get(key) not in valid:
-            st.session_state[key] = default
+    keep_valid("p4_sink_block", blocks, strongest.block)
+    keep_valid("p4_sink_head", range(heads), strongest.head)
     hover = [[f"block {b}, head {h}<br>sink score {analysis.scores[p, h]:.2f} → "
               f"{analysis.key_name(int(analysis.keys[p, h]))}<br>entropy "
               f"{analysis.entropy[p, h]:.2f} nats" for h in range(heads)]
@@ -278,7 +267,7 @@ def _sinks_section(capture, analysis, model, model_image, marks):
             grid=layout.grid, sink_keys=ring, marks=marks), key="p4_sink_image")
         where = ("ringed on the image" if chosen.on_patch else
                  "a prefix token, so it is not drawn on the image")
-        st.caption(f"Averaged over all {capture.blocks[block].acts['attn'].shape[2]} queries. "
+        st.caption(f"Averaged over all {capture.blocks[block].num_queries} queries. "
                    f"This head's sink key is **{chosen.key_name}** ({where}); it receives "
                    f"**{chosen.score:.1%}** of the head's attention. Entropy "
                    f"{analysis.entropy[position, head]:.2f} nats (uniform {uniform:.2f}).")
@@ -298,8 +287,7 @@ with ui.friendly_errors():
     prefix = capture.blocks[eligible[0]].num_prefix_tokens
     names = prefix_token_names(model.module)[:prefix]
     model_image = pipeline.prepare(model, image).model_image
-    centre = (layout.grid[0] // 2) * layout.grid[1] + layout.grid[1] // 2
-    analysis = image_sinks(model, image)
+    analysis = sinks.explain(model, image).detail
     auto = rollout.auto_start(analysis)
     if len(eligible) < len(capture.blocks):
         st.info(f"Rollout needs one token set shared by every block it multiplies, so it runs "
@@ -311,15 +299,17 @@ with ui.friendly_errors():
     # --- controls -------------------------------------------------------------------------------
     st.subheader("Rollout")
     fusion, discard, chosen, start, end, query = _rollout_controls(eligible, prefix, layout, auto)
+    row = None if query < 0 else query  # the query patch drawn on the maps
     full = st.toggle(f"Show the full rollout from block {eligible[0]} next to it", key="p4_full",
                      disabled=start == 0,
                      help="The same rollout with every block, sinks included." if start else
                           "This rollout already starts at the first block.")
     full = full and start > 0
 
-    rolled = rollout.image_rollout(model, image, start, end, fusion, discard, "oracle")
-    roll_map, roll_prefix, roll_row = rolled.query_row(query)
-    raw_map, raw_prefix, raw_row = rollout.last_block_cls_attention(capture, query)
+    rolled = rollout.explain(model, image, start=chosen, end=end, fusion=fusion, discard=discard,
+                             query=query)
+    roll_map, roll_prefix, roll_row = rolled.map, rolled.arrays["prefix_values"], rolled.meta["row"]
+    raw_map, raw_prefix, raw_row = rollout.last_block_cls_attention(capture, row)
     marks = high_norm_tokens(capture)
 
     head = state.session_head(model)
@@ -329,20 +319,20 @@ with ui.friendly_errors():
             model_image, roll_map, layout.patch_size,
             f"Rollout, blocks {eligible[start]}–{eligible[end]}<br>({fusion}, discard "
             f"{discard:.2f})",
-            marks=marks, query=query, grid=layout.grid), key="p4_rollout")
+            marks=marks, query=row, grid=layout.grid), key="p4_rollout")
         how = (f"Start: auto. {auto.summary()} " if chosen == rollout.AUTO
                else f"Start chosen by hand: block {eligible[start]}. ")
         st.caption(how + f"{roll_row}. " + _prefix_text(names, roll_prefix, roll_map.sum()
                                                         + roll_prefix.sum()))
     if full:
         with columns[1]:
-            whole = rollout.image_rollout(model, image, 0, end, fusion, discard, "oracle")
-            whole_map = whole.query_row(query)[0]
+            whole_map = rollout.explain(model, image, start=0, end=end, fusion=fusion,
+                                        discard=discard, query=query).map
             rings = _sink_rings(analysis, auto)
             ui.show_figure(token_map_figure(
                 model_image, whole_map, layout.patch_size,
                 f"Full rollout, blocks {eligible[0]}–{eligible[end]}<br>(sinks included)",
-                marks=marks, query=query,
+                marks=marks, query=row,
                 grid=layout.grid, sink_keys=rings), key="p4_rollout_full")
             top = int(whole_map.argmax())
             ringed = {patch for patch, _ in rings}
@@ -359,24 +349,23 @@ with ui.friendly_errors():
     with columns[2 if full else 1]:
         ui.show_figure(token_map_figure(
             model_image, raw_map, layout.patch_size,
-            f"Raw attention, last block {eligible[-1]}<br>(head mean)", marks=marks, query=query,
+            f"Raw attention, last block {eligible[-1]}<br>(head mean)", marks=marks, query=row,
             grid=layout.grid), key="p4_raw")
         st.caption(f"{raw_row}, heads averaged, no rollout. "
                    + _prefix_text(names, raw_prefix, raw_map.sum() + raw_prefix.sum()))
     with columns[-1]:
         target = ui.target_picker(model, image, key="p4_target",
                                   label="Target for gradient-weighted attention", head=head)
-        gae_map, gae_prefix, gae_row = gae.image_gae_map(model, image, target, head, query)
+        gae_result = gae.explain(model, image, target=target, head=head, query=query)
+        gae_map, gae_prefix = gae_result.map, gae_result.arrays["prefix_values"]
         ui.show_figure(token_map_figure(
             model_image, gae_map, layout.patch_size,
-            f"GAE for '{head.class_names[target][:28]}'", marks=marks, query=query,
+            f"GAE for '{head.class_names[target][:28]}'", marks=marks, query=row,
             grid=layout.grid), key="p4_gae")
-        kind = ("the k-NN class score (cosine similarity to that class's nearest memory-bank "
-                "features)" if head.kind == "knn" else "the class logit")
         st.caption(f"Chefer's gradient-weighted attention: per block, the positive part of "
                    f"gradient × attention, heads averaged, accumulated through the residual "
-                   f"stream (R ← R + Ā·R, no row normalisation). Gradient of {kind}; "
-                   f"{gae_row}; every block included. " + _sink_share(gae_map, auto, analysis)
+                   f"stream (R ← R + Ā·R, no row normalisation). Gradient of "
+                   f"{head.score_description}; {gae_result.meta['row']}; every block included. " + _sink_share(gae_map, auto, analysis)
                    + _prefix_text(names, gae_prefix, gae_map.sum() + gae_prefix.sum()))
 
     with st.expander("Marked tokens: prefix tokens and high-norm outliers"):
@@ -405,8 +394,8 @@ with ui.friendly_errors():
 
     # --- conventions ----------------------------------------------------------------------------
     with st.expander("Conventions: why two rollout libraries disagree", expanded=False):
-        copied = rollout.image_rollout(model, image, start, end, fusion, discard, "vit-explain")
-        copied_map = copied.query_row(query)[0]
+        copied_map = rollout.explain(model, image, start=chosen, end=end, fusion=fusion,
+                                     discard=discard, convention="vit-explain", query=query).map
         difference = roll_map - copied_map
         st.markdown(
             "The widely copied *vit-explain* code writes the row normalisation as "
@@ -431,4 +420,4 @@ with ui.friendly_errors():
                     + (" At head mean and discard 0 the two agree up to floating-point "
                        "rounding, as they should." if fusion == "mean" and discard == 0 else ""))
 
-    heads_grid(capture, eligible, prefix, model_image, marks, centre)
+    heads_grid(model, image, layout, eligible, prefix, model_image, marks)

@@ -3,6 +3,7 @@
 import streamlit as st
 
 from dashboard import state, ui
+from dashboard.widgets import keep_valid
 from xai_core import pipeline
 from xai_core.figures.curves import alpha_bars
 from xai_core.figures.matrices import per_head_maps, taxonomy_mosaic
@@ -36,7 +37,7 @@ def cnn_part(image, model) -> None:
                              help="The default is the model's last conv stage, where Grad-CAM "
                                   "is usually taken. Earlier stages have finer maps with less "
                                   "class meaning.")
-    steps, capture = gradcam.teaching_gradcam(model, image, target, layer)
+    steps = gradcam.explain(model, image, target=target, layer=layer).detail
     model_image = pipeline.prepare(model, image).model_image
     rows, cols = steps.cam.shape
     st.subheader(f"Step by step for '{names[target]}' at {layer}")
@@ -79,17 +80,18 @@ def cnn_part(image, model) -> None:
         first = ui.target_picker(model, image, key="gc_class_a", label="Class A")
     with d2:
         second = ui.target_picker(model, image, key="gc_class_b", label="Class B")
-    pair = [gradcam.teaching_gradcam(model, image, t, layer) for t in (first, second)]
-    saliency = [gradcam.vanilla_saliency(cap) for _, cap in pair]
+    pair = [gradcam.explain(model, image, target=t, layer=layer) for t in (first, second)]
+    saliency = [result.arrays["saliency"] for result in pair]
     ui.show_figure(map_row(model_image, [
-        (f"Grad-CAM: {names[first][:24]}", pair[0][0].upsampled),
-        (f"Grad-CAM: {names[second][:24]}", pair[1][0].upsampled),
+        (f"Grad-CAM: {names[first][:24]}", pair[0].detail.upsampled),
+        (f"Grad-CAM: {names[second][:24]}", pair[1].detail.upsampled),
         (f"Saliency: {names[first][:24]}", gradcam.saliency_for_display(saliency[0])),
         (f"Saliency: {names[second][:24]}", gradcam.saliency_for_display(saliency[1]))]),
         key="gc_pair")
     st.caption(
         "How alike are the two classes' maps (Pearson correlation over pixels)? Grad-CAM: "
-        f"{gradcam.map_correlation(pair[0][0].upsampled, pair[1][0].upsampled):+.2f}; saliency: "
+        f"{gradcam.map_correlation(pair[0].detail.upsampled, pair[1].detail.upsampled):+.2f}; "
+        "saliency: "
         f"{gradcam.map_correlation(*saliency):+.2f}. Each map is min-max scaled to [0, 1]; the "
         "saliency maps are clipped at their 99th percentile for display (a few pixels would "
         "otherwise swamp the rest) and drawn at 1/4 resolution.")
@@ -133,21 +135,20 @@ def vit_part(image, model) -> None:
                    "class score to explain.")
         return
     target = ui.target_picker(model, image, key="gc_vit_target", head=head)
-    kind = ("the k-NN class score (mean cosine similarity to that class's nearest memory-bank "
-            "features)" if head.kind == "knn" else "the class logit")
     with st.spinner("One forward + one backward, then every variant..."):
-        result = vit_gradcam.vit_taxonomy(model, image, target, head)
+        result = vit_gradcam.explain_all(model, image, target=target, head=head).detail
     counts = result.counts()
     m1, m2, m3, m4 = st.columns(4)
-    m1.metric("Grad-CAM variants for this model", counts["variants"])
-    m2.metric("Blank: zero gradient", counts["blank (zero gradient)"])
-    m3.metric("Empty after the ReLU", counts["empty after ReLU"])
+    m1.metric("Grad-CAM variants for this model", counts.variants)
+    m2.metric("Blank: zero gradient", counts.zero_gradient)
+    m3.metric("Empty after the ReLU", counts.relu_empty)
     m4.metric("Time for all of them", f"{sum(result.seconds.values()):.2f} s")
     st.caption(
-        f"{result.num_blocks} blocks; target: {kind} of '{head.class_names[target]}'. "
-        + (f"{counts['not defined here']} (block, location, weighting) combinations do not "
-           "exist in this model (no [CLS] token or no patch tokens there) and are not counted. "
-           if counts["not defined here"] else ""))
+        f"{result.num_blocks} blocks; target: {head.score_description} of "
+        f"'{head.class_names[target]}'. "
+        + (f"{counts.undefined} (block, location, weighting) combinations do not exist in this "
+           "model (no [CLS] token or no patch tokens there) and are not counted. "
+           if counts.undefined else ""))
 
     c1, c2 = st.columns(2)
     weights = c1.radio("Weights", WEIGHTS, key="gc_weights", horizontal=True,
@@ -162,7 +163,7 @@ def vit_part(image, model) -> None:
 
     st.subheader("Why this matters for reproducibility")
     st.markdown(
-        f"Counted this way, this one model gives **{counts['variants']}** different maps that "
+        f"Counted this way, this one model gives **{counts.variants}** different maps that "
         "could all be called 'Grad-CAM'. They can disagree completely: some follow the object, "
         "some the background, some are blank. A paper or a report that says only 'we used "
         "Grad-CAM on a ViT' therefore leaves the reader unable to rebuild the figure, and leaves "
@@ -178,8 +179,7 @@ def cell_detail(result, model_image, weights: str, heads: str) -> None:
     c1, c2 = st.columns([2, 1])
     last = result.num_blocks - 1
     # default: the last block; and another model may have had more blocks
-    if not 0 <= st.session_state.get("gc_block", -1) <= last:
-        st.session_state["gc_block"] = last
+    keep_valid("gc_block", range(last + 1), last)
     block = c1.slider("Block", 0, last, key="gc_block", bind="query-params")
     location = c2.selectbox("Location", LOCATIONS, key="gc_location", bind="query-params",
                             format_func=lambda loc: f"{loc} · {LOCATION_NAMES[loc]}")

@@ -8,8 +8,7 @@ from xai_core import pipeline
 from xai_core.figures.curves import contributions_figure, weights_figure
 from xai_core.figures.overlays import flow_figure, map_row_figure
 from xai_core.images import COLLAGE_ID
-from xai_core.methods import daam, daam_knn, daam_sanity
-from xai_core.sinks import image_sinks
+from xai_core.methods import daam, daam_knn, daam_sanity, sinks
 from xai_core.tokens import prefix_token_names
 
 st.title("DAAM flow: how the decision forms, block by block")
@@ -67,12 +66,13 @@ with ui.friendly_errors():
                                    persist_state="session", format_func=FORMULA_LABELS.get,
                                    help=" · ".join(daam_knn.KNN_FORMULA_NAMES.values()))
 
-    result = daam.compute_daam(model, image, target, head, formula, relu)
+    result = daam.explain(model, image, target=target, head=head, knn_weights=formula,
+                          channel_relu=relu).detail
     model_image = pipeline.prepare(model, image).model_image
     names = prefix_token_names(model.module)
     prefix = result.prefix_tokens[0]
     where = ("its class-attention blocks, the only blocks with a [CLS] query (the patch blocks "
-             "before them have no [CLS] token)" if "class block" in result.block_labels[0]
+             "before them have no [CLS] token)" if result.block_kind == "class"
              else f"all {len(result.L)} blocks")
     st.info(f"Token layout read from the model: {prefix} prefix token(s) "
             f"({', '.join(names[:prefix]) or 'none'}) and a {result.grid[0]}x{result.grid[1]} "
@@ -89,7 +89,7 @@ with ui.friendly_errors():
                f"to the D row. Channel weights: "
                f"{'ReLU(C_b)' if result.channel_relu else 'C_b unclipped'}; each L_b is ReLU'd. "
                "Press ▶ or drag the slider: the browser swaps the frames, nothing is recomputed.")
-    for sink in daam.sink_frames(result, image_sinks(model, image)):
+    for sink in daam.sink_frames(result, sinks.explain(model, image).detail):
         st.caption(
             f"Frame “{sink['label']}” shows an attention sink, not the object: its brightest "
             f"patch is {sink['key']}, the key that head {sink['head']} of that block sends "
@@ -121,7 +121,8 @@ with ui.friendly_errors():
 
     if target != top.index:
         st.subheader("Why this prediction, and where would it look for the other class?")
-        predicted = daam.compute_daam(model, image, top.index, head, formula, relu)
+        predicted = daam.explain(model, image, target=top.index, head=head,
+                                 knn_weights=formula, channel_relu=relu).detail
         ui.show_figure(map_row_figure(
             model_image, [predicted.D[-1], result.D[-1]],
             [f"predicted: {top.label}", f"chosen: {result.target_label}"], result.patch_size,
@@ -136,7 +137,7 @@ def channel_inspector(result, model_image) -> None:
     st.subheader("Channel inspector")
     frame = st.select_slider("Block", list(range(len(result.L))), key="daam_channel_block",
                              value=len(result.L) - 1,
-                             format_func=lambda i: result.block_labels[i].split(" (")[0])
+                             format_func=lambda i: result.short_labels[i])
     views = daam.top_channels(result, frame, count=6)
     ui.show_figure(map_row_figure(
         model_image, [v.contribution for v in views],

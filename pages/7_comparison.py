@@ -3,18 +3,17 @@ agreement, localisation, export."""
 
 import json
 
-import numpy as np
 import pandas as pd
 import streamlit as st
 
-from dashboard import state, ui
+from dashboard import state, ui, widgets
 from xai_core import compare, pipeline
 from xai_core.figures.curves import attention_gradient_scatter, curves_figure
 from xai_core.figures.export import ExportUnavailable, comparison_png, find_browser
 from xai_core.figures.matrices import agreement_heatmap
 from xai_core.figures.overlays import localisation_figure, practical_matrix
-from xai_core.methods.attention import query_attention
-from xai_core.metrics.agreement import agreement_matrices, patch_gradient_importance, spearman
+from xai_core.methods import METHODS, THEORY_ROWS
+from xai_core.metrics.agreement import agreement_matrices
 from xai_core.metrics.faithfulness import (BASELINE_NAMES, BASELINES, MIN_STEPS, faithfulness,
                                           score_kind)
 
@@ -26,48 +25,6 @@ st.markdown(
     "model's score collapse when the highlighted pixels go (faithfulness), do the methods "
     "agree with each other (agreement), and does the map land on the object (localisation).")
 
-# What each method is, in our words. The cost row below the table is measured, not quoted.
-THEORY_ROWS = ["Mechanism", "Cost in principle", "Class specificity", "Spatial resolution",
-               "Supervision needed", "Best used for"]
-THEORY = {
-    "attention": ("Reads the softmax(QKᵀ/√d) row of the [CLS] query in one block, heads "
-                  "averaged.", "One forward pass; no gradient.",
-                  "None: asking about another class gives the same map.",
-                  "One value per patch token.", "None; works on self-supervised models too.",
-                  "Seeing where one block routes information into [CLS]; head specialisation."),
-    "rollout": ("Multiplies head-averaged attention, plus the identity for the skip path, "
-                "through the blocks; by default it starts after any sink-dominated early "
-                "block (start=auto, see page 4).", "One forward pass plus one small matrix product "
-                "per block.", "None: a property of the input, not of a class.",
-                "One value per patch token.", "None.",
-                "How information can travel from patches to [CLS] across depth."),
-    "gae": ("Weights every block's attention by its gradient (positive part only) and adds "
-            "the result up along the residual stream (Chefer).",
-            "One forward and one backward pass per class.",
-            "Yes: the gradients come from the chosen class's score.",
-            "One value per patch token.", "A class score: a logit, or a k-NN class score.",
-            "Class-specific ViT maps that hold up well under perturbation tests."),
-    "gradcam": ("Averages the class gradient over a CNN conv stage to weight its channels; "
-                "ReLU of the weighted sum (Selvaraju).",
-                "One forward and one backward pass per class.",
-                "Yes: a different map for every class.",
-                "The conv stage's grid, upsampled to the image.", "A class score.",
-                "Checking what a CNN relied on; telling two classes in one image apart."),
-    "vit-gradcam": ("Grad-CAM transplanted to a ViT: token features of a chosen block weighted "
-                    "by their gradients, patch tokens as the grid.",
-                    "One forward and one backward pass per class.",
-                    "Yes, when the chosen feature location carries gradient to patches.",
-                    "One value per patch token.", "A class score.",
-                    "Comparing CNN-style explanations across architectures; learning which "
-                    "layers give blank maps."),
-    "daam": ("Splits each block's [CLS] context into per-patch parts, weights the channels by "
-             "the gradient and accumulates the maps block by block.",
-             "One forward and one backward pass give every block's map.",
-             "Yes (for a k-NN head: weights from the class's nearest bank entries).",
-             "One value per patch token, for every block.",
-             "A class score, or a k-NN memory bank for self-supervised ViTs.",
-             "Watching the decision form through the depth of the network."),
-}
 FAMILY_LABEL = {"vit": "ViT", "cnn": "CNN"}
 
 image = state.current_image()
@@ -95,9 +52,16 @@ for column, model in zip(columns, models):
             f"{FAMILY_LABEL[family]} methods", names, key=key,
             default=None if key in st.session_state else compare.default_methods(model),
             help="Every registered method for this kind of model. Off by default: " + "; ".join(
-                f"{name} ({why})" for name, why in compare.OFF_BY_DEFAULT.items()) + ".")
+                f"{name} ({why})" for name, why in compare.off_by_default().items()) + ".")
+        options = {}
+        with st.expander("Method options (each starts at its default)"):
+            for name in chosen:
+                if METHODS[name].options:
+                    st.markdown(f"**{name}**")
+                    options[name] = widgets.method_options(METHODS[name], model,
+                                                           key=f"cmp_opt_{family}_{name}")
         with st.spinner(f"Running {len(chosen)} methods on {model.spec.display_name}..."):
-            runs = compare.run_methods(model, image, chosen, target, head)
+            runs = compare.run_methods(model, image, chosen, target, head, options)
         sections.append(compare.ModelSection(model, target, head.class_names[target],
                                              score_kind(model, head), runs))
         for run in runs:
@@ -115,16 +79,15 @@ st.markdown(
     "hooks on the model count the forward and backward passes each method actually ran, and a "
     "clock times it. A method that finds its capture already computed (by another method or "
     "another page) runs **0 new passes** - one backward pass serves many methods.")
-table = {name: list(text) for name, text in THEORY.items()}
-table_rows = THEORY_ROWS + ["Measured here: passes, wall time", "Measured here: map grid"]
-for name in THEORY:
+table = {}
+table_rows = [*THEORY_ROWS, "Options here", "Measured here: passes, wall time",
+              "Measured here: map grid"]
+for name, info in METHODS.items():
     run = next((r for (_, n), r in ok_runs.items() if n == name), None)
-    table[name] += [run.cost_text() if run else "not run (not registered, not chosen, or n/a)",
-                    "x".join(map(str, run.map.shape)) if run else "-"]
-for (_, name), run in ok_runs.items():  # methods registered after this table was written
-    if name not in THEORY:
-        table[name] = [run.summary] + ["see the method's page"] * (len(THEORY_ROWS) - 1) + [
-            run.cost_text(), "x".join(map(str, run.map.shape))]
+    table[name] = [*info.theory.rows().values(),
+                   run.options_text() if run else "-",
+                   run.cost_text() if run else "not run (not chosen, or n/a)",
+                   "x".join(map(str, run.map.shape)) if run else "-"]
 st.table(pd.DataFrame(table, index=table_rows))
 
 # --- 2. practical matrix ----------------------------------------------------------------------
@@ -136,7 +99,7 @@ st.markdown(
 matrix_rows = []
 for section in sections:
     model_image = pipeline.prepare(section.model, image).model_image
-    maps = [(r.name, r.map) for r in section.runs if r.ok]
+    maps = [(r.label, r.map) for r in section.runs if r.ok]
     if maps:
         matrix_rows.append((f"{FAMILY_LABEL[section.model.spec.family]}: "
                             f"{section.target_label[:24]}", model_image, maps))
@@ -239,17 +202,14 @@ if vit_section is not None:
         "is the 'attention is not explanation' warning: attention shows where information "
         "is read from, not what the decision depends on.")
     with ui.friendly_errors():
-        capture = pipeline.vit_capture(vit_section.model, image, vit_section.target,
-                                       head=state.session_head(vit_section.model))
-        gradient = patch_gradient_importance(capture.input_grad, capture.layout.grid)
-        attention = query_attention(capture, len(capture.blocks) - 1).mean(0)
-        if attention.shape == gradient.shape:
-            rho_ag = spearman(attention, gradient)
+        pair = compare.attention_vs_gradient(vit_section.model, image, vit_section.target,
+                                             head=state.session_head(vit_section.model))
+        if pair is not None:
             scatter_figure = attention_gradient_scatter(
-                attention, gradient, rho_ag, f"{vit_section.model.spec.display_name}, "
-                                             f"'{vit_section.target_label}'")
+                pair.attention, pair.gradient, pair.rho,
+                f"{vit_section.model.spec.display_name}, '{vit_section.target_label}'")
             ui.show_figure(scatter_figure, key="cmp_scatter")
-            agreement = (agreement or {}) | {"attention_vs_gradient_spearman": rho_ag}
+            agreement = (agreement or {}) | {"attention_vs_gradient_spearman": pair.rho}
 
 # --- 5. localisation --------------------------------------------------------------------------
 st.header("5 · Localisation (optional)")
@@ -288,7 +248,9 @@ if st.checkbox("Score the maps against a box I give", key="cmp_localise"):
 # --- 6. export --------------------------------------------------------------------------------
 st.header("6 · Export")
 settings = {"faithfulness": faith, "methods": {s.model.spec.id: [r.name for r in s.runs]
-                                              for s in sections}}
+                                              for s in sections},
+            "options": {s.model.spec.id: {r.name: r.given for r in s.runs if r.given}
+                        for s in sections}}
 bundle = compare.manifest(image, sections, settings, agreement)
 stem = f"vit-lens-comparison-{bundle['models'][0]['image_sha256'][:10]}"
 left, middle, right = st.columns(3)

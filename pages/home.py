@@ -31,11 +31,9 @@ if image is not None:
             if model.head is not None:
                 head = state.session_head(model)
                 top = pipeline.predict(model, image, topk=5, head=head)
-                kind = ("k-NN over the sample-gallery memory bank" if head.kind == "knn"
-                        else "ImageNet-1k classifier")
                 ui.show_figure(prediction_bars([p.label for p in top],
                                                [p.probability for p in top],
-                                               f"Top-5 ({kind})"),
+                                               f"Top-5 ({head.prediction_description})"),
                                key=f"home_pred_{model.spec.id}")
             if model.head is not None and model.head.kind == "knn":
                 with st.expander("Teach the k-NN a new class with this image"):

@@ -10,9 +10,10 @@ import pytest
 from single_thread import one_torch_thread
 from test_concurrency import images, tiny_vit
 
-from xai_core import compare, pipeline, sinks
+from xai_core import compare, pipeline
 from xai_core.cache import cache_key
 from xai_core.methods import METHODS, distance, rollout
+from xai_core.methods.base import RESULT_CACHE
 from xai_core.metrics.faithfulness import faithfulness
 from xai_core.models.heads import KnnHead
 from xai_core.models.knn import embed_images
@@ -81,7 +82,7 @@ def knn_model():
 
 def clear_caches():
     for cache in (pipeline.CAPTURE_CACHE, rollout.ROLLOUT_CACHE, distance.DISTANCE_CACHE,
-                  sinks.SINK_CACHE):
+                  RESULT_CACHE):
         cache.clear()
 
 

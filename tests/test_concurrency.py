@@ -31,7 +31,8 @@ from xai_core import pipeline
 from xai_core.capture import conv_layer_names
 from xai_core.models.heads import ImageNetHead, KnnHead
 from xai_core.models.knn import build_gallery_bank
-from xai_core.methods import METHODS, ExplainRequest, Options
+from xai_core.methods import METHODS, distance, rollout
+from xai_core.methods.base import RESULT_CACHE
 from xai_core.metrics.faithfulness import faithfulness
 from xai_core.models import LoadedModel, ModelSpec
 
@@ -134,9 +135,7 @@ class Jobs:
             captured = pipeline.vit_capture(model, image, target)
             return digest(captured.stacked("attn"), captured.stacked("context", grads=True),
                           captured.input_grad, [float(captured.score)])
-        info = METHODS[name]
-        result = info.run(ExplainRequest(model, image, target if info.needs_target else None,
-                                         Options({})))
+        result = METHODS[name](model, image, target=target)
         if kind == "method":
             return result_digest(result)
         curve = faithfulness(model, image, result.map, "deletion", target, "zeros", steps=4)
@@ -157,17 +156,21 @@ def jobs(one_torch_thread_per_call):
 
 @pytest.fixture
 def capture_cache_limit():
-    """Set the shared capture cache's entry limit for one test, then restore it."""
-    cache = pipeline.CAPTURE_CACHE
-    saved = cache.max_entries
+    """Set the entry limit of the shared capture cache and of the caches of method results
+    and their intermediates for one test, then restore them."""
+    caches = (pipeline.CAPTURE_CACHE, RESULT_CACHE, rollout.ROLLOUT_CACHE,
+              distance.DISTANCE_CACHE)
+    saved = [cache.max_entries for cache in caches]
 
     def set_limit(entries: int):
-        cache.max_entries = entries
-        cache.clear()
+        for cache in caches:
+            cache.max_entries = entries
+            cache.clear()
 
     yield set_limit
-    cache.max_entries = saved
-    cache.clear()
+    for cache, entries in zip(caches, saved):
+        cache.max_entries = entries
+        cache.clear()
 
 
 def run_concurrently(jobs: Jobs, schedule: list) -> tuple[list, list]:

@@ -26,7 +26,7 @@ def dinov2():
     model = get_model("dinov2-s14")
     image = load_sample("chelsea")
     target = model.head.class_names.index("cat")
-    result = daam.compute_daam(model, image, target)
+    result = daam.explain(model, image, target=target).detail
     return model, image, target, result
 
 

@@ -14,7 +14,7 @@ from streamlit.testing.v1 import app_test as app_test_module
 
 from xai_core import compare, pipeline
 from xai_core.images import image_sha256, load_sample
-from xai_core.methods import METHODS, ExplainRequest, Options
+from xai_core.methods import METHODS
 from xai_core.models import get_model
 
 PAGE = "7_comparison.py"
@@ -87,9 +87,9 @@ def test_comparison_page_renders_runs_metrics_and_exports(media):
         "attention", "rollout"]
     cnn_methods = [i.name for i in METHODS.values() if i.family == "cnn"]
     assert [m["name"] for m in manifest["models"][1]["methods"]] == [
-        n for n in cnn_methods if n not in compare.OFF_BY_DEFAULT]
+        n for n in cnn_methods if n not in compare.off_by_default()]
     # the exported rollout map is exactly what the registered method returns
-    direct = METHODS["rollout"].run(ExplainRequest(model, image, None, Options()))
+    direct = METHODS["rollout"](model, image)
     np.testing.assert_array_equal(archive["dinov2-s14__rollout__map"], direct.map)
     # every exported curve: AUC in the manifest = trapezoid of the exported points
     for entry in manifest["models"]:

@@ -12,7 +12,7 @@ from xai_core import pipeline
 from xai_core.capture import BlockRecord, Capture, TokenLayout, run_capture
 from xai_core.cli import main as cli
 from xai_core.images import SAMPLES, load_sample
-from xai_core.methods import METHODS, ExplainRequest, Options, rollout
+from xai_core.methods import METHODS, rollout
 from xai_core.models import get_model
 from xai_core.sinks import SINK_THRESHOLD, analyse_sinks
 from xai_core.token_marks import HIGH_NORM_GAP, HIGH_NORM_RATIO, high_norm_tokens
@@ -105,7 +105,7 @@ def auto_start_here(capture):
 @pytest.mark.parametrize("name", list(SAMPLES))
 def test_auto_rollout_is_object_shaped_on_every_sample(dinov2, captures, name):
     capture = captures[name]
-    result = METHODS["rollout"].run(ExplainRequest(dinov2, load_sample(name), None, Options()))
+    result = METHODS["rollout"](dinov2, load_sample(name))
     assert result.meta["start"] == auto_start_here(capture) == 1
     assert result.meta["left_out"][0]["block"] == 0
     scores, keys, _ = independent_sinks(capture)

@@ -58,6 +58,17 @@ class TokenLayout:
     def num_tokens(self) -> int:
         return self.num_prefix_tokens + self.num_patches
 
+    @property
+    def centre_patch(self) -> int:
+        return centre_patch(self.grid)
+
+
+def centre_patch(grid: tuple[int, int]) -> int:
+    """Raster index of the patch at the middle of a (rows, cols) grid (the lower-right of
+    the four middle patches when both sides are even): the default query patch."""
+    rows, cols = grid
+    return (rows // 2) * cols + cols // 2
+
 
 @dataclass
 class BlockRecord:
@@ -73,6 +84,10 @@ class BlockRecord:
     @property
     def num_heads(self) -> int:
         return self.acts["attn"].shape[1]
+
+    @property
+    def num_queries(self) -> int:
+        return self.acts["attn"].shape[2]
 
 
 @dataclass
@@ -123,14 +138,46 @@ def transformer_blocks(module: torch.nn.Module) -> list[tuple[str, torch.nn.Modu
 
 
 def token_layout(module: torch.nn.Module, pixels: torch.Tensor) -> TokenLayout:
+    """The token layout of `pixels` (B, 3, H, W) through `module`."""
+    return layout_at(module, tuple(pixels.shape[-2:]))
+
+
+def layout_at(module: torch.nn.Module, size: tuple[int, int]) -> TokenLayout:
+    """The token layout of an (H, W) input, read from the module's patch embedding."""
     patch = getattr(getattr(module, "patch_embed", None), "patch_size", None)
     if patch is None:
         raise CaptureError("This model has no patch embedding, so it has no token grid.")
     patch = (patch, patch) if isinstance(patch, int) else tuple(patch)
-    height, width = pixels.shape[-2:]
+    height, width = size
     return TokenLayout(num_prefix_tokens=int(getattr(module, "num_prefix_tokens", 0)),
                        grid=(height // patch[0], width // patch[1]), patch_size=patch,
                        input_size=(height, width))
+
+
+@dataclass(frozen=True)
+class ModelLayout:
+    """What a loaded ViT's modules say before any forward pass: the kind of every block
+    and the token layout at the model's input size. Method options whose range depends on
+    the model (a block index, a query patch) are checked against it, so a bad value is
+    refused before a capture runs."""
+
+    block_kinds: tuple[str, ...]  # "self" or "class", in forward order
+    tokens: TokenLayout
+
+    @property
+    def num_blocks(self) -> int:
+        return len(self.block_kinds)
+
+    @property
+    def self_blocks(self) -> list[int]:
+        """Indices of the self-attention blocks (every block but CaiT's class blocks)."""
+        return [i for i, kind in enumerate(self.block_kinds) if kind == "self"]
+
+
+def model_layout(model) -> ModelLayout:
+    """`ModelLayout` of a loaded ViT (`xai_core.models.LoadedModel`)."""
+    kinds = tuple(kind for kind, _ in transformer_blocks(model.module))
+    return ModelLayout(kinds, layout_at(model.module, tuple(model.spec.input_size)))
 
 
 class _Recorder:

@@ -2,7 +2,7 @@
 
 The comparison page, the `metrics` CLI and the benchmark read the method
 registry (`xai_core.methods.METHODS`), so a method appears here as soon as its
-module registers it.
+module declares it, with its theory rows and whether it is ticked by default.
 
 Cost is measured, not quoted: while a method runs, hooks on the model count the
 forward passes (and images) and the backward passes that call actually ran in
@@ -26,19 +26,10 @@ from .cache import cache_key
 from .capture import CaptureError
 from .cli.common import run_meta
 from .errors import OptionError
-from .methods import METHODS, ExplainRequest, MethodInfo, Options
+from .methods import METHODS, Method
+from .metrics.agreement import patch_gradient_importance, spearman
 from .metrics.localisation import localise
-from .pipeline import CAPTURE_CACHE, TargetError, prepare
-
-# Registered methods listed on the page but not chosen by default, and why.
-OFF_BY_DEFAULT = {
-    "distance": "mean attention distance describes how far patches look, not what the class "
-                "used",
-    "vit-gradcam-all": "its map is vit-gradcam's default variant; the other variants belong "
-                       "to page 5",
-    "sinks": "its map shows where heads park attention they do not use, not what the class "
-             "used; page 4 explains it",
-}
+from .pipeline import CAPTURE_CACHE, TargetError, prepare, vit_capture
 
 
 @dataclass
@@ -49,6 +40,8 @@ class MethodRun:
     target: int | None
     map: np.ndarray | None
     meta: dict = field(default_factory=dict)
+    options: dict = field(default_factory=dict)  # every option's value (resolved)
+    given: dict = field(default_factory=dict)  # the options asked for (the rest: defaults)
     wall_ms: float = 0.0
     forwards: int = 0  # forward calls through the model during this run
     images: int = 0  # images in those forward calls
@@ -58,6 +51,14 @@ class MethodRun:
     @property
     def ok(self) -> bool:
         return self.map is not None
+
+    @property
+    def label(self) -> str:
+        """The method's name, with the options it was asked for."""
+        return f"{self.name} ({self.options_text()})" if self.given else self.name
+
+    def options_text(self) -> str:
+        return ", ".join(f"{k}={v}" for k, v in self.given.items()) or "defaults"
 
     def cost_text(self) -> str:
         if not self.ok:
@@ -102,12 +103,17 @@ class PassCounter:
             self._handle.remove()
 
 
-def applicable_methods(model) -> list[MethodInfo]:
-    return [info for info in METHODS.values() if info.family == model.spec.family]
+def applicable_methods(model) -> list[Method]:
+    return [info for info in METHODS.values() if info.fits(model.spec.family)]
+
+
+def off_by_default() -> dict[str, str]:
+    """Registered methods the page lists but does not tick, and why."""
+    return {info.name: info.off_by_default for info in METHODS.values() if info.off_by_default}
 
 
 def default_methods(model) -> list[str]:
-    return [info.name for info in applicable_methods(model) if info.name not in OFF_BY_DEFAULT]
+    return [info.name for info in applicable_methods(model) if not info.off_by_default]
 
 
 def _valid_map(values) -> np.ndarray | None:
@@ -120,8 +126,8 @@ def _valid_map(values) -> np.ndarray | None:
 def run_method(model, image, name: str, target: int | None, head=None,
                options: dict | None = None) -> MethodRun:
     """Run one registered method with its default (or given) options, measured and cached.
-    User-facing failures (a method that cannot handle this model) come back as
-    `MethodRun.error` instead of raising, so one method cannot break the page."""
+    User-facing failures (a bad option, a method that cannot handle this model) come back
+    as `MethodRun.error` instead of raising, so one method cannot break the page."""
     info = METHODS[name]
     target = target if info.needs_target else None
     prepared = prepare(model, image)
@@ -129,13 +135,12 @@ def run_method(model, image, name: str, target: int | None, head=None,
                     image=prepared.sha256, head=head or model.head)
 
     def compute() -> MethodRun:
-        run = MethodRun(name, info.family, info.summary, target, None)
-        request = ExplainRequest(model, image, target, Options(options or {}), head)
+        run = MethodRun(name, info.family, info.summary, target, None, given=dict(options or {}))
         started = time.perf_counter()
         try:
+            run.options = info.resolve(model, options)  # refused here, before any pass
             with PassCounter(model) as counter:
-                result = info.run(request)
-            request.options.check_all_used()
+                result = info(model, image, target=target, head=head, **run.options)
         except (CaptureError, OptionError, TargetError, ValueError) as error:
             run.error = str(error)
             raise _Failed(run) from None
@@ -163,8 +168,31 @@ class _Failed(Exception):
         self.run = run
 
 
-def run_methods(model, image, names: list[str], target: int | None, head=None) -> list[MethodRun]:
-    return [run_method(model, image, name, target, head) for name in names if name in METHODS]
+def run_methods(model, image, names: list[str], target: int | None, head=None,
+                options: dict[str, dict] | None = None) -> list[MethodRun]:
+    """`run_method` for each name; `options` maps a method's name to its non-default options."""
+    options = options or {}
+    return [run_method(model, image, name, target, head, options.get(name))
+            for name in names if name in METHODS]
+
+
+@dataclass(frozen=True)
+class AttentionVsGradient:
+    attention: np.ndarray  # (rows, cols) the attention method's map: last block, [CLS] row
+    gradient: np.ndarray  # (rows, cols) patch-averaged size of the input gradient
+    rho: float  # Spearman rank correlation over patches
+
+
+def attention_vs_gradient(model, image, target: int, head=None) -> AttentionVsGradient | None:
+    """Is a patch [CLS] attends to also one the class score is sensitive to? The attention
+    method at its defaults against the size of the target's input gradient, patch by patch
+    (None when the two grids differ)."""
+    attention = METHODS["attention"](model, image).map
+    capture = vit_capture(model, image, target, head=head)
+    gradient = patch_gradient_importance(capture.input_grad, capture.layout.grid)
+    if attention.shape != gradient.shape:
+        return None
+    return AttentionVsGradient(attention, gradient, spearman(attention, gradient))
 
 
 def _jsonable(value):
@@ -207,7 +235,7 @@ def manifest(image, sections: list[ModelSection], settings: dict, agreement: dic
         meta = run_meta(section.model, image, {
             "target": section.target, "target_label": section.target_label,
             "score": section.score_kind,
-            "methods": [{"name": r.name, "options": "defaults", "target": r.target,
+            "methods": [{"name": r.name, "options": r.options, "target": r.target,
                          "error": r.error, "map_shape": None if r.map is None else list(r.map.shape),
                          "cost": {"wall_ms": round(r.wall_ms, 2), "forward_calls": r.forwards,
                                   "images": r.images, "backward_passes": r.backwards},

@@ -20,6 +20,9 @@ sink-dominated, since prefix tokens are not drawn on the patch map.
 
 CaiT's class-attention blocks are left out: they have a single query ([CLS]),
 so "the key all queries agree on" would just be the peak of one attention row.
+
+The cached analysis of one image is the `sinks` method's `detail`
+(`xai_core.methods.sinks.explain(model, image)`).
 """
 
 from __future__ import annotations
@@ -28,13 +31,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .cache import BoundedCache, cache_key
 from .capture import Capture, CaptureError
-from .pipeline import prepare, vit_capture
-from .tokens import prefix_token_names
 
-# Analyses of recent images (about 0.2 MB each for a ViT-S at 224 px).
-SINK_CACHE = BoundedCache(max_entries=64, max_bytes=32 * 2**20)
 SINK_THRESHOLD = 0.5
 DEFINITION = ("sink score = mean over all queries of A[q, j*], j* = the key with the largest "
               "mean attention (per block and head, post-softmax, self-attention blocks only); "
@@ -137,13 +135,6 @@ def analyse_sinks(capture: Capture, prefix_names: list[str] | None = None) -> Si
                         entropy=np.stack(entropy), received=received,
                         blocks=[r.index for r in records], num_prefix_tokens=prefix,
                         prefix_names=tuple(names), grid=capture.layout.grid)
-
-
-def image_sinks(model, image) -> SinkAnalysis:
-    """`analyse_sinks` of one image from the shared capture, memoised (about 0.2 MB)."""
-    key = cache_key("sinks", model, image=prepare(model, image).sha256)
-    return SINK_CACHE.get_or_compute(key, lambda: analyse_sinks(
-        vit_capture(model, image), prefix_token_names(model.module)))
 
 
 def value_norm_ratio(capture: Capture, block: int, head: int, key: int) -> float:

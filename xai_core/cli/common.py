@@ -80,15 +80,19 @@ def parse_sets(pairs: list[str]) -> dict[str, str]:
     return options
 
 
-def method_model_image(args):
-    """The registered method named by --method, with a model of its family and the image."""
+def method_options_model_image(args):
+    """The method named by --method, its --set options parsed and checked as far as they can
+    be without a model, then a model of its family and the image. Bad options are refused
+    before the model loads."""
     from ..methods import METHODS
+    from ..models import get_spec
 
     if args.method not in METHODS:
         raise CliError(f"Unknown method '{args.method}'. Methods: {', '.join(sorted(METHODS))}.")
     method = METHODS[args.method]
-    model, image = load_model(args), load_image(args.image)
-    if method.family != model.spec.family:
+    options = method.parse(parse_sets(args.set))
+    spec = get_spec(args.model)
+    if not method.fits(spec.family):
         raise CliError(f"Method '{method.name}' needs a {method.family.upper()} model; "
-                       f"{model.spec.id} is a {model.spec.family.upper()}.")
-    return method, model, image
+                       f"{spec.id} is a {spec.family.upper()}.")
+    return method, options, load_model(args), load_image(args.image)

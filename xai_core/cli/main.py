@@ -12,8 +12,8 @@ import sys
 
 import numpy as np
 
-from .common import (USAGE_ERROR, CliError, emit, load_image, load_model, method_model_image,
-                     parse_sets, run_meta, save_npz)
+from .common import (USAGE_ERROR, CliError, emit, load_image, load_model,
+                     method_options_model_image, run_meta, save_npz)
 from .metrics import add_metrics_command
 from .warmup import add_health_command, add_warmup_command
 
@@ -66,16 +66,25 @@ def cmd_capture(args) -> None:
           f"{layout.num_prefix_tokens} prefix token(s)")
 
 
+def cmd_methods(args) -> None:
+    from ..methods import METHODS
+
+    described = [METHODS[name].describe() for name in sorted(METHODS)]
+
+    def line(entry) -> str:
+        options = ", ".join(f"{o['name']}={o['default']}" for o in entry["options"]) or "none"
+        return (f"{entry['name']:18} {entry['family']:4} {entry['cost']:9} options: {options}"
+                f"\n{'':18} {entry['convention']}")
+    emit(args, {"methods": described}, "\n".join(map(line, described)))
+
+
 def cmd_explain(args) -> None:
-    from ..methods import ExplainRequest, Options
     from ..pipeline import resolve_target
 
-    method, model, image = method_model_image(args)
+    method, options, model, image = method_options_model_image(args)
     target = resolve_target(model, args.target, image) if method.needs_target else None
-    options = Options(parse_sets(args.set))
-    result = method.run(ExplainRequest(model, image, target, options))
-    options.check_all_used()
-    meta = run_meta(model, image, {"method": method.name, "options": options.as_dict(),
+    result = method(model, image, target=target, **options)
+    meta = run_meta(model, image, {"method": method.name, "options": result.options,
                                 "target": target,
                                 "target_label": None if target is None
                                 else model.class_names[target], **result.meta})
@@ -101,6 +110,8 @@ def build_parser() -> argparse.ArgumentParser:
         return sub
 
     add("models", cmd_models, "list models and whether they can load here", image=False)
+    add("methods", cmd_methods, "list explanation methods with their options and conventions",
+        image=False)
     add("predict", cmd_predict, "top classes for an image").add_argument(
         "--topk", type=int, default=5, choices=range(1, 51), metavar="K")
     add("capture", cmd_capture, "record every block's attention to an .npz").add_argument(

@@ -5,7 +5,7 @@ Added to the parser by `cli.main`; heavy imports happen only when the command ru
 
 from __future__ import annotations
 
-from .common import CliError, emit, method_model_image, parse_sets, run_meta
+from .common import CliError, emit, method_options_model_image, run_meta
 
 METRIC_CHOICES = ("deletion", "insertion", "pos-perturb", "neg-perturb")
 BASELINE_CHOICES = ("zeros", "blur", "mean")
@@ -24,25 +24,21 @@ def add_metrics_command(add) -> None:
 
 
 def cmd_metrics(args) -> None:
-    from ..methods import ExplainRequest, Options
     from ..metrics.faithfulness import check_curve_options, faithfulness
     from ..pipeline import resolve_target
 
     check_curve_options(args.metric, args.baseline, args.steps)
-    method, model, image = method_model_image(args)
+    method, options, model, image = method_options_model_image(args)
     if model.head is None:
         raise CliError(f"{model.spec.display_name} has no class score to perturb.")
     target = resolve_target(model, args.target, image)  # metrics always score a class
-    options = Options(parse_sets(args.set))
-    result = method.run(ExplainRequest(model, image, target if method.needs_target else None,
-                                       options))
-    options.check_all_used()
+    result = method(model, image, target=target, **options)
     try:
         curve = faithfulness(model, image, result.map, args.metric, target, args.baseline,
                              args.steps)
     except ValueError as error:  # a map the metric cannot rank (not 2-D, NaN)
         raise CliError(str(error)) from None
-    payload = {**curve.as_dict(), "method": method.name, "options": options.as_dict(),
+    payload = {**curve.as_dict(), "method": method.name, "options": result.options,
                "target_label": model.class_names[target],
                "meta": run_meta(model, image)}
     text = (f"{curve.metric} AUC {curve.auc:.4f} ({method.name}, target {target} "

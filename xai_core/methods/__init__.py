@@ -1,9 +1,15 @@
-"""Explanation methods over captured tensors. Importing this package registers them all."""
+"""Explanation methods over captured tensors. Importing this package imports every module in
+it, and each module's `@method` declarations register themselves: a new method is one new
+file (see `base.py` for the contract)."""
 
-from . import attention  # noqa: F401  (each import registers its methods)
-from . import daam  # noqa: F401
-from . import distance, gae, rollout, sinks  # noqa: F401
-from . import gradcam, vit_gradcam  # noqa: F401
-from .base import METHODS, ExplainRequest, ExplainResult, MethodInfo, Options
+import importlib
+import pkgutil
 
-__all__ = ["METHODS", "ExplainRequest", "ExplainResult", "MethodInfo", "Options"]
+from .base import (ANY_FAMILY, COSTS, METHODS, THEORY_ROWS, ExplainRequest, ExplainResult,
+                   Method, Theory)
+
+for _module in pkgutil.iter_modules(__path__):
+    importlib.import_module(f"{__name__}.{_module.name}")
+
+__all__ = ["ANY_FAMILY", "COSTS", "METHODS", "THEORY_ROWS", "ExplainRequest", "ExplainResult",
+           "Method", "Theory"]

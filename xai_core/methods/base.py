@@ -1,112 +1,362 @@
-"""The method registry behind `python -m xai_core explain` and the comparison page.
+"""The method contract: a method declares itself once, and everyone calls it the same way.
 
-A method module defines a function `(request) -> ExplainResult` and decorates it
-with `@register(name, family=..., needs_target=...)`. `request` carries the
-loaded model, the image, the resolved target class index (or None) and the
-user's `--set key=value` options.
+A method module declares each method with `@method(...)` over its compute function:
+
+    @method("rollout", family="vit", needs_target=False, cost="forward",
+            summary="...", convention="...", theory=Theory(...),
+            options=(Choice("fusion", "mean", FUSIONS, "How a block's heads become one."),
+                     Int("start", "auto", 0, LAST_SELF_BLOCK, "...", word="auto"), ...))
+    def explain(request, *, fusion, start, ...) -> ExplainResult:
+        ...
+
+The decorated name is the method's one cached entry point, called with keywords by the
+pages, the CLI and the comparison page alike:
+
+    result = rollout.explain(model, image, fusion="max")        # or METHODS["rollout"](...)
+
+Options are checked once, before anything runs: their type and fixed range before a model
+is even loaded (`Method.parse`, what the CLI does first), then a range that only the model
+knows - its last block, its conv layers - against the loaded model's modules before any
+capture (`Method.resolve`). The compute function receives typed, valid values and never
+checks them again. Every module in this package is imported by `xai_core.methods`, so a
+new method is one new file.
 """
 
 from __future__ import annotations
 
+import inspect
+import math
+import re
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import numpy as np
 from PIL import Image
 
+from ..cache import BoundedCache, cache_key
+from ..capture import model_layout
 from ..errors import OptionError
+from ..images import image_sha256
+from ..pipeline import head_of, resolve_target
+
+ANY_FAMILY = "any"  # a method that works on every image classifier (ViT or CNN)
+FAMILIES = ("vit", "cnn", ANY_FAMILY)
+
+# What one call costs, in passes through the model (the comparison page measures the truth).
+COSTS = {
+    "forward": "one forward pass, no gradient",
+    "gradient": "one forward and one backward pass",
+    "passes": "many forward (and backward) passes; the number grows with its options",
+}
+
+THEORY_ROWS = ("Mechanism", "Cost in principle", "Class specificity", "Spatial resolution",
+               "Supervision needed", "Best used for")
+
+# Results of recent calls (maps and the method's own detail object), shared by every session:
+# the key names the model, weights, head, image and every option value.
+RESULT_CACHE = BoundedCache(max_entries=128, max_bytes=256 * 2**20)
 
 
-class Options:
-    """String options from the CLI or the UI, read with typed, range-checked getters."""
+@dataclass(frozen=True)
+class Theory:
+    """The comparison page's theory matrix, one sentence per row (THEORY_ROWS)."""
 
-    def __init__(self, values: dict[str, Any] | None = None):
-        self.values = dict(values or {})
-        self._read: set[str] = set()
+    mechanism: str
+    cost: str
+    class_specificity: str
+    resolution: str
+    supervision: str
+    best_for: str
 
-    def _raw(self, key, default):
-        self._read.add(key)
-        return self.values.get(key, default)
+    def rows(self) -> dict[str, str]:
+        return dict(zip(THEORY_ROWS, (self.mechanism, self.cost, self.class_specificity,
+                                      self.resolution, self.supervision, self.best_for)))
 
-    def get_int(self, key: str, default: int, low: int, high: int) -> int:
-        return self._int(key, self._raw(key, default), low, high)
 
-    def get_int_or_word(self, key: str, default: int | str, low: int, high: int,
-                        word: str) -> int | str:
-        """A whole number in [low, high], or the literal `word` (e.g. start=auto)."""
-        raw = self._raw(key, default)
-        if str(raw) == word:
-            return word
-        try:
-            return self._int(key, raw, low, high)
-        except OptionError as error:
-            raise OptionError(f"{error} It may also be '{word}'.") from None
+# --- options ----------------------------------------------------------------------------------
 
-    @staticmethod
-    def _int(key: str, raw, low: int, high: int) -> int:
-        try:
-            value = int(raw)
-        except (TypeError, ValueError):
-            raise OptionError(f"Option {key} must be a whole number, got '{raw}'.") from None
+@dataclass(frozen=True)
+class FromModel:
+    """A default, a bound or a list of choices only the loaded model knows (its last block,
+    its conv layers), read from its modules before any capture runs."""
+
+    words: str  # how `methods` and error messages name it, e.g. "the last block"
+    read: Callable[[Any], Any]  # loaded model -> the value
+
+
+def _last(indices) -> int:
+    return len(indices) - 1
+
+
+LAST_BLOCK = FromModel("the last block", lambda model: model_layout(model).num_blocks - 1)
+LAST_SELF_BLOCK = FromModel("the last self-attention block (counted among them)",
+                            lambda model: _last(model_layout(model).self_blocks))
+LAST_PATCH = FromModel("the last patch",
+                       lambda model: model_layout(model).tokens.num_patches - 1)
+NAME = re.compile(r"[A-Za-z0-9_.\-]+")
+
+
+def _known(value, model):
+    return value.read(model) if isinstance(value, FromModel) else value
+
+
+def _words(value) -> Any:
+    return value.words if isinstance(value, FromModel) else value
+
+
+@dataclass(frozen=True)
+class Option:
+    """One declared option. Build it with `Int`, `Float` or `Choice`."""
+
+    name: str
+    kind: str  # "int" | "float" | "choice"
+    default: Any  # a value, or FromModel
+    help: str
+    choices: tuple | FromModel | None = None
+    low: Any = None  # a number, or FromModel
+    high: Any = None
+    word: str | None = None  # an int option may also be this word ("auto")
+
+    def parse(self, raw) -> Any:
+        """A typed value from a string (CLI, URL) or a value: its type and every bound that
+        does not depend on the model. Raises OptionError in words."""
+        if self.kind == "choice":
+            return self._parse_choice(raw)
+        if self.word is not None and str(raw) == self.word:
+            return self.word
+        value = self._number(raw)
+        low, high = self.low, self.high
+        if (not isinstance(low, FromModel) and value < low) or (
+                not isinstance(high, FromModel) and value > high) or value != value:
+            raise OptionError(self._out_of_range(value, low, high))
+        return value
+
+    def check(self, value, model) -> Any:
+        """`value` (already parsed) against the bounds or choices the model gives."""
+        if self.kind == "choice":
+            choices = _known(self.choices, model)
+            if value not in choices:
+                raise OptionError(f"Option {self.name}='{value}' is not "
+                                  f"{_words(self.choices)} of {model.spec.display_name} "
+                                  f"(the default is {self.default_for(model)}).")
+            return value
+        if value == self.word:
+            return value
+        low, high = _known(self.low, model), _known(self.high, model)
         if not low <= value <= high:
-            raise OptionError(f"Option {key}={value} is out of range ({low}-{high}).")
+            raise OptionError(self._out_of_range(value, low, high))
         return value
 
-    def get_float(self, key: str, default: float, low: float, high: float) -> float:
-        raw = self._raw(key, default)
+    def default_for(self, model) -> Any:
+        return _known(self.default, model)
+
+    def limits(self, model) -> dict:
+        """The concrete default, bounds or choices for one model (for a page's widgets)."""
+        if self.kind == "choice":
+            return {"default": self.default_for(model),
+                    "choices": tuple(_known(self.choices, model))}
+        return {"default": self.default_for(model), "low": _known(self.low, model),
+                "high": _known(self.high, model)}
+
+    def describe(self) -> dict:
+        """The declaration as plain JSON (model-dependent parts in words)."""
+        described = {"name": self.name, "type": self.kind, "default": _words(self.default),
+                     "help": self.help}
+        if self.kind == "choice":
+            choices = self.choices
+            described["choices"] = choices.words if isinstance(choices, FromModel) else list(
+                choices)
+        else:
+            described.update(low=_words(self.low), high=_words(self.high))
+            if self.word is not None:
+                described["or"] = self.word
+        return described
+
+    def _parse_choice(self, raw) -> str:
+        value = str(raw)
+        if isinstance(self.choices, FromModel):
+            if not NAME.fullmatch(value):
+                raise OptionError(f"Option {self.name}='{value}' is not a name (letters, "
+                                  "digits, '_', '-' and '.').")
+            return value
+        if value not in self.choices:
+            raise OptionError(f"Option {self.name}='{value}' is not one of: "
+                              f"{', '.join(map(str, self.choices))}.")
+        return value
+
+    def _number(self, raw):
+        integer = self.kind == "int"
+        if isinstance(raw, bool):
+            raw = str(raw)
         try:
-            value = float(raw)
+            if integer and isinstance(raw, float) and raw.is_integer():
+                raw = int(raw)
+            value = int(raw) if integer else float(raw)
         except (TypeError, ValueError):
-            raise OptionError(f"Option {key} must be a number, got '{raw}'.") from None
-        if not (low <= value <= high):
-            raise OptionError(f"Option {key}={value} is out of range ({low}-{high}).")
+            kind = "a whole number" if integer else "a number"
+            also = f" It may also be '{self.word}'." if self.word else ""
+            raise OptionError(f"Option {self.name} must be {kind}, got '{raw}'.{also}") from None
+        if not integer and math.isinf(value):
+            raise OptionError(self._out_of_range(value, self.low, self.high))
         return value
 
-    def get_choice(self, key: str, default: str, choices: tuple[str, ...]) -> str:
-        value = str(self._raw(key, default))
-        if value not in choices:
-            raise OptionError(f"Option {key}='{value}' is not one of: {', '.join(choices)}.")
-        return value
-
-    def check_all_used(self) -> None:
-        unknown = sorted(set(self.values) - self._read)
-        if unknown:
-            raise OptionError(f"Unknown option(s) for this method: {', '.join(unknown)}.")
-
-    def as_dict(self) -> dict[str, Any]:
-        return dict(self.values)
+    def _out_of_range(self, value, low, high) -> str:
+        also = f" It may also be '{self.word}'." if self.word else ""
+        return (f"Option {self.name}={value} is out of range "
+                f"({_words(low)}-{_words(high)}).{also}")
 
 
-@dataclass
+def Int(name: str, default, low, high, help: str, word: str | None = None) -> Option:
+    return Option(name, "int", default, help, low=low, high=high, word=word)
+
+
+def Float(name: str, default: float, low: float, high: float, help: str) -> Option:
+    return Option(name, "float", default, help, low=low, high=high)
+
+
+def Choice(name: str, default, choices, help: str) -> Option:
+    return Option(name, "choice", default, help, choices=choices)
+
+
+# --- requests and results ---------------------------------------------------------------------
+
+@dataclass(frozen=True)
 class ExplainRequest:
+    """What a compute function gets besides its options."""
+
     model: Any  # xai_core.models.LoadedModel
     image: Image.Image
-    target: int | None
-    options: Options
-    head: Any = None  # a session's own k-NN head, when it has one
+    target: int | None  # a valid class index for a method that needs one, else None
+    head: Any = None  # the head that scores the target (a session's own k-NN bank, or the
+    # model's); None for a method without a target
 
 
 @dataclass
 class ExplainResult:
     map: np.ndarray  # raw, unnormalised, grid-shaped float32
     arrays: dict[str, np.ndarray] = field(default_factory=dict)  # per head / per block
-    meta: dict[str, Any] = field(default_factory=dict)
+    meta: dict[str, Any] = field(default_factory=dict)  # JSON-able; always has "convention"
+    detail: Any = None  # the method's own result object for its page (not exported)
+    options: dict[str, Any] = field(default_factory=dict)  # every option's value, resolved
 
 
-@dataclass(frozen=True)
-class MethodInfo:
+# --- the declaration --------------------------------------------------------------------------
+
+@dataclass(frozen=True, eq=False)
+class Method:
     name: str
-    family: str  # "vit" or "cnn"
+    family: str  # "vit", "cnn" or ANY_FAMILY
     needs_target: bool
-    run: Callable[[ExplainRequest], ExplainResult]
     summary: str
+    convention: str | Callable[[dict], str]  # the words `meta` and the UI show
+    theory: Theory
+    cost: str  # a key of COSTS
+    options: tuple[Option, ...]
+    compute: Callable[..., ExplainResult]
+    off_by_default: str | None = None  # why the comparison page leaves it unticked
+    check: Callable[[dict, Any], None] | None = None  # options together, against the model
+
+    def fits(self, model_family: str) -> bool:
+        return self.family in (model_family, ANY_FAMILY)
+
+    def option(self, name: str) -> Option:
+        return next(option for option in self.options if option.name == name)
+
+    def parse(self, given: dict | None) -> dict:
+        """Typed values for the options given (strings or values), refused in words when a
+        key is unknown or a value is of the wrong type or outside a fixed bound. Needs no
+        model: the CLI calls it before loading one."""
+        given = dict(given or {})
+        unknown = sorted(set(given) - {option.name for option in self.options})
+        if unknown:
+            raise OptionError(f"Unknown option(s) for {self.name}: {', '.join(unknown)}"
+                              + (f" (it has: {', '.join(o.name for o in self.options)})."
+                                 if self.options else " (it has none)."))
+        return {option.name: option.parse(given[option.name])
+                for option in self.options if option.name in given}
+
+    def resolve(self, model, given: dict | None) -> dict:
+        """Every option's value for this model: the given ones parsed and checked against
+        the model's modules, the rest at their defaults. Runs before any capture."""
+        if not self.fits(model.spec.family):
+            raise OptionError(f"Method '{self.name}' needs a {self.family.upper()} model; "
+                              f"{model.spec.id} is a {model.spec.family.upper()}.")
+        parsed = self.parse(given)
+        values = {option.name: (option.check(parsed[option.name], model)
+                                if option.name in parsed else option.default_for(model))
+                  for option in self.options}
+        if self.check is not None:
+            self.check(values, model)
+        return values
+
+    def convention_for(self, values: dict) -> str:
+        return self.convention(values) if callable(self.convention) else self.convention
+
+    def __call__(self, model, image, *, target=None, head=None, **options) -> ExplainResult:
+        """The method on one image, cached by content. `target` is a class index or name
+        (None: the top prediction) for a method that needs one and ignored otherwise;
+        `head` a session's own head. Results are shared: treat them as read-only."""
+        values = self.resolve(model, options)
+        if self.needs_target:
+            head = head_of(model, head)
+            target = resolve_target(model, target, image, head)
+        else:
+            target, head = None, None
+        key = cache_key("method", model, self.name, target, *sorted(values.items()),
+                        image=image_sha256(image), head=head)
+
+        def compute() -> ExplainResult:
+            result = self.compute(ExplainRequest(model, image, target, head), **values)
+            result.meta = {**result.meta, "convention": self.convention_for(values)}
+            result.options = dict(values)
+            return result
+        return RESULT_CACHE.get_or_compute(key, compute)
+
+    def describe(self) -> dict:
+        """The whole declaration as plain JSON (`python -m xai_core methods --json`)."""
+        defaults = {o.name: o.default for o in self.options
+                    if not isinstance(o.default, FromModel)}
+        convention = self.convention_for(defaults)  # at the defaults
+        return {"name": self.name, "family": self.family, "needs_target": self.needs_target,
+                "summary": self.summary, "convention": convention, "cost": self.cost,
+                "cost_words": COSTS[self.cost], "off_by_default": self.off_by_default,
+                "theory": self.theory.rows(), "options": [o.describe() for o in self.options]}
 
 
-METHODS: dict[str, MethodInfo] = {}
+METHODS: dict[str, Method] = {}
 
 
-def register(name: str, family: str, needs_target: bool, summary: str):
-    def decorate(function):
-        METHODS[name] = MethodInfo(name, family, needs_target, function, summary)
-        return function
+def method(name: str, *, family: str, needs_target: bool, summary: str,
+           convention: str | Callable[[dict], str], theory: Theory, cost: str,
+           options: tuple[Option, ...] = (), off_by_default: str | None = None,
+           check: Callable[[dict, Any], None] | None = None):
+    """Declare and register a method; the decorated function becomes its entry point.
+    The function takes `(request, *, <one keyword per option>)`."""
+    def decorate(compute) -> Method:
+        declared = Method(name, family, needs_target, summary, convention, theory, cost,
+                          tuple(options), compute, off_by_default, check)
+        _check_declaration(declared)
+        existing = METHODS.get(name)
+        if existing is not None and existing.compute.__module__ != compute.__module__:
+            raise ValueError(f"Two methods are called '{name}' ({existing.compute.__module__} "
+                             f"and {compute.__module__}).")
+        METHODS[name] = declared
+        return declared
     return decorate
+
+
+def _check_declaration(declared: Method) -> None:
+    """Mistakes in a declaration fail at import, not in front of a class."""
+    if declared.family not in FAMILIES:
+        raise ValueError(f"{declared.name}: family must be one of {FAMILIES}.")
+    if declared.cost not in COSTS:
+        raise ValueError(f"{declared.name}: cost must be one of {tuple(COSTS)}.")
+    keywords = {p.name for p in inspect.signature(declared.compute).parameters.values()
+                if p.kind is inspect.Parameter.KEYWORD_ONLY}
+    names = [option.name for option in declared.options]
+    if len(set(names)) != len(names) or keywords != set(names):
+        raise ValueError(f"{declared.name}: the options {sorted(names)} must be exactly the "
+                         f"compute function's keyword-only parameters {sorted(keywords)}.")
+    for option in declared.options:  # a fixed default must pass its own fixed bounds
+        if not isinstance(option.default, FromModel):
+            option.parse(option.default)

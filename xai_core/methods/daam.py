@@ -29,15 +29,17 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from ..cache import cache_key
 from ..capture import BlockRecord, Capture, CaptureError
 from ..capture import capture as run_model_capture
 from ..maps import min_max
-from ..pipeline import CAPTURE_CACHE, head_of, prepare, vit_capture
-from .base import ExplainRequest, ExplainResult, register
+from ..pipeline import head_of, vit_capture
+from .base import Choice, ExplainRequest, ExplainResult, Theory, method
 from .daam_knn import KNN_FORMULAS, KnnWeights, knn_capture, knn_pass, weighted_output_score
 
 CHANNEL_RELU = ("auto", "yes", "no")
+CONVENTION = ("DAAM (Liao et al.): S_b = a0_b (x) V_b, C_b = grad at the [CLS] context entering "
+              "attn.proj, L_b = ReLU(sum_c w_c S_b[:, c]) over patch tokens, D_b = cumulative "
+              "sum; raw, not normalised")
 
 DISPLAY_MODES = {
     "official": "Official DAAM display: x = map / (max over all frames), y = sigmoid(5x) - 0.5, "
@@ -99,7 +101,9 @@ class DaamResult:
     C: np.ndarray  # (B, C) channel importance, unclipped
     T: np.ndarray  # (B, C) [CLS] contexts (the identity's right-hand side)
     block_indices: list[int]  # capture block index of each frame
-    block_labels: list[str]
+    block_labels: list[str]  # e.g. "block 3", "class block 1 (after 24 patch blocks)"
+    short_labels: list[str]  # e.g. "block 3", "class block 1"
+    block_kind: str  # "self", or "class": the flow runs over CaiT's class-attention blocks
     num_heads: int
     prefix_tokens: list[int]
     grid: tuple[int, int]
@@ -116,10 +120,7 @@ class DaamResult:
         meta = {"variant": self.variant, "channel_relu": self.channel_relu,
                 "blocks": self.block_labels, "block_indices": self.block_indices,
                 "prefix_tokens": self.prefix_tokens, "grid": list(self.grid),
-                "patch_size": list(self.patch_size), "score": self.score,
-                "convention": "DAAM (Liao et al.): S_b = a0_b (x) V_b, C_b = grad at the [CLS] "
-                              "context entering attn.proj, L_b = ReLU(sum_c w_c S_b[:, c]) over "
-                              "patch tokens, D_b = cumulative sum; raw, not normalised"}
+                "patch_size": list(self.patch_size), "score": self.score}
         if self.knn is not None:
             meta["knn"] = {"formula": self.knn.formula, "class": self.knn.class_label,
                            "voters": [v.source for v in self.knn.voters],
@@ -150,12 +151,14 @@ def sink_frames(result: DaamResult, analysis) -> list[dict]:
     return found
 
 
-def _block_labels(blocks: list[BlockRecord], capture: Capture) -> list[str]:
+def _block_labels(blocks: list[BlockRecord], capture: Capture) -> tuple[list[str], list[str]]:
+    """(labels, short labels) of the flow's frames."""
     if blocks[0].kind == "class":
         patch_blocks = sum(1 for b in capture.blocks if b.kind == "self")
-        return [f"class block {i + 1} (after {patch_blocks} patch blocks)"
-                for i in range(len(blocks))]
-    return [f"block {b.index + 1}" for b in blocks]
+        short = [f"class block {i + 1}" for i in range(len(blocks))]
+        return [f"{label} (after {patch_blocks} patch blocks)" for label in short], short
+    labels = [f"block {b.index + 1}" for b in blocks]
+    return labels, labels
 
 
 def daam_from_capture(capture: Capture, channel_relu: bool = True) -> dict:
@@ -170,17 +173,17 @@ def daam_from_capture(capture: Capture, channel_relu: bool = True) -> dict:
         C.append(c)
         T.append(cls_context(record))
     L = torch.stack(L)
+    labels, short = _block_labels(blocks, capture)
     return dict(L=L.numpy(), D=L.cumsum(0).numpy(), S=torch.stack(S).numpy(),
                 C=torch.stack(C).numpy(), T=torch.stack(T).numpy(),
-                block_indices=[b.index for b in blocks],
-                block_labels=_block_labels(blocks, capture),
+                block_indices=[b.index for b in blocks], block_labels=labels,
+                short_labels=short, block_kind=blocks[0].kind,
                 num_heads=blocks[0].num_heads, prefix_tokens=[b.num_prefix_tokens for b in blocks],
                 grid=grid, patch_size=capture.layout.patch_size)
 
 
 def _resolve_relu(channel_relu: str, variant: str) -> bool:
-    if channel_relu not in CHANNEL_RELU:
-        raise ValueError(f"channel_relu must be one of {', '.join(CHANNEL_RELU)}.")
+    """The channel_relu option (one of CHANNEL_RELU) as a yes/no for this variant."""
     if channel_relu == "auto":  # the official code: ReLU for logits, none for the k-NN variant
         return variant == "supervised"
     return channel_relu == "yes"
@@ -213,27 +216,6 @@ def daam_uncached(model, pixels: torch.Tensor, target: int, head=None,
     else:
         knn, capture = None, run_model_capture(model, pixels, head.score_fn(target))
     return daam_result(capture, head, target, variant, relu, knn, started)
-
-
-def compute_daam(model, image, target: int, head=None, formula: str = "official",
-                 channel_relu: str = "auto") -> DaamResult:
-    """DAAM for a loaded ViT, an image and a target class index (cached by content)."""
-    head = head_of(model, head)
-    variant = _variant(head)
-    relu = _resolve_relu(channel_relu, variant)
-    if formula not in KNN_FORMULAS:
-        raise ValueError(f"Unknown eq. 13 formula '{formula}' ({', '.join(KNN_FORMULAS)}).")
-    key = cache_key("daam", model, target, variant, formula if variant == "knn" else None, relu,
-                    image=prepare(model, image).sha256, head=head)
-
-    def compute() -> DaamResult:
-        started = time.perf_counter()
-        if variant == "knn":
-            knn, capture = knn_capture(model, image, target, head, formula)
-        else:  # the shared capture other pages use for this target
-            knn, capture = None, vit_capture(model, image, target, head)
-        return daam_result(capture, head, target, variant, relu, knn, started)
-    return CAPTURE_CACHE.get_or_compute(key, compute)
 
 
 def result_score_fn(result: DaamResult, head):
@@ -286,21 +268,42 @@ def top_channels(result: DaamResult, frame: int, count: int = 6) -> list[Channel
     return views
 
 
-# --- CLI / comparison registration -----------------------------------------------------------
+# --- the method ------------------------------------------------------------------------------
 
-@register("daam", family="vit", needs_target=True,
-          summary="Dynamic Accumulated Attention Map: per-block L and accumulated D maps "
-                  "(one backward for all blocks; eq. 13 weights for a k-NN head).")
-def explain_daam(request: ExplainRequest) -> ExplainResult:
-    options = request.options
-    formula = options.get_choice("knn_weights", "official", KNN_FORMULAS)
-    relu = options.get_choice("channel_relu", "auto", CHANNEL_RELU)
-    result = compute_daam(request.model, request.image, request.target, request.head,
-                          formula, relu)
+@method("daam", family="vit", needs_target=True, cost="gradient",
+        summary="Dynamic Accumulated Attention Map: per-block L and accumulated D maps (one "
+                "backward for all blocks; eq. 13 weights for a k-NN head).",
+        convention=CONVENTION,
+        theory=Theory(
+            mechanism="Splits each block's [CLS] context into per-patch parts, weights the "
+                      "channels by the gradient and accumulates the maps block by block.",
+            cost="One forward and one backward pass give every block's map.",
+            class_specificity="Yes (for a k-NN head: weights from the class's nearest bank "
+                              "entries).",
+            resolution="One value per patch token, for every block.",
+            supervision="A class score, or a k-NN memory bank for self-supervised ViTs.",
+            best_for="Watching the decision form through the depth of the network."),
+        options=(Choice("knn_weights", "official", KNN_FORMULAS,
+                        "Eq. 13 for a k-NN head: the official code's formula or the paper's."),
+                 Choice("channel_relu", "auto", CHANNEL_RELU,
+                        "Clip the channel weights to their positive part: auto = as the "
+                        "official code (yes for logits, no for a k-NN head).")))
+def explain(request: ExplainRequest, *, knn_weights: str, channel_relu: str) -> ExplainResult:
+    """DAAM for a ViT, an image and a target class; `detail` is the DaamResult."""
+    model, image, target, head = request.model, request.image, request.target, request.head
+    started = time.perf_counter()
+    variant = _variant(head)
+    relu = _resolve_relu(channel_relu, variant)
+    if variant == "knn":
+        knn, capture = knn_capture(model, image, target, head, knn_weights)
+    else:  # the shared capture other pages use for this target
+        knn, capture = None, vit_capture(model, image, target, head)
+    result = daam_result(capture, head, target, variant, relu, knn, started)
     meta = result.meta()
     meta["seconds"] = result.seconds
     arrays = {"L": result.L.astype(np.float32), "D": result.D.astype(np.float32),
               "channel_importance": result.C.astype(np.float32)}
     if result.knn is not None:
         arrays["knn_weights"] = result.knn.weights.astype(np.float32)
-    return ExplainResult(map=result.D[-1].astype(np.float32), arrays=arrays, meta=meta)
+    return ExplainResult(map=result.D[-1].astype(np.float32), arrays=arrays, meta=meta,
+                         detail=result)

@@ -34,7 +34,7 @@ from ..cache import BoundedCache, cache_key
 from ..capture import Capture, CaptureError
 from ..errors import OptionError
 from ..pipeline import prepare, vit_capture
-from .base import ExplainRequest, ExplainResult, register
+from .base import LAST_SELF_BLOCK, Choice, ExplainRequest, ExplainResult, Int, Theory, method
 
 PREFIX_MODES = ("exclude", "centre")
 CONVENTION_NAMES = {
@@ -135,8 +135,9 @@ def capture_distances(capture: Capture, prefix: str = "exclude",
         convention=CONVENTION_NAMES[(prefix, renormalise)])
 
 
-def image_distances(model, image, prefix: str = "exclude", renormalise: bool = False):
-    """`capture_distances` of one image, from the shared capture cache, memoised."""
+def cached_distances(model, image, prefix: str, renormalise: bool) -> DistanceResult:
+    """`capture_distances` of one image, from the shared capture cache, memoised: the
+    method asked for another block only reads it."""
     key = cache_key("mad", model, prefix, renormalise, image=prepare(model, image).sha256)
     return DISTANCE_CACHE.get_or_compute(
         key, lambda: capture_distances(vit_capture(model, image), prefix, renormalise))
@@ -148,7 +149,7 @@ def gallery_distances(model, images: dict, prefix: str = "exclude",
     names = list(images)
     if not names:
         raise ValueError("No images to average over.")
-    stacked = np.stack([image_distances(model, images[n], prefix, renormalise).mad
+    stacked = np.stack([cached_distances(model, images[n], prefix, renormalise).mad
                         for n in names])
     return names, stacked
 
@@ -222,26 +223,49 @@ def stage_receptive_fields(module: torch.nn.Module) -> list[RfLayer]:
     return list(last.values())
 
 
-@register("distance", family="vit", needs_target=False,
-          summary="Mean attention distance in pixels of every head of every block; the map "
-                  "is each query patch's distance in one block, heads averaged.")
-def explain_distance(request: ExplainRequest) -> ExplainResult:
-    options = request.options
-    prefix = options.get_choice("prefix", "exclude", PREFIX_MODES)
-    renormalise = options.get_choice("renormalise", "no", ("no", "yes")) == "yes"
-    if prefix == "centre" and renormalise:
+def _renormalise_needs_exclude(values: dict, model) -> None:
+    if values["prefix"] == "centre" and values["renormalise"] == "yes":
         raise OptionError("renormalise=yes applies only with prefix=exclude.")
-    capture = vit_capture(request.model, request.image)
-    result = capture_distances(capture, prefix, renormalise)
-    block = options.get_int("block", len(result.blocks) - 1, 0, len(result.blocks) - 1)
+
+
+@method("distance", family="vit", needs_target=False, cost="forward",
+        summary="Mean attention distance in pixels of every head of every block; the map is "
+                "each query patch's distance in one block, heads averaged.",
+        convention=lambda values: CONVENTION_NAMES[(values["prefix"],
+                                                    values["renormalise"] == "yes")],
+        theory=Theory(
+            mechanism="Weights the pixel distance between patch centres by attention, per "
+                      "query patch, and averages over queries (Raghu et al.).",
+            cost="One forward pass; no gradient.",
+            class_specificity="None: a property of the heads on this input.",
+            resolution="One value per query patch, per head and block.",
+            supervision="None.",
+            best_for="How far each head looks, block by block, next to a CNN's receptive "
+                     "field."),
+        options=(Choice("prefix", "exclude", PREFIX_MODES,
+                        "exclude: drop prefix rows and columns; centre: keep them, placed at "
+                        "the image centre."),
+                 Choice("renormalise", "no", ("no", "yes"),
+                        "yes: divide each patch row by the attention left after dropping the "
+                        "prefix columns (prefix=exclude only)."),
+                 Int("block", LAST_SELF_BLOCK, 0, LAST_SELF_BLOCK,
+                     "The block (among the self-attention blocks) whose per-query distances "
+                     "make the map.")),
+        off_by_default="mean attention distance describes how far patches look, not what the "
+                       "class used",
+        check=_renormalise_needs_exclude)
+def explain(request: ExplainRequest, *, prefix: str, renormalise: str,
+            block: int) -> ExplainResult:
+    result = cached_distances(request.model, request.image, prefix, renormalise == "yes")
     return ExplainResult(
         map=result.per_query[block].mean(0).astype(np.float32),
         arrays={"mean_attention_distance": result.mad.astype(np.float32),
                 "per_query": result.per_query.astype(np.float32),
                 "blocks": np.array(result.blocks)},
-        meta={"convention": result.convention, "unit": "pixels", "block": block,
+        meta={"unit": "pixels", "block": block,
               "map": "each query patch's attention-weighted distance in `block`, heads "
                      "averaged",
               "mean_pairwise_patch_distance": result.reference,
               "max_patch_distance": result.max_distance,
-              "blocks_measured": "self-attention blocks only"})
+              "blocks_measured": "self-attention blocks only"},
+        detail=result)

@@ -23,10 +23,10 @@ from __future__ import annotations
 import numpy as np
 
 from ..cache import cache_key
-from ..capture import Capture, CaptureError
-from ..pipeline import head_of, prepare, vit_capture
+from ..capture import Capture, CaptureError, model_layout
+from ..pipeline import prepare, vit_capture
+from .base import LAST_PATCH, ExplainRequest, ExplainResult, Int, Theory, method
 from .rollout import ROLLOUT_CACHE, token_row
-from .base import ExplainRequest, ExplainResult, register
 
 CONVENTION = ("Chefer GAE: R = I; R += mean_h(clamp(grad_A * A, 0)) @ R per block; "
               "row [CLS], prefix columns dropped; not normalised")
@@ -65,23 +65,37 @@ def gae_map(capture: Capture, query: int | None = None, relevance=None):
     return token_row(relevance, prefix, capture.layout.grid, query)
 
 
-def image_gae_map(model, image, target: int, head=None, query: int | None = None):
-    """`gae_map` for one image and target from the shared capture; R is memoised."""
-    capture = vit_capture(model, image, target=target, head=head)
-    key = cache_key("gae", model, target, image=prepare(model, image).sha256,
-                    head=head_of(model, head))
-    relevance = ROLLOUT_CACHE.get_or_compute(key, lambda: gae_matrix(capture)[:2])
-    return gae_map(capture, query, relevance)
+def cached_gae_matrix(model, image, target: int, head) -> tuple[np.ndarray, int, float]:
+    """(R, prefix, target score) of one image and target from the shared capture, memoised,
+    so the method asked for another query row only reads it."""
+    def compute():
+        capture = vit_capture(model, image, target=target, head=head)
+        return (*gae_matrix(capture)[:2], capture.score)
+    key = cache_key("gae", model, target, image=prepare(model, image).sha256, head=head)
+    return ROLLOUT_CACHE.get_or_compute(key, compute)
 
 
-@register("gae", family="vit", needs_target=True,
-          summary="Gradient-weighted attention (Chefer): positive grad x attention, "
-                  "accumulated through the residual stream.")
-def explain_gae(request: ExplainRequest) -> ExplainResult:
-    capture = vit_capture(request.model, request.image, target=request.target, head=request.head)
-    query = request.options.get_int("query", -1, -1, capture.layout.num_patches - 1)
-    grid, prefix_values, what = gae_map(capture, None if query < 0 else query)
+@method("gae", family="vit", needs_target=True, cost="gradient",
+        summary="Gradient-weighted attention (Chefer): positive grad x attention, accumulated "
+                "through the residual stream.",
+        convention=CONVENTION,
+        theory=Theory(
+            mechanism="Weights every block's attention by its gradient (positive part only) "
+                      "and adds the result up along the residual stream (Chefer).",
+            cost="One forward and one backward pass per class.",
+            class_specificity="Yes: the gradients come from the chosen class's score.",
+            resolution="One value per patch token.",
+            supervision="A class score: a logit, or a k-NN class score.",
+            best_for="Class-specific ViT maps that hold up well under perturbation tests."),
+        options=(Int("query", -1, -1, LAST_PATCH,
+                     "The row read: -1 = [CLS] (or the mean row without one), else a "
+                     "patch."),))
+def explain(request: ExplainRequest, *, query: int) -> ExplainResult:
+    model, image, target, head = request.model, request.image, request.target, request.head
+    relevance, prefix, score = cached_gae_matrix(model, image, target, head)
+    grid, prefix_values, what = token_row(relevance, prefix, model_layout(model).tokens.grid,
+                                          None if query < 0 else query)
     return ExplainResult(map=grid.astype(np.float32),
                          arrays={"prefix_values": prefix_values.astype(np.float32)},
-                         meta={"convention": CONVENTION, "row": what, "score": capture.score,
+                         meta={"row": what, "score": score,
                                "num_prefix_tokens": int(prefix_values.size)})

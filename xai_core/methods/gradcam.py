@@ -29,7 +29,7 @@ from ..capture import CnnCapture, conv_layer_names
 from ..errors import OptionError
 from ..maps import min_max
 from ..pipeline import CAPTURE_CACHE, cnn_capture, head_of, prepare
-from .base import ExplainRequest, ExplainResult, register
+from .base import Choice, ExplainRequest, ExplainResult, FromModel, Theory, method
 
 MINMAX_EPS = 1e-7  # pytorch-grad-cam divides by (max + 1e-7) after subtracting the min
 
@@ -119,19 +119,8 @@ def layer_choices(model) -> list[str]:
 
 
 def check_layer(model, layer: str | None) -> str:
-    layer = layer or model.spec.cnn_target_layer
-    if layer not in layer_choices(model):
-        raise OptionError(f"{model.spec.display_name} has no conv layer named '{layer}' "
-                          f"(the default is {model.spec.cnn_target_layer}).")
-    return layer
-
-
-def teaching_gradcam(model, image, target: int, layer: str | None = None) -> tuple[
-        GradCamSteps, CnnCapture]:
-    """Our Grad-CAM for one class at one layer, from the shared (cached) CNN capture."""
-    layer = check_layer(model, layer)
-    capture = cnn_capture(model, image, target, layer)
-    return gradcam_steps(capture), capture
+    """A layer for the CAM family, checked by the gradcam method's own `layer` option."""
+    return explain.resolve(model, {} if layer is None else {"layer": layer})["layer"]
 
 
 # --- the CAM family through pytorch-grad-cam --------------------------------------------------
@@ -243,26 +232,37 @@ def timed_cam(model, pixels, target, layer, name, head) -> CamTiming:
                      CAM_NOTES[name])
 
 
-# --- CLI ---------------------------------------------------------------------------------------
+# --- the method -------------------------------------------------------------------------------
 
-@register("gradcam", family="cnn", needs_target=True,
-          summary="Grad-CAM on a CNN conv stage (--set layer=NAME; default the last stage).")
-def explain_gradcam(request: ExplainRequest) -> ExplainResult:
-    model = request.model
-    try:
-        layer = request.options.get_choice("layer", model.spec.cnn_target_layer,
-                                           tuple(layer_choices(model)))
-    except OptionError:
-        raise OptionError(f"{model.spec.display_name} has no conv layer named "
-                          f"'{request.options.values['layer']}' (the default is "
-                          f"{model.spec.cnn_target_layer}).") from None
-    steps, capture = teaching_gradcam(model, request.image, request.target, layer)
+CONV_LAYERS = FromModel("a conv layer", layer_choices)
+CONVENTION = ("Selvaraju Grad-CAM: alpha_k = spatial mean of d(logit)/dA_k; map = ReLU(sum_k "
+              "alpha_k A_k) at feature resolution (raw); 'upsampled' = pytorch-grad-cam display "
+              "scaling (min-max, bilinear, min-max)")
+
+
+@method("gradcam", family="cnn", needs_target=True, cost="gradient",
+        summary="Grad-CAM on a CNN conv stage (--set layer=NAME; default the last stage).",
+        convention=CONVENTION,
+        theory=Theory(
+            mechanism="Averages the class gradient over a CNN conv stage to weight its "
+                      "channels; ReLU of the weighted sum (Selvaraju).",
+            cost="One forward and one backward pass per class.",
+            class_specificity="Yes: a different map for every class.",
+            resolution="The conv stage's grid, upsampled to the image.",
+            supervision="A class score.",
+            best_for="Checking what a CNN relied on; telling two classes in one image apart."),
+        options=(Choice("layer", FromModel("the model's last conv stage",
+                                           lambda model: model.spec.cnn_target_layer),
+                        CONV_LAYERS, "The conv stage whose activations and gradients are "
+                                     "used."),))
+def explain(request: ExplainRequest, *, layer: str) -> ExplainResult:
+    """Our Grad-CAM for one class at one layer, from the shared (cached) CNN capture;
+    `detail` is the GradCamSteps the page explains step by step."""
+    capture = cnn_capture(request.model, request.image, request.target, layer)
+    steps = gradcam_steps(capture)
     return ExplainResult(
         map=steps.cam.astype(np.float32),
         arrays={"alpha": steps.alpha, "weighted_sum": steps.weighted_sum,
                 "upsampled": steps.upsampled, "saliency": vanilla_saliency(capture)},
-        meta={"layer": layer, "score": steps.score, "feature_map": list(steps.cam.shape),
-              "convention": "Selvaraju Grad-CAM: alpha_k = spatial mean of d(logit)/dA_k; "
-                            "map = ReLU(sum_k alpha_k A_k) at feature resolution (raw); "
-                            "'upsampled' = pytorch-grad-cam display scaling (min-max, "
-                            "bilinear, min-max)"})
+        meta={"layer": layer, "score": steps.score, "feature_map": list(steps.cam.shape)},
+        detail=steps)

@@ -29,17 +29,21 @@ import numpy as np
 import torch
 
 from ..cache import BoundedCache, cache_key
-from ..capture import Capture, CaptureError
+from ..capture import Capture, CaptureError, model_layout
 from ..errors import OptionError
 from ..pipeline import prepare, vit_capture
 from ..sinks import DEFINITION as SINK_DEFINITION
-from ..sinks import SinkAnalysis, image_sinks
-from .base import ExplainRequest, ExplainResult, register
+from ..sinks import SinkAnalysis
+from .base import (LAST_PATCH, LAST_SELF_BLOCK, Choice, ExplainRequest, ExplainResult, Float,
+                   Int, Theory, method)
+from .sinks import explain as sink_method
 
-# Final rollout matrices of recent (image, settings), so a page re-render is cheap.
+# Rollout matrices of recent (image, settings): another query row is only a lookup.
 ROLLOUT_CACHE = BoundedCache(max_entries=64, max_bytes=96 * 2**20)
 FUSIONS = ("mean", "max", "min")
 CONVENTIONS = ("oracle", "vit-explain")
+AUTO = "auto"
+FUSION = Choice("fusion", "mean", FUSIONS, "How a block's heads become one matrix.")
 CONVENTION_NAMES = {
     "oracle": "row-normalised (A+I)/rowsum, Chefer's compute_rollout_attention",
     "vit-explain": "vit-explain: (A+I)/2 divided by a.sum(-1) without keepdim "
@@ -48,9 +52,9 @@ CONVENTION_NAMES = {
 
 
 def fuse_heads(attn: np.ndarray, fusion: str = "mean") -> np.ndarray:
-    """(heads, N, N) -> (N, N) by the mean, max or min over heads."""
-    if fusion not in FUSIONS:
-        raise ValueError(f"Head fusion must be one of {', '.join(FUSIONS)}, not '{fusion}'.")
+    """(heads, N, N) -> (N, N) by the mean, max or min over heads. The method's entry point
+    hands it a checked `fusion`; a direct caller's value is checked by the same declaration."""
+    fusion = FUSION.parse(fusion)
     return getattr(np, fusion)(np.asarray(attn, dtype=np.float64), axis=0)
 
 
@@ -118,7 +122,6 @@ def rollout_blocks(capture: Capture) -> list[int]:
     return blocks
 
 
-AUTO = "auto"
 AUTO_RULE = ("start=auto: rollout starts one block after the last sink-dominated block in the "
              "first half of the self-attention blocks (at the first block when there is none); "
              + SINK_DEFINITION)
@@ -196,18 +199,14 @@ def attention_rollout(capture: Capture, start: int = 0, end: int | None = None,
     return Rollout(matrices, chosen, prefix, capture.layout.grid)
 
 
-def image_rollout(model, image, start: int = 0, end: int | None = None, fusion: str = "mean",
-                  discard: float = 0.0, convention: str = "oracle") -> Rollout:
-    """`attention_rollout` of one image from the shared capture, memoised (final matrix only)."""
+def cached_rollout(model, image, start: int, end: int, fusion: str, discard: float,
+                   convention: str) -> Rollout:
+    """`attention_rollout` of one image from the shared capture, memoised whole (every
+    block's matrix), so the method asked for another query row only reads it."""
     key = cache_key("rollout", model, start, end, fusion, float(discard), convention,
                     image=prepare(model, image).sha256)
-
-    def compute():
-        rolled = attention_rollout(vit_capture(model, image), start, end, fusion, discard,
-                                   convention)
-        return Rollout([rolled.matrix], rolled.block_indices, rolled.num_prefix_tokens,
-                       rolled.grid)
-    return ROLLOUT_CACHE.get_or_compute(key, compute)
+    return ROLLOUT_CACHE.get_or_compute(key, lambda: attention_rollout(
+        vit_capture(model, image), start, end, fusion, discard, convention))
 
 
 def last_block_cls_attention(capture: Capture, query: int | None = None):
@@ -220,34 +219,57 @@ def last_block_cls_attention(capture: Capture, query: int | None = None):
     return single.query_row(query)
 
 
-@register("rollout", family="vit", needs_target=False,
-          summary="Attention rollout over the self-attention blocks (oracle or vit-explain "
-                  "convention; head fusion, discard ratio, start/end block, start=auto "
-                  "after the sink-dominated blocks).")
-def explain_rollout(request: ExplainRequest) -> ExplainResult:
-    capture = vit_capture(request.model, request.image)
-    options = request.options
-    last = len(rollout_blocks(capture)) - 1
-    fusion = options.get_choice("fusion", "mean", FUSIONS)
-    discard = options.get_float("discard", 0.0, 0.0, 0.99)
-    start = options.get_int_or_word("start", AUTO, 0, last, AUTO)
+def _start_before_end(values: dict, model) -> None:
+    if values["start"] != AUTO and values["end"] < values["start"]:
+        raise OptionError(f"Option end={values['end']} is before start={values['start']}: "
+                          "rollout runs from start to end.")
+
+
+@method("rollout", family="vit", needs_target=False, cost="forward",
+        summary="Attention rollout over the self-attention blocks (oracle or vit-explain "
+                "convention; head fusion, discard ratio, start/end block, start=auto after the "
+                "sink-dominated blocks).",
+        convention=lambda values: CONVENTION_NAMES[values["convention"]],
+        theory=Theory(
+            mechanism="Multiplies head-averaged attention, plus the identity for the skip path, "
+                      "through the blocks; by default it starts after any sink-dominated early "
+                      "block (start=auto, see page 4).",
+            cost="One forward pass plus one small matrix product per block.",
+            class_specificity="None: a property of the input, not of a class.",
+            resolution="One value per patch token.", supervision="None.",
+            best_for="How information can travel from patches to [CLS] across depth."),
+        options=(
+            FUSION,
+            Float("discard", 0.0, 0.0, 0.99,
+                  "Zero this fraction of each fused matrix's weakest entries (never "
+                  "[CLS]->[CLS]) before adding the identity."),
+            Int("start", AUTO, 0, LAST_SELF_BLOCK,
+                "First block (among the self-attention blocks), or 'auto': after the "
+                "sink-dominated blocks.", word=AUTO),
+            Int("end", LAST_SELF_BLOCK, 0, LAST_SELF_BLOCK,
+                "Last block (among the self-attention blocks)."),
+            Choice("convention", "oracle", CONVENTIONS,
+                   "oracle: rows divided by their own sums (Chefer); vit-explain: that "
+                   "library's column-by-row-sum division."),
+            Int("query", -1, -1, LAST_PATCH,
+                "The row read: -1 = [CLS] (or the mean row without one), else a patch.")),
+        check=_start_before_end)
+def explain(request: ExplainRequest, *, fusion: str, discard: float, start, end: int,
+            convention: str, query: int) -> ExplainResult:
+    model, image = request.model, request.image
     chosen = None
     if start == AUTO:
-        chosen = auto_start(image_sinks(request.model, request.image))
+        chosen = auto_start(sink_method(model, image).detail)
         start = chosen.start
-    try:
-        end = options.get_int("end", last, start, last)
-    except OptionError as error:
-        if chosen is None:
-            raise
-        raise OptionError(f"{error} start=auto chose block {start}; "
-                          f"{chosen.summary()} Set start=0 to include every block.") from None
-    convention = options.get_choice("convention", "oracle", CONVENTIONS)
-    query = options.get_int("query", -1, -1, capture.layout.num_patches - 1)
-    query = None if query < 0 else query
-    rolled = attention_rollout(capture, start, end, fusion, discard, convention)
-    grid, prefix_values, what = rolled.query_row(query)
-    per_block = np.stack([rolled.query_row(query, m)[0] for m in rolled.matrices])
+        if end < start:  # which blocks auto leaves out depends on the image
+            raise OptionError(f"Option end={end} is before the first block: start=auto chose "
+                              f"block {start} on this image. {chosen.summary()} Set start=0 "
+                              "to include every block.")
+    rolled = cached_rollout(model, image, start, end, fusion, discard, convention)
+    row = None if query < 0 else query
+    grid, prefix_values, what = rolled.query_row(row)
+    per_block = np.stack([rolled.query_row(row, m)[0] for m in rolled.matrices])
+    layout = model_layout(model)
     return ExplainResult(
         map=grid.astype(np.float32),
         arrays={"per_block": per_block.astype(np.float32),
@@ -255,10 +277,10 @@ def explain_rollout(request: ExplainRequest) -> ExplainResult:
                 "blocks": np.array(rolled.block_indices)},
         meta={"fusion": fusion, "discard": discard, "start": start, "end": end,
               **(chosen.meta() if chosen else {"start_rule": "chosen by the user"}),
-              "convention": CONVENTION_NAMES[convention], "row": what,
-              "num_prefix_tokens": rolled.num_prefix_tokens,
+              "row": what, "num_prefix_tokens": rolled.num_prefix_tokens,
               "blocks_used": "self-attention blocks only"
               + ("; class-attention blocks excluded"
-                 if last + 1 < len(capture.blocks) else ""),
+                 if len(layout.self_blocks) < layout.num_blocks else ""),
               "per_block": "rollout up to each block from `start`, same row",
-              "display": "raw rollout values, not normalised"})
+              "display": "raw rollout values, not normalised"},
+        detail=rolled)

@@ -1,21 +1,37 @@
-"""`explain --method sinks`: the sink score, sink key and entropy of every head
-(definitions in `xai_core.sinks`)."""
+"""The `sinks` method: the sink score, sink key and entropy of every head (definitions and
+the analysis in `xai_core.sinks`). Its `detail` is the `SinkAnalysis` the pages, rollout's
+start=auto and the DAAM flow read."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from ..pipeline import vit_capture
-from ..sinks import DEFINITION, ENTROPY_DEFINITION, SINK_THRESHOLD, image_sinks
-from .base import ExplainRequest, ExplainResult, register
+from ..sinks import DEFINITION, ENTROPY_DEFINITION, SINK_THRESHOLD, analyse_sinks
+from ..tokens import prefix_token_names
+from .base import ExplainRequest, ExplainResult, Theory, method
 
 
-@register("sinks", family="vit", needs_target=False,
-          summary="Attention sinks: per block and head, the share of attention all queries "
-                  "send to their common most-attended key, that key, and the entropy.")
-def explain_sinks(request: ExplainRequest) -> ExplainResult:
-    capture = vit_capture(request.model, request.image)
-    analysis = image_sinks(request.model, request.image)
+@method("sinks", family="vit", needs_target=False, cost="forward",
+        summary="Attention sinks: per block and head, the share of attention all queries send "
+                "to their common most-attended key, that key, and the entropy.",
+        convention=DEFINITION,
+        theory=Theory(
+            mechanism="Per head, averages every query's attention row and finds the key that "
+                      "receives the most; a head that sends most of it to one key is a sink.",
+            cost="One forward pass; no gradient.",
+            class_specificity="None: a property of the heads on this input.",
+            resolution="One value per patch token (the most attention it receives in any "
+                       "head).",
+            supervision="None.",
+            best_for="Finding heads that park attention they do not use, and the background "
+                     "patch that then lights up in rollout."),
+        off_by_default="its map shows where heads park attention they do not use, not what "
+                       "the class used; page 4 explains it")
+def explain(request: ExplainRequest) -> ExplainResult:
+    model = request.model
+    capture = vit_capture(model, request.image)
+    analysis = analyse_sinks(capture, prefix_token_names(model.module))
     patch_received = analysis.received[..., analysis.num_prefix_tokens:]
     excluded = len(capture.blocks) - len(analysis.blocks)
     return ExplainResult(
@@ -24,8 +40,7 @@ def explain_sinks(request: ExplainRequest) -> ExplainResult:
                 "key": analysis.keys.astype(np.int64),
                 "entropy": analysis.entropy.astype(np.float32),
                 "blocks": np.array(analysis.blocks)},
-        meta={"convention": DEFINITION, "entropy": ENTROPY_DEFINITION,
-              "threshold": SINK_THRESHOLD,
+        meta={"entropy": ENTROPY_DEFINITION, "threshold": SINK_THRESHOLD,
               "num_prefix_tokens": analysis.num_prefix_tokens,
               "prefix_tokens": list(analysis.prefix_names),
               "key_names": [[analysis.key_name(int(k)) for k in row] for row in analysis.keys],
@@ -39,4 +54,5 @@ def explain_sinks(request: ExplainRequest) -> ExplainResult:
               "map": "per patch: the largest mean attention it receives from all queries in "
                      "any block and head (max over blocks and heads of r_bh)",
               "arrays": "scores, key, entropy: (blocks, heads); key indexes the key sequence, "
-                        "prefix tokens first; blocks: capture block index of each row"})
+                        "prefix tokens first; blocks: capture block index of each row"},
+        detail=analysis)

@@ -42,8 +42,8 @@ import torch
 from ..cache import cache_key
 from ..capture import BlockRecord, Capture
 from ..errors import OptionError
-from ..pipeline import CAPTURE_CACHE, head_of, prepare, vit_capture
-from .base import ExplainRequest, ExplainResult, register
+from ..pipeline import CAPTURE_CACHE, prepare, vit_capture
+from .base import LAST_BLOCK, Choice, ExplainRequest, ExplainResult, Int, Theory, method
 from .gradcam import scale_like_pytorch_grad_cam
 
 LOCATIONS = ("F1", "F2", "F3", "F4", "F5", "F6")
@@ -91,6 +91,21 @@ class Cell:
     reason: str = ""
 
 
+@dataclass(frozen=True)
+class TaxonomyCounts:
+    variants: int  # every defined cell
+    zero_gradient: int  # blank: the weights come from an all-zero gradient
+    relu_empty: int  # every weighted sum negative: nothing left after the ReLU
+    drawn: int
+    undefined: int  # (block, location, weighting) combinations this model does not have
+
+    def labelled(self) -> dict[str, int]:
+        """The counts under the words `meta` shows."""
+        return {"variants": self.variants, "blank (zero gradient)": self.zero_gradient,
+                "empty after ReLU": self.relu_empty, "drawn": self.drawn,
+                "not defined here": self.undefined}
+
+
 @dataclass
 class Taxonomy:
     """Every defined variant of one capture, plus the locations that are not defined."""
@@ -106,11 +121,10 @@ class Taxonomy:
     def count(self) -> int:
         return len(self.cells)
 
-    def counts(self) -> dict[str, int]:
+    def counts(self) -> TaxonomyCounts:
         statuses = [cell.status for cell in self.cells.values()]
-        return {"variants": len(statuses), "blank (zero gradient)": statuses.count(ZERO_GRADIENT),
-                "empty after ReLU": statuses.count(RELU_EMPTY), "drawn": statuses.count(OK),
-                "not defined here": len(self.undefined)}
+        return TaxonomyCounts(len(statuses), statuses.count(ZERO_GRADIENT),
+                              statuses.count(RELU_EMPTY), statuses.count(OK), len(self.undefined))
 
     def cell(self, block: int, location: str, weights: str, heads: str | None = None) -> Cell:
         heads = (heads or HEAD_MODES[0]) if location in MULTI_HEAD else None
@@ -235,10 +249,9 @@ def taxonomy(capture: Capture) -> Taxonomy:
     return Taxonomy(layout.grid, layout.patch_size, len(capture.blocks), cells, undefined, seconds)
 
 
-def vit_taxonomy(model, image, target: int, head=None) -> Taxonomy:
-    """The taxonomy for (model, image, target), from the shared capture cache."""
+def cached_taxonomy(model, image, target: int, head) -> Taxonomy:
+    """The taxonomy for (model, image, target), memoised: both methods read it."""
     prepared = prepare(model, image)
-    head = head_of(model, head)
     key = cache_key("vit-gradcam-taxonomy", model, target, image=prepared.sha256, head=head)
     return CAPTURE_CACHE.get_or_compute(
         key, lambda: taxonomy(vit_capture(model, image, target=target, head=head)))
@@ -251,15 +264,7 @@ def upsample_for_display(cam: np.ndarray, size: tuple[int, int]) -> np.ndarray:
     return scale_like_pytorch_grad_cam(cam, size)
 
 
-# --- CLI ---------------------------------------------------------------------------------------
-
-def _read_variant(options, num_blocks: int) -> tuple[int, str, str, str]:
-    location = options.get_choice("location", "F1", LOCATIONS)
-    weights = options.get_choice("weights", "patch", WEIGHTS)
-    heads = options.get_choice("heads", "sum-relu", HEAD_MODES)
-    block = options.get_int("block", num_blocks - 1, 0, num_blocks - 1)
-    return block, location, weights, heads
-
+# --- the methods ------------------------------------------------------------------------------
 
 def _cell_meta(cell: Cell) -> dict:
     return {"variant": cell.variant.key, "description": cell.variant.describe(),
@@ -270,28 +275,60 @@ CONVENTION = ("seed 002 taxonomy: F1..F6 per block; weights = patch-token mean (
               "[CLS] gradient (eq. 12/13); F2 = [CLS] attention row with heads as channels "
               "(eq. 8); F2/F3 heads summed before ReLU (eq. 15) or ReLU per head then summed "
               "(eq. 16); prefix tokens dropped; raw map on the patch grid (no min-max)")
+VARIANT_THEORY = Theory(
+    mechanism="Grad-CAM transplanted to a ViT: token features of a chosen block weighted by "
+              "their gradients, patch tokens as the grid.",
+    cost="One forward and one backward pass per class.",
+    class_specificity="Yes, when the chosen feature location carries gradient to patches.",
+    resolution="One value per patch token.", supervision="A class score.",
+    best_for="Comparing CNN-style explanations across architectures; learning which layers "
+             "give blank maps.")
 
 
-@register("vit-gradcam", family="vit", needs_target=True,
-          summary="One ViT Grad-CAM variant (--set location=F1..F6 weights=patch|cls "
-                  "heads=sum-relu|relu-sum block=N).")
-def explain_vit_gradcam(request: ExplainRequest) -> ExplainResult:
-    result = vit_taxonomy(request.model, request.image, request.target, request.head)
-    block, location, weights, heads = _read_variant(request.options, result.num_blocks)
+@method("vit-gradcam", family="vit", needs_target=True, cost="gradient",
+        summary="One ViT Grad-CAM variant (--set location=F1..F6 weights=patch|cls "
+                "heads=sum-relu|relu-sum block=N).",
+        convention=CONVENTION, theory=VARIANT_THEORY,
+        options=(Choice("location", "F1", LOCATIONS,
+                        "Where features and gradients are read: " + "; ".join(
+                            f"{loc} {name}" for loc, name in LOCATION_NAMES.items()) + "."),
+                 Choice("weights", "patch", WEIGHTS,
+                        "patch: the gradient averaged over the patch tokens; cls: the "
+                        "gradient at the [CLS] token."),
+                 Choice("heads", "sum-relu", HEAD_MODES,
+                        "F2 and F3 only: heads summed before the ReLU, or ReLU per head then "
+                        "summed."),
+                 Int("block", LAST_BLOCK, 0, LAST_BLOCK, "The block read.")))
+def explain(request: ExplainRequest, *, location: str, weights: str, heads: str,
+            block: int) -> ExplainResult:
+    result = cached_taxonomy(request.model, request.image, request.target, request.head)
     cell = result.cell(block, location, weights, heads)
     return ExplainResult(map=cell.map.astype(np.float32),
                          arrays={"per_head": cell.per_head, "alpha": cell.alpha},
                          meta={**_cell_meta(cell), "block": block, "location": location,
                                "weights": weights,
-                               "heads": heads if location in MULTI_HEAD else None,
-                               "convention": CONVENTION})
+                               "heads": heads if location in MULTI_HEAD else None},
+                         detail=cell)
 
 
-@register("vit-gradcam-all", family="vit", needs_target=True,
-          summary="Every ViT Grad-CAM variant (all blocks, locations, weightings, head modes) "
-                  "from one forward + backward, in one file.")
-def explain_vit_gradcam_all(request: ExplainRequest) -> ExplainResult:
-    result = vit_taxonomy(request.model, request.image, request.target, request.head)
+@method("vit-gradcam-all", family="vit", needs_target=True, cost="gradient",
+        summary="Every ViT Grad-CAM variant (all blocks, locations, weightings, head modes) "
+                "from one forward + backward, in one file.",
+        convention=CONVENTION,
+        theory=Theory(
+            mechanism="Every Grad-CAM variant of a ViT at once: six feature locations per "
+                      "block, two weightings, two ways to combine heads.",
+            cost="One forward and one backward pass for all of them.",
+            class_specificity="Yes, wherever the location carries gradient to patches.",
+            resolution="One value per patch token, for every variant.",
+            supervision="A class score.",
+            best_for="Seeing how much 'Grad-CAM on a ViT' depends on choices a paper may not "
+                     "state."),
+        off_by_default="its map is vit-gradcam's default variant; the other variants belong "
+                       "to page 5")
+def explain_all(request: ExplainRequest) -> ExplainResult:
+    """Every variant; `detail` is the Taxonomy page 5 draws."""
+    result = cached_taxonomy(request.model, request.image, request.target, request.head)
     cells = list(result.cells.values())
     default = result.cell(result.num_blocks - 1, "F1", "patch")
     return ExplainResult(
@@ -304,9 +341,10 @@ def explain_vit_gradcam_all(request: ExplainRequest) -> ExplainResult:
                 "heads": np.array([c.variant.heads or "" for c in cells]),
                 "zero_gradient": np.array([c.status == ZERO_GRADIENT for c in cells]),
                 "relu_empty": np.array([c.status == RELU_EMPTY for c in cells])},
-        meta={"variant_count": result.count, "counts": result.counts(),
+        meta={"variant_count": result.count, "counts": result.counts().labelled(),
               "map": "F1 of the last block with patch-averaged weights "
                      "(pytorch-grad-cam's ViT example); all variants are in 'maps'",
               "undefined": {f"block{b}/{loc}/{w}": why
                             for (b, loc, w), why in result.undefined.items()},
-              "seconds": result.seconds, "convention": CONVENTION})
+              "seconds": result.seconds},
+        detail=result)

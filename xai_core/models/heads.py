@@ -11,6 +11,8 @@ class ImageNetHead:
     """Supervised classifiers: the output is 1000 logits; the target is one logit."""
 
     kind = "imagenet"
+    score_description = "the class logit"  # what a gradient method differentiates
+    prediction_description = "ImageNet-1k classifier"
 
     def __init__(self, class_names: list[str]):
         self.class_names = class_names
@@ -31,6 +33,9 @@ class KnnHead:
     """Self-supervised ViTs: the output is the CLS feature; classes come from a bank."""
 
     kind = "knn"
+    score_description = ("the k-NN class score (mean cosine similarity to that class's nearest "
+                         "memory-bank features)")
+    prediction_description = "k-NN vote over the sample-gallery memory bank"
 
     def __init__(self, bank: MemoryBank):
         self.bank = bank
