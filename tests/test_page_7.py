@@ -130,3 +130,29 @@ def test_measured_cost_counts_the_passes_a_method_really_ran():
     assert compare.run_method(model, noise, "gradcam", target) is run
     bad = compare.run_method(model, noise, "gradcam", target, options={"no_such": "1"})
     assert not bad.ok and "no_such" in bad.error
+
+
+def test_comparison_page_runs_a_method_with_a_non_default_option(media):
+    """attention at block 3 instead of the last block: the page shows the option, and the
+    exported map is the method's own map at block 3, not its default."""
+    app = open_app(PAGE, timeout=600, image_choice="coffee", cmp_methods_vit=["attention"],
+                   cmp_opt_vit_attention_block=3)
+    assert not app.exception, app.exception
+    assert not app.error, [e.value for e in app.error]
+    assert app.number_input(key="cmp_opt_vit_attention_query").value == -1  # the default
+    theory = app.table[0].value
+    assert theory.loc["Options here", "attention"] == "block=3"
+    assert any("attention (block=3)" in str(spec) for spec in chart_specs(app))
+    model, image = get_model("dinov2-s14"), load_sample("coffee")
+    archive = np.load(io.BytesIO(media(app, "cmp_dl_npz")))
+    exported = archive["dinov2-s14__attention__map"]
+    block_3 = METHODS["attention"](model, image, block=3).map
+    np.testing.assert_array_equal(exported, block_3)
+    assert not np.allclose(exported, METHODS["attention"](model, image).map)
+    capture = pipeline.vit_capture(model, image)  # independent: the [CLS] row of block 3
+    np.testing.assert_allclose(exported, capture.blocks[3].acts["attn"][0, :, 0, 1:].mean(0)
+                               .reshape(capture.layout.grid).numpy(), atol=1e-6)
+    manifest = json.loads(str(archive["manifest"]))
+    entry = manifest["models"][0]["methods"][0]
+    assert entry["name"] == "attention" and entry["options"]["block"] == 3
+    assert manifest["settings"]["options"]["dinov2-s14"] == {"attention": {"block": 3}}

@@ -81,9 +81,10 @@ def parse_sets(pairs: list[str]) -> dict[str, str]:
 
 
 def method_options_model_image(args):
-    """The method named by --method, its --set options parsed and checked as far as they can
-    be without a model, then a model of its family and the image. Bad options are refused
-    before the model loads."""
+    """The method named by --method, its --set options, a model of its family and the image.
+    An option with a bad type or outside a fixed bound is refused before the model loads;
+    one outside a bound the model sets (its last block) right after, before any pass
+    through the model."""
     from ..methods import METHODS
     from ..models import get_spec
 
@@ -95,4 +96,5 @@ def method_options_model_image(args):
     if not method.fits(spec.family):
         raise CliError(f"Method '{method.name}' needs a {method.family.upper()} model; "
                        f"{spec.id} is a {spec.family.upper()}.")
-    return method, options, load_model(args), load_image(args.image)
+    model, image = load_model(args), load_image(args.image)
+    return method, method.resolve(model, options), model, image
