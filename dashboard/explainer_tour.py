@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from dashboard.page_list import PAGE_LIST
+from xai_core.capture import centre_patch as capture_centre_patch
 from xai_core.explainer import OVERLAYS, STAGE_IDS, decode
 from xai_core.sinks import SINK_THRESHOLD
 from xai_core.token_marks import HIGH_NORM_GAP, HIGH_NORM_RATIO
@@ -361,8 +362,7 @@ def page_titles() -> dict[str, str]:
 def centre_patch(overview: dict) -> int:
     """The patch in the middle of the grid: the example query of the tour (a centre crop
     usually puts the subject there; nothing is claimed about it)."""
-    rows, cols = overview["layout"]["grid"]
-    return (rows // 2) * cols + cols // 2
+    return capture_centre_patch(tuple(overview["layout"]["grid"]))
 
 
 def longest_patch(overview: dict) -> int:

@@ -16,9 +16,9 @@ from dashboard.page_list import PAGES, PAGE_LIST
 from xai_core import explainer, pipeline
 from xai_core.capture import transformer_blocks
 from xai_core.images import load_sample
-from xai_core.methods.daam import compute_daam
+from xai_core.methods import daam as daam_method
 from xai_core.methods.rollout import attention_rollout, auto_start
-from xai_core.sinks import image_sinks
+from xai_core.methods import sinks as sink_method
 from xai_core.models import get_model
 
 JS = (Path(explainer.__file__).resolve().parent.parent / "dashboard" / "explainer"
@@ -102,7 +102,7 @@ def test_rollout_frames_are_rows_of_the_rollout_matrices(case):
     """Rollout so far, from the block the app's start=auto picks (after the sink-dominated
     blocks, as on page 4) to each self-attention block."""
     model, image, capture, overview = case
-    start = auto_start(image_sinks(model, image)).start
+    start = auto_start(sink_method.explain(model, image).detail).start
     rolled = attention_rollout(capture, start=start)
     frames = overview["rollout"]
     eligible = [b.index for b in capture.self_attention_blocks()]
@@ -122,7 +122,7 @@ def test_daam_frames_accumulate_to_the_daam_map(case):
     model, image, capture, overview = case
     daam = overview["daam"]
     top = overview["prediction"]["top"][0]["index"]
-    result = compute_daam(model, image, top)
+    result = daam_method.explain(model, image, target=top).detail
     assert daam["target"] == model.head.class_names[top]
     assert daam["blocks"] == result.block_indices
     expected_kind = "class" if any(b.kind == "class" for b in capture.blocks) else "self"

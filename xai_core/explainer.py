@@ -33,11 +33,12 @@ from .cache import BoundedCache, cache_key
 from .capture import Capture, transformer_blocks
 from .figures.overlays import image_data_uri
 from .figures.style import HEATMAP_SCALE
-from .methods.daam import compute_daam
+from .methods.daam import CONVENTION as DAAM_CONVENTION
+from .methods.daam import explain as daam_method
 from .methods.rollout import AUTO_RULE, CONVENTION_NAMES, attention_rollout, auto_start, token_row
 from .models.knn import KNN_K, KNN_TEMPERATURE
 from .pipeline import head_of, predict, prepare, vit_capture
-from .sinks import image_sinks
+from .methods.sinks import explain as sink_method
 from .token_marks import RULE as HIGH_NORM_RULE
 from .token_marks import high_norm_tokens, largest_norm_ratio
 from .tokens import prefix_token_names
@@ -269,7 +270,7 @@ def _rollout_frames(capture: Capture, start: int) -> dict:
 def _sink_facts(model, image) -> tuple[dict, int]:
     """The sink analysis the app's rollout starts from (start=auto, as on page 4), with
     block and head numbers as indices; and the rollout start position it implies."""
-    analysis = image_sinks(model, image)
+    analysis = sink_method(model, image).detail
     auto = auto_start(analysis)
     strongest = analysis.strongest()
     sink = lambda s: {"block": s.block, "head": s.head, "score": round(s.score, 4),  # noqa: E731
@@ -293,11 +294,11 @@ def _high_norm(capture: Capture) -> dict:
 
 
 def _daam_frames(model, image, head, target: int) -> dict:
-    result = compute_daam(model, image, target, head)
+    result = daam_method(model, image, target=target, head=head).detail
     frames = result.D.reshape(len(result.D), -1)
     return {"blocks": result.block_indices, "labels": result.block_labels,
             "target": result.target_label, "variant": result.variant,
-            "convention": result.meta()["convention"], **_unsigned_rows(frames)}
+            "convention": DAAM_CONVENTION, **_unsigned_rows(frames)}
 
 
 # --- the two payloads ------------------------------------------------------------------------
