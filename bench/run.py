@@ -15,11 +15,12 @@ import sys
 import time
 from pathlib import Path
 
-import torch
-
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import xai_core  # noqa: E402,F401  (before torch: it sets the threads' wait policy)
+import torch  # noqa: E402
 
 
 def device_name() -> str:
