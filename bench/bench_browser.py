@@ -6,14 +6,17 @@ loopback port, with an empty cache directory, and stops at the end.
 Definitions (one place; bench/FINDINGS.md uses the same words):
 - interactive: after the action, (1) a `script_finished` message from the server reached
   the browser, (2) the app shows script state `notRunning`, (3) no element is stale (greyed,
-  waiting for a rerun), (4) every Plotly chart on the page has drawn its SVG (each
-  `stPlotlyChart` holds a `.js-plotly-plot .main-svg`). Checked on every animation frame;
+  waiting for a rerun) or a placeholder (`stSkeleton`, shown while a chart's code loads),
+  (4) every Plotly chart on the page has drawn its SVG (each `stPlotlyChart` holds a
+  `.js-plotly-plot .main-svg`). Checked on every animation frame;
   if another run starts within SETTLE_S after that, the wait starts again.
 - first visit: a new browser context (new session, empty browser cache) opens the page's URL
   with a gallery image the server has not processed yet (`?image_choice=<id>`), timed from
   navigation. The server restarts when the unseen images run out.
-- repeat visit: the same context opens the same URL again (new session, warm caches);
-  the median of REPEATS.
+- repeat visit: the same context opens the same URL again in a new tab (a new session,
+  warm server and browser caches; the app's JavaScript boots again).
+- page switch: in that tab, a click on the page's menu entry coming from another page (the
+  same session: what a student does in a lecture).
 - interaction: a slider moved one step with the keyboard, or a patch clicked, timed from
   the input until interactive again (the chart redrawn). INTERACTIONS names it per page;
   any other page gets its first slider, else its first clickable patch chart.
@@ -22,9 +25,10 @@ Definitions (one place; bench/FINDINGS.md uses the same words):
 - first start: the server launched with an empty cache (a fresh machine after install):
   seconds until /_stcore/health answers (models converted, bank built, all loaded), then
   the first visit of the home page after that.
-Breakdown of each visit (for FINDINGS.md): `server` = first websocket message to the last
-`script_finished`, `browser` = from then until interactive, and Chromium's main-thread
-seconds from Performance.getMetrics (script, layout, style recalculation, all tasks).
+Where the time goes (robust on a busy machine, where wall times stretch): CPU seconds of
+the server process during the visit (/proc), of the page's renderer process and its main
+thread (Chromium's Performance.getMetrics: ProcessTime, ThreadTime), and the main thread's
+JavaScript, layout and style-recalculation time; websocket MB per kind of element.
 """
 
 from __future__ import annotations
@@ -44,7 +48,6 @@ sys.path.insert(0, str(ROOT / "tests" / "e2e"))
 from e2e_helpers import (CHROMIUM_FLAGS, MAKE_RUN, AppProcess, app_env,  # noqa: E402
                          chromium_path)
 
-REPEATS = 2
 SETTLE_S = 0.4
 TIMEOUT_S = 300
 INTERACTION_TIMEOUT_S = 120
@@ -60,7 +63,7 @@ INTERACTIONS = {
 INTERACTIVE_JS = """() => {
     const app = document.querySelector("[data-testid='stApp']");
     if (!app || app.getAttribute("data-test-script-state") !== "notRunning") return false;
-    if (document.querySelector("[data-stale='true']")) return false;
+    if (document.querySelector("[data-stale='true'], [data-testid='stSkeleton']")) return false;
     return [...document.querySelectorAll("[data-testid='stPlotlyChart']")]
         .every(chart => chart.querySelector(".js-plotly-plot .main-svg"));
 }"""
@@ -81,13 +84,19 @@ PATCH_POINT_JS = """(gd) => {
 
 @dataclass
 class Visit:
-    seconds: float
-    megabytes: float
+    seconds: float  # wall clock, action -> interactive
+    megabytes: float  # websocket payload the server sent
     charts: int
-    server: float  # first websocket message -> last script_finished
-    browser: float  # last script_finished -> interactive
-    main_thread: dict[str, float] = field(default_factory=dict)  # seconds per kind of work
+    server_cpu: float  # CPU seconds of the app server process (all its threads)
+    browser_cpu: float  # CPU seconds of the page's renderer process
+    main_thread: dict[str, float] = field(default_factory=dict)  # renderer main thread, s
     messages: dict[str, float] = field(default_factory=dict)  # MB per kind of element
+
+
+def process_cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of a process, all threads (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _message_kinds(payload: bytes) -> tuple[str, str]:
@@ -101,14 +110,18 @@ def _message_kinds(payload: bytes) -> tuple[str, str]:
     kind = message.WhichOneof("type") or "unknown"
     element = ""
     if kind == "delta" and message.delta.WhichOneof("type") == "new_element":
-        element = message.delta.new_element.WhichOneof("type") or ""
+        new = message.delta.new_element
+        element = new.WhichOneof("type") or ""
+        if element == "plotly_chart":  # ids end with "-<key>" for keyed charts
+            element += ":" + new.plotly_chart.id.split("-", 2)[-1]
     return kind, element
 
 
 class Tab:
     """One browser page with a CDP session recording websocket messages and metrics."""
 
-    def __init__(self, context):
+    def __init__(self, context, server_pid: int):
+        self.server_pid = server_pid
         self.page = context.new_page()
         self.page.set_default_timeout(TIMEOUT_S * 1000)
         self.errors: list[str] = []
@@ -139,10 +152,13 @@ class Tab:
             self.page.wait_for_timeout(20)
 
     def measure(self, action, timeout: float = TIMEOUT_S, navigates: bool = False) -> Visit:
+        """Run `action` and wait until interactive. Navigations run in a fresh tab, whose
+        counters (a new document, perhaps a new renderer) count from zero."""
         before = self.metrics()
         since = before["Timestamp"]
-        if navigates:  # a new document starts its counters at zero
+        if navigates:
             before = {name: 0.0 for name in before}
+        server_before = process_cpu_seconds(self.server_pid)
         started = time.perf_counter()
         deadline = started + timeout
         action()
@@ -153,28 +169,28 @@ class Tab:
                                         timeout=max(1.0, deadline - time.perf_counter()) * 1000)
             seconds = time.perf_counter() - started
             after = self.metrics()
+            server_cpu = process_cpu_seconds(self.server_pid) - server_before
             count = len(self.frames)
             self.page.wait_for_timeout(SETTLE_S * 1000)
             rerun = [t for t, _, kind, _ in self.frames[count:] if kind in ("new_session", "delta")]
             if not rerun:
                 break
             marker = min(rerun)  # another run started: wait for it too
-        return self._visit(since, after, before, seconds)
+        return self._visit(since, after, before, seconds, server_cpu)
 
-    def _visit(self, since: float, after: dict, before: dict, seconds: float) -> Visit:
+    def _visit(self, since: float, after: dict, before: dict, seconds: float,
+               server_cpu: float) -> Visit:
         frames = [f for f in self.frames if since < f[0] <= after["Timestamp"]]
-        finished = self._finished_after(since) or after["Timestamp"]
-        first = frames[0][0] if frames else finished
         per_element: dict[str, float] = {}
         for _, size, kind, element in frames:
             name = element or kind
             per_element[name] = per_element.get(name, 0.0) + size / 1e6
-        thread = {name: after[metric] - before[metric] for name, metric in (
-            ("script", "ScriptDuration"), ("layout", "LayoutDuration"),
-            ("style", "RecalcStyleDuration"), ("tasks", "TaskDuration"))}
+        delta = {name: after[name] - before[name] for name in after}
+        thread = {"cpu": delta["ThreadTime"], "script": delta["ScriptDuration"],
+                  "layout": delta["LayoutDuration"], "style": delta["RecalcStyleDuration"]}
         return Visit(seconds=seconds, megabytes=sum(size for _, size, _, _ in frames) / 1e6,
-                     charts=int(self.page.evaluate(CHART_COUNT_JS)), server=finished - first,
-                     browser=after["Timestamp"] - finished, main_thread=thread,
+                     charts=int(self.page.evaluate(CHART_COUNT_JS)), server_cpu=server_cpu,
+                     browser_cpu=delta["ProcessTime"], main_thread=thread,
                      messages=dict(sorted(per_element.items(), key=lambda kv: -kv[1])))
 
     def visit(self, url: str) -> Visit:
@@ -204,10 +220,24 @@ def _click_action(tab: Tab, key: str | None):
     return None
 
 
+def page_switch(tab: Tab, titles: dict[str, str], page_file: str) -> Visit:
+    """Leave for another page through the menu (untimed), then come back (timed)."""
+    def click(title: str):
+        return lambda: tab.page.locator("[data-testid='stSidebarNav'] a",
+                                        has_text=title).first.click()
+    other = next(t for f, t in titles.items() if f != page_file) if len(titles) > 1 else None
+    if other is None:
+        from dashboard.page_list import existing_pages
+
+        other = next(t for f, t, _ in existing_pages() if f != page_file)
+    tab.measure(click(other))
+    return tab.measure(click(titles[page_file]))
+
+
 def interaction(tab: Tab, url: str, page_file: str) -> tuple[str, Visit | None]:
     """Time the page's typical interaction; returns (what was done, the visit or None)."""
     extra, kind, key = INTERACTIONS.get(page_file, ("", None, None))
-    if extra:
+    if extra:  # (a navigation in this tab: its counters are not used)
         tab.visit(url + ("&" if "?" in url else "?") + extra)
     attempts = [(kind, key)] if kind else []
     attempts += [("slider", None), ("click", None)]  # the generic fallbacks
@@ -253,15 +283,19 @@ def _fresh_images():
 
 
 def _print_table(results: list[dict], first_start: dict) -> None:
-    print("\n  browser: page, first visit (new image) s, repeat visit s, websocket MB "
-          "(first / repeat), charts, interaction s")
+    print(f"\n  browser (load average {os.getloadavg()[0]:.1f}): seconds to interactive, "
+          "websocket MB, charts; CPU seconds of the server and the browser per repeat visit")
+    print(f"  {'page':<28} {'first':>6} {'repeat':>6} {'switch':>6} {'MB':>5} {'charts':>6} "
+          f"{'act':>5}  {'srv cpu':>7} {'brw cpu':>7}  interaction")
     for r in results:
         first, repeat, act = r["first"], r["repeat"], r["interaction"]
         print(f"  {r['title']:<28} {first.seconds:6.2f} {repeat.seconds:6.2f} "
-              f"{first.megabytes:6.2f} /{repeat.megabytes:5.2f} {repeat.charts:4d}   "
-              + (f"{act.seconds:5.2f}  {r['how']}" if act else f"  -    {r['how']}"))
-    print(f"  first start: ready after {first_start['ready']:.1f} s, first page "
-          f"{first_start['page'].seconds:.2f} s after that")
+              f"{r['switch'].seconds:6.2f} "
+              f"{repeat.megabytes:5.2f} {repeat.charts:6d} "
+              f"{act.seconds if act else float('nan'):5.2f}  {repeat.server_cpu:7.2f} "
+              f"{repeat.browser_cpu:7.2f}  {r['how']}")
+    print(f"  first start: ready after {first_start['ready']:.1f} s "
+          f"({first_start['note']}), home page {first_start['page'].seconds:.2f} s after that")
 
 
 def _rows(results: list[dict], first_start: dict) -> list[dict]:
@@ -273,21 +307,29 @@ def _rows(results: list[dict], first_start: dict) -> list[dict]:
         title, first, repeat, act = r["title"], r["first"], r["repeat"], r["interaction"]
         rows += [
             {"name": f"{title}: first visit, new image", "value": first.seconds, "unit": "s",
-             "note": f"image {r['image']}; server {first.server:.2f} s, browser "
-                     f"{first.browser:.2f} s; {first.megabytes:.2f} MB; target <= 3 s"},
+             "note": f"image {r['image']}; {_cpu(first)}; {first.megabytes:.2f} MB; "
+                     "target <= 3 s"},
             {"name": f"{title}: repeat visit", "value": repeat.seconds, "unit": "s",
-             "note": f"server {repeat.server:.2f} s, browser {repeat.browser:.2f} s, "
-                     f"main thread script {repeat.main_thread['script']:.2f} s layout "
-                     f"{repeat.main_thread['layout']:.2f} s; target <= 1.5 s"},
+             "note": f"{_cpu(repeat)}; target <= 1.5 s"},
+            {"name": f"{title}: page switch (menu, same session)", "value": r["switch"].seconds,
+             "unit": "s", "note": f"{_cpu(r['switch'])}; {r['switch'].megabytes:.2f} MB"},
             {"name": f"{title}: websocket, repeat visit", "value": repeat.megabytes, "unit": "MB",
              "note": "target <= 0.8 MB; largest: " + ", ".join(
                  f"{k} {v:.2f}" for k, v in list(repeat.messages.items())[:3])},
             {"name": f"{title}: Plotly charts", "value": float(repeat.charts), "unit": ""},
             {"name": f"{title}: interaction to redrawn chart",
              "value": act.seconds if act else float("nan"), "unit": "s",
-             "note": r["how"] + (f"; {act.megabytes:.2f} MB; target <= 1 s" if act else "")},
+             "note": r["how"] + (f"; {_cpu(act)}; {act.megabytes:.2f} MB; target <= 1 s"
+                                 if act else "")},
         ]
     return rows
+
+
+def _cpu(visit: Visit) -> str:
+    thread = visit.main_thread
+    return (f"CPU s: server {visit.server_cpu:.2f}, browser {visit.browser_cpu:.2f} (main "
+            f"thread {thread['cpu']:.2f}: JS {thread['script']:.2f}, layout "
+            f"{thread['layout']:.2f}, style {thread['style']:.2f})")
 
 
 def measure_all(only: list[str] | None = None) -> tuple[list[dict], dict]:
@@ -309,7 +351,7 @@ def measure_all(only: list[str] | None = None) -> tuple[list[dict], dict]:
             ready = time.perf_counter() - started
             prepared = re.search(r"models ready in ([\d.]+) s", server.log())
             context = browser.new_context(viewport=VIEWPORT)
-            tab = Tab(context)
+            tab = Tab(context, server.process.pid)
             first_start = {"ready": ready, "page": tab.visit(server.url),
                            "note": f"models prepared in {prepared.group(1)} s of it"
                            if prepared else "log had no 'models ready' line"}
@@ -323,16 +365,16 @@ def measure_all(only: list[str] | None = None) -> tuple[list[dict], dict]:
                     server.wait_healthy(timeout=900)
                     unseen = _fresh_images()
                 image = unseen.pop(0)
-                url = server.url + paths[page_file]
+                url = f"{server.url}{paths[page_file]}?image_choice={image}"
                 context = browser.new_context(viewport=VIEWPORT)
-                tab = Tab(context)
-                first = tab.visit(f"{url}?image_choice={image}")
-                repeats = [tab.visit(f"{url}?image_choice={image}") for _ in range(REPEATS)]
-                repeat = sorted(repeats, key=lambda v: v.seconds)[len(repeats) // 2]
-                how, act = interaction(tab, f"{url}?image_choice={image}", page_file)
+                first = Tab(context, server.process.pid).visit(url)
+                tab = Tab(context, server.process.pid)
+                repeat = tab.visit(url)  # same context: warm caches
+                switch = page_switch(tab, titles, page_file)
+                how, act = interaction(tab, url, page_file)
                 results.append({"page": page_file, "title": title, "image": image,
-                                "first": first, "repeat": repeat, "interaction": act,
-                                "how": how, "errors": list(tab.errors)})
+                                "first": first, "repeat": repeat, "switch": switch,
+                                "interaction": act, "how": how, "errors": tab.errors})
                 context.close()
         finally:
             server.stop()

@@ -26,7 +26,7 @@ BUCKETS = (("xai_core/figures", "figures (xai_core)"), ("/pages/", "page scripts
            ("plotly/", "plotly figures"), ("streamlit/", "streamlit"), ("torch", "torch"),
            ("numpy", "numpy"), ("PIL", "PIL"), ("pandas", "pandas"), ("pyarrow", "pyarrow"),
            ("json", "json"), ("<built-in method builtins.exec>", "imports"),
-           ("<frozen importlib", "imports"))
+           ("<frozen importlib", "imports"), ("acquire", "waiting on a lock"))
 
 
 def _bucket(filename: str) -> str:
@@ -105,7 +105,9 @@ def profile_page(page: str, seed: int, profiler: ScriptProfiler) -> dict:
 
 def main(pages: list[str]) -> None:
     from dashboard.page_list import existing_pages
+    from xai_core.warmup import warm_up
 
+    warm_up()  # as `make run` does before the first page
     names = [name for name, _, _ in existing_pages() if not pages or name in pages]
     with ScriptProfiler() as profiler:
         for seed, page in enumerate(names):

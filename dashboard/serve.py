@@ -29,14 +29,14 @@ def prepare_models() -> float:
     print("ViT Lens: preparing the bundled models (the first start on a machine also "
           "converts the DINOv2 weights and builds its k-NN bank)", flush=True)
     for model_id in default_models():
-        print(f"  {model_id} ...", end=" ", flush=True)
+        print(f"  {model_id} ...", flush=True)  # (a library may draw its own progress bar)
         try:
             row = warm_up((model_id,))[0]
         except Exception as error:  # noqa: BLE001  the pages then say what is wrong, in words
-            print(f"not prepared ({type(error).__name__}: {error})", flush=True)
+            print(f"  {model_id} not prepared ({type(error).__name__}: {error})", flush=True)
             continue
-        print(f"{row['seconds']:.1f} s" if row["loaded"] else f"not loaded: {row['reason']}",
-              flush=True)
+        print(f"  {model_id} ready in {row['seconds']:.1f} s" if row["loaded"]
+              else f"  {model_id} not loaded: {row['reason']}", flush=True)
     import plotly.graph_objects  # noqa: F401  (every page draws with it; import it now)
 
     seconds = time.perf_counter() - started
