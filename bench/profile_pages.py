@@ -105,7 +105,7 @@ def profile_page(page: str, seed: int, profiler: ScriptProfiler) -> dict:
 
 def main(pages: list[str]) -> None:
     from dashboard.page_list import existing_pages
-    from xai_core.warmup import warm_up
+    from xai_core.cli.warmup import warm_up
 
     warm_up()  # as `make run` does before the first page
     names = [name for name, _, _ in existing_pages() if not pages or name in pages]

@@ -23,7 +23,7 @@ def prepare_models() -> float:
     """Load the bundled models (converting and building what is missing) with one progress
     line per model; returns the seconds it took."""
     import xai_core  # noqa: F401  (first: sets the threads' wait policy before torch loads)
-    from xai_core.warmup import default_models, warm_up
+    from xai_core.cli.warmup import default_models, warm_up
 
     started = time.perf_counter()
     print("ViT Lens: preparing the bundled models (the first start on a machine also "
