@@ -8,7 +8,8 @@ Definitions (one place; bench/FINDINGS.md uses the same words):
   the browser, (2) the app shows script state `notRunning`, (3) no element is stale (greyed,
   waiting for a rerun) or a placeholder (`stSkeleton`, shown while a chart's code loads),
   (4) every Plotly chart on the page has drawn its SVG (each `stPlotlyChart` holds a
-  `.js-plotly-plot .main-svg`). Checked on every animation frame;
+  `.js-plotly-plot .main-svg`); a custom component's own drawing is not waited for
+  (bench_explainer times the Explainer's). Checked on every animation frame;
   if another run starts within SETTLE_S after that, the wait starts again.
 - first visit: a new browser context (new session, empty browser cache) opens the page's URL
   with a gallery image the server has not processed yet (`?image_choice=<id>`), timed from
@@ -52,8 +53,10 @@ SETTLE_S = 0.4
 TIMEOUT_S = 300
 INTERACTION_TIMEOUT_S = 120
 VIEWPORT = {"width": 1500, "height": 1000}
-# page file -> (extra URL query for the interaction, "slider" | "click", widget or chart key)
+# page file -> (extra URL query for the interaction, "slider" | "click" | "none", widget or
+# chart key, or for "none" why)
 INTERACTIONS = {
+    "0_vit_explainer.py": ("", "none", "its interactions run in the browser (bench_explainer)"),
     "1_tokenization.py": ("", "click", "tok_pos_chart"),
     "2_self_attention.py": ("", "click", "sa_chart"),
     "5_gradcam.py": ("gc_part=vit", "slider", "gc_block"),
@@ -200,7 +203,7 @@ class Tab:
 # --- interactions ------------------------------------------------------------------------------
 
 def _slider_action(tab: Tab, key: str | None):
-    scope = f".st-key-{key}" if key else "[data-testid='stMain']"
+    scope = f".st-key-{key}" if key else "[data-testid='stMain'] [data-testid='stSlider']"
     handle = tab.page.locator(f"{scope} input[type='range']").first
     if handle.count() == 0:
         return None
@@ -237,6 +240,8 @@ def page_switch(tab: Tab, titles: dict[str, str], page_file: str) -> Visit:
 def interaction(tab: Tab, url: str, page_file: str) -> tuple[str, Visit | None]:
     """Time the page's typical interaction; returns (what was done, the visit or None)."""
     extra, kind, key = INTERACTIONS.get(page_file, ("", None, None))
+    if kind == "none":
+        return f"not timed here: {key}", None
     if extra:  # (a navigation in this tab: its counters are not used)
         tab.visit(url + ("&" if "?" in url else "?") + extra)
     attempts = [(kind, key)] if kind else []
