@@ -7,7 +7,8 @@ from contextlib import contextmanager
 import plotly.graph_objects as go
 import streamlit as st
 
-from . import state
+from . import links, state
+from .widgets import Interval, keep_valid
 
 PRESENTATION_FONT = 22
 NORMAL_FONT = 13
@@ -40,8 +41,11 @@ def friendly_errors():
         st.error(str(error))
 
 
-def target_picker(model, image, key: str, label: str = "Target class", head=None) -> int | None:
-    """Top predictions first, then every class (searchable). Returns a class index."""
+def target_picker(model, image, key: str, label: str = "Target class", head=None,
+                  default_rank: int = 0) -> int | None:
+    """Top predictions first, then every class (searchable). Returns a class index; the
+    default is the prediction of rank `default_rank` (0 = top), and a link names the class
+    by `head.class_id`."""
     from xai_core.pipeline import predict
 
     head = head or model.head
@@ -50,8 +54,9 @@ def target_picker(model, image, key: str, label: str = "Target class", head=None
     names = head.class_names
     top = [p.index for p in predict(model, image, topk=5, head=head)]
     options = top + [i for i in range(len(names)) if i not in top]
-    return st.selectbox(
-        label, options, key=key,
+    return links.choice(
+        st.selectbox, label, options, key=key, default=top[min(default_rank, len(top) - 1)],
+        to_id=head.class_id, what="class",
         format_func=lambda i: f"{names[i]}" + ("  (top-5)" if i in top else ""),
         help="Pick a class from the top predictions, or type to search all classes.")
 
@@ -70,3 +75,28 @@ def vit_page_inputs():
 def model_caption(model) -> None:
     st.caption(f"Model: **{model.label}** · weights: {model.weights_source} · "
                f"device: {model.device}")
+
+
+def method_options(method, model, key: str) -> dict:
+    """One widget per declared option of `method` (xai_core.methods.Method), its range or
+    choices read from `model`, linked by value; returns the options set away from their
+    defaults."""
+    changed = {}
+    for option in method.options:
+        limits = option.limits(model)
+        default, widget_key = limits["default"], f"{key}_{option.name}"
+        if option.kind == "choice" or option.word is not None:
+            choices = list(limits["choices"]) if option.kind == "choice" else [
+                option.word, *range(limits["low"], limits["high"] + 1)]
+            value = links.choice(st.selectbox, option.name, choices, key=widget_key,
+                                 default=default, help=option.help)
+        elif option.kind == "int":
+            value = links.number(st.number_input, option.name, limits["low"], limits["high"],
+                                 key=widget_key, default=default, step=1, help=option.help)
+        else:
+            keep_valid(widget_key, Interval(limits["low"], limits["high"]), default)
+            value = st.number_input(option.name, float(limits["low"]), float(limits["high"]),
+                                    step=0.05, key=widget_key, help=option.help)
+        if value != default:
+            changed[option.name] = value
+    return changed
