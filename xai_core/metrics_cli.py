@@ -6,7 +6,7 @@ Registered in `cli.EXTENSIONS`; heavy imports happen only when the command runs.
 from __future__ import annotations
 
 METRIC_CHOICES = ("deletion", "insertion", "pos-perturb", "neg-perturb")
-BASELINE_CHOICES = ("zeros", "blur", "mean")
+BASELINE_CHOICES = ("zeros", "blur", "rise-blur", "mean")
 
 
 def add_metrics_command(add) -> None:
