@@ -204,6 +204,10 @@ from .warmup import add_health_command, add_warmup_command  # noqa: E402  (light
 
 EXTENSIONS += [add_warmup_command, add_health_command]
 
+from .benchmark.cli import add_benchmark_command  # noqa: E402  (light: imports lazily)
+
+EXTENSIONS.append(add_benchmark_command)
+
 
 def main(argv: list[str] | None = None) -> int:
     from .capture import CaptureError
