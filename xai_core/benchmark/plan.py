@@ -53,6 +53,12 @@ class ImageItem:
             return load_sample(self.source.split(":", 1)[1])
         return load_image_file(self.source)
 
+    @property
+    def file_name(self) -> str:
+        if self.source.startswith("sample:"):
+            return sample_path(self.source.split(":", 1)[1]).name
+        return Path(self.source).name
+
     def original_size(self) -> tuple[int, int]:
         """(W, H) of the file as stored, the frame a box file's coordinates refer to."""
         from PIL import Image
@@ -184,7 +190,8 @@ def read_boxes(path: str, items: list[ImageItem]) -> dict[str, list[tuple[float,
     """Boxes per image id, in the stored file's pixels: a CSV with columns
     image,x0,y0,x1,y1 (several rows per image allowed), or COCO JSON (`images` with
     `file_name`, `annotations` with `image_id` and `bbox` = [x, y, width, height]).
-    An image is matched by its id in the run, or by its file name."""
+    An image is matched by its id in the run (`sample:coffee`, `class/file.jpg`), or by
+    its file name (`coffee.png`)."""
     file = Path(path)
     if not file.is_file():
         raise OptionError(f"There is no box file at {path}.")
@@ -192,10 +199,11 @@ def read_boxes(path: str, items: list[ImageItem]) -> dict[str, list[tuple[float,
         raw = _read_coco(file) if file.suffix.lower() == ".json" else _read_csv(file)
     except (ValueError, KeyError, TypeError, json.JSONDecodeError, csv.Error) as error:
         raise OptionError(f"The box file {path} cannot be read: {error}.") from None
-    by_name = {Path(item.id).name: item.id for item in items}
+    by_name = {item.file_name: item.id for item in items}
+    ids = {item.id for item in items}
     boxes: dict[str, list[tuple[float, ...]]] = {}
     for name, box in raw:
-        key = name if name in {i.id for i in items} else by_name.get(Path(name).name)
+        key = name if name in ids else by_name.get(Path(name).name)
         if key is not None:
             if not (box[2] > box[0] and box[3] > box[1]):
                 raise OptionError(f"The box file {path} has an empty box for {name}: {box}.")
