@@ -88,7 +88,7 @@ for column, model in zip(columns, models):
             f"{FAMILY_LABEL[family]} methods", names, key=key,
             default=None if key in st.session_state else compare.default_methods(model),
             help="Every registered method for this kind of model. Off by default: " + "; ".join(
-                f"{name} ({why})" for name, why in compare.OFF_BY_DEFAULT.items()) + ".")
+                f"{name} ({why})" for name, why in compare.off_by_default().items()) + ".")
         with st.spinner(f"Running {len(chosen)} methods on {model.spec.display_name}..."):
             runs = compare.run_methods(model, image, chosen, target, head)
         sections.append(compare.ModelSection(model, target, head.class_names[target],

@@ -96,11 +96,18 @@ class PassCounter:
 
 
 def applicable_methods(model) -> list[MethodInfo]:
-    return [info for info in METHODS.values() if info.family == model.spec.family]
+    return [info for info in METHODS.values() if info.fits(model.spec.family)]
+
+
+def off_by_default() -> dict[str, str]:
+    """Registered methods the page lists but does not tick, and why."""
+    return OFF_BY_DEFAULT | {info.name: info.off_by_default for info in METHODS.values()
+                             if info.off_by_default}
 
 
 def default_methods(model) -> list[str]:
-    return [info.name for info in applicable_methods(model) if info.name not in OFF_BY_DEFAULT]
+    skipped = off_by_default()
+    return [info.name for info in applicable_methods(model) if info.name not in skipped]
 
 
 def _valid_map(values) -> np.ndarray | None:

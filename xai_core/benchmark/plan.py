@@ -128,23 +128,28 @@ def check_settings(settings: Settings) -> None:
         methods_for(model_id, settings.methods)
 
 
+# Left out of `--methods all` (name them to include them), and why.
+NOT_IN_ALL = {"kernel-shap": "hundreds of forward passes per image; name it to include it"}
+
+
 def methods_for(model_id: str, requested: tuple[str, ...]) -> list[str]:
     """The methods the run scores on this model, then the random floor. "all" = every
-    registered method of the model's family that the comparison page runs by default."""
+    registered method for the model's family that gives a map of the class decision
+    (not `compare.OFF_BY_DEFAULT`'s distance and duplicate entries), except NOT_IN_ALL."""
     from ..compare import OFF_BY_DEFAULT
     from ..models import get_spec
 
     family = get_spec(model_id).family
     if tuple(requested) == ("all",):
-        names = [name for name, info in METHODS.items()
-                 if info.family == family and name not in OFF_BY_DEFAULT]
+        names = [name for name, info in METHODS.items() if info.fits(family)
+                 and name not in OFF_BY_DEFAULT and name not in NOT_IN_ALL]
     else:
         unknown = [name for name in requested if name not in METHODS and name != RANDOM_METHOD]
         if unknown:
             raise OptionError(f"Unknown method(s) {', '.join(unknown)}. Methods: "
                               f"{', '.join(sorted(METHODS))}, or all.")
         names = [name for name in requested
-                 if name != RANDOM_METHOD and METHODS[name].family == family]
+                 if name != RANDOM_METHOD and METHODS[name].fits(family)]
     return names + [RANDOM_METHOD]
 
 
