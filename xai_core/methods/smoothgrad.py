@@ -28,7 +28,7 @@ def smoothgrad(model, image, target: int, samples: int = 16, noise: float = 0.15
     from captum.attr import NoiseTunnel, Saliency
 
     def compute(forward, pixels):
-        spread = float(pixels.max() - pixels.min())
+        spread = float(pixels.detach().max() - pixels.detach().min())
         attributions = NoiseTunnel(Saliency(forward)).attribute(
             pixels, nt_type="smoothgrad", nt_samples=samples, nt_samples_batch_size=batch,
             stdevs=noise * spread, abs=True)
