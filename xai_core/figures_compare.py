@@ -17,6 +17,7 @@ from plotly.subplots import make_subplots
 from PIL import Image
 
 from .figures import HEATMAP_SCALE, grid_heatmap, image_data_uri, normalise
+from .figures_gradcam import coarse
 
 BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable", "chrome")
 LINE_COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
@@ -43,6 +44,7 @@ def practical_matrix(rows: list[tuple[str, Image.Image, list[tuple[str, np.ndarr
             figure.add_trace(go.Image(source=source, hoverinfo="skip"), row=r, col=c)
             if c > 1:
                 name, values = maps[c - 2]
+                values = coarse(values)[0]  # pixel-level maps: area-averaged for sending only
                 heat = grid_heatmap(normalise(values), _cell_size(image, values.shape), opacity,
                                     name=name, hovertemplate=f"{name}<br>row %{{y}}, col %{{x}}"
                                                              "<br>normalised %{z:.2f}<extra></extra>")

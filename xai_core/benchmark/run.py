@@ -209,8 +209,10 @@ def _runtime_env() -> dict:
 
 def run_benchmark(settings: Settings, out_dir: str | Path, backend: str = "local",
                   address: str | None = None, shard: str | None = None,
-                  progress_bar: bool | None = None) -> dict:
-    """Run (or resume) a benchmark and write its tables; returns the summary."""
+                  progress_bar: bool | None = None,
+                  on_progress: Callable[[int, int], None] | None = None) -> dict:
+    """Run (or resume) a benchmark and write its tables; returns the summary.
+    `on_progress(done, total)` is called after every finished unit (the page's bar)."""
     from .summary import summarise
 
     if backend not in ("local", "ray"):
@@ -223,11 +225,19 @@ def run_benchmark(settings: Settings, out_dir: str | Path, backend: str = "local
     pending = [unit for unit in plan.units() if unit not in done]
     skipped = len(plan.units()) - len(pending)
     bar = _progress_bar(len(pending), backend, progress_bar)
+    finished = [0]
+
+    def advance(count: int) -> None:
+        bar.update(count)
+        finished[0] += count
+        if on_progress is not None:
+            on_progress(finished[0], len(pending))
+
     try:
         if backend == "ray" and pending:
-            info = run_ray(plan, pending, journal, bar.update, address)
+            info = run_ray(plan, pending, journal, advance, address)
         else:
-            run_local(plan, pending, journal, bar.update)
+            run_local(plan, pending, journal, advance)
             info = {}
     finally:
         bar.close()

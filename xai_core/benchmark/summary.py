@@ -164,3 +164,74 @@ def format_ranking(summary: dict) -> str:
             lines.append(f"  {rank:>5}  {entry['method']:22} {mean:>9}  {interval:21} "
                          f"{versus}{failed}")
     return "\n".join(lines)
+
+
+# --- the data-set view (page 7) ---------------------------------------------------------------
+
+def load_results(data) -> tuple[Settings, list[dict]]:
+    """A parsed results.json -> (settings, rows); bad content raises OptionError in words."""
+    from ..methods import OptionError
+
+    try:
+        settings = Settings.from_dict(data["settings"])
+        rows = [dict(row) for row in data["rows"]]
+        for row in rows:
+            for key in ("image", "model", "method", "metric"):
+                if not isinstance(row[key], str):
+                    raise TypeError(key)
+            if row["metric"] not in DIRECTION:
+                raise ValueError(row["metric"])
+            row["value"] = math.nan if row.get("value") is None else float(row["value"])
+    except (KeyError, TypeError, ValueError, AttributeError) as error:
+        raise OptionError("This is not a benchmark results.json (expected 'settings' and 'rows' "
+                          f"with image, model, method, metric and value; problem: {error}).") \
+            from None
+    return settings, rows
+
+
+def mean_curves(rows: list[dict], steps: int) -> dict:
+    """{(model, metric): {method: (fractions, mean score per step, images)}} for the curve
+    metrics: the recorded scores averaged over images, point by point."""
+    from ..metrics import fractions_for
+
+    curves: dict = defaultdict(lambda: defaultdict(list))
+    for row in rows:
+        scores = row.get("scores")
+        if scores:
+            curves[(row["model"], row["metric"])][row["method"]].append(scores)
+    out: dict = {}
+    for (model_id, metric), per_method in sorted(curves.items()):
+        fractions = fractions_for(metric, steps)
+        out[(model_id, metric)] = {
+            method: (fractions, np.mean([s for s in lists if len(s) == len(fractions)], axis=0),
+                     len(lists))
+            for method, lists in per_method.items()}
+    return out
+
+
+def metric_agreement(rows: list[dict]) -> dict[str, tuple[list[str], np.ndarray]]:
+    """Per model: Spearman correlation between every two metrics over the (image, method)
+    pairs both scored, each metric turned so that higher is better (deletion's AUC is
+    negated): 1 = the two metrics order the maps identically."""
+    from scipy.stats import spearmanr
+
+    values: dict = defaultdict(lambda: defaultdict(dict))
+    for row in rows:
+        value = row.get("value")
+        if value is not None and math.isfinite(float(value)):
+            sign = 1.0 if DIRECTION[row["metric"]] == HIGHER else -1.0
+            values[row["model"]][row["metric"]][(row["image"], row["method"])] = sign * value
+    out = {}
+    for model_id, per_metric in sorted(values.items()):
+        names = list(per_metric)
+        matrix = np.eye(len(names))
+        for i in range(len(names)):
+            for j in range(i + 1, len(names)):
+                common = sorted(set(per_metric[names[i]]) & set(per_metric[names[j]]))
+                a = [per_metric[names[i]][k] for k in common]
+                b = [per_metric[names[j]][k] for k in common]
+                rho = (float(spearmanr(a, b).statistic)
+                       if len(common) > 2 and np.ptp(a) > 0 and np.ptp(b) > 0 else math.nan)
+                matrix[i, j] = matrix[j, i] = rho
+        out[model_id] = (names, matrix)
+    return out
