@@ -271,3 +271,44 @@ def test_bad_input_exits_2_with_one_line(extra, tmp_path, capsys):
     assert code == 2
     err = capsys.readouterr().err
     assert err.startswith("error:") and err.count("\n") == 1
+
+
+def test_road_equals_pytorch_grad_cam_and_randomisation_uses_a_private_copy(tmp_path):
+    import torch
+    from pytorch_grad_cam.metrics.road import ROADCombined
+
+    from xai_core.benchmark.scoring import randomised_twin
+    from xai_core.compare import run_method
+    from xai_core.images import load_sample
+    from xai_core.models import get_model
+    from xai_core.pipeline import prepare
+
+    settings = Settings(models=("efficientnet-lite0",), images="sample:coffee",
+                        methods=("gradcam",), metrics=("road", "randomisation"), steps=2, seed=4)
+    run_benchmark(settings, tmp_path, progress_bar=False)
+    rows = {(r["method"], r["metric"]): r for r in read_csv(tmp_path / "results.csv")}
+    model, image = get_model("efficientnet-lite0"), load_sample("coffee")
+    target = int(rows[("gradcam", "road")]["target"])
+    saliency = run_method(model, image, "gradcam", target).map
+    cam = metrics.upsample(saliency, (224, 224))
+    cam = ((cam - cam.min()) / (cam.max() - cam.min()))[None].astype(np.float32)
+
+    def probability(output):
+        return output.softmax(-1)[target]
+
+    with torch.random.fork_rng():
+        torch.manual_seed(4)
+        expected = ROADCombined()(prepare(model, image).pixels, cam, [probability], model.module)
+    assert float(rows[("gradcam", "road")]["value"]) == pytest.approx(float(expected[0]),
+                                                                      abs=1e-5)
+    twin = randomised_twin(model, 4)
+    trained = dict(model.module.named_parameters())
+    changed = [name for name, p in twin.module.named_parameters()
+               if not torch.equal(p, trained[name])]
+    assert changed and all(p.requires_grad is False for p in model.module.parameters())
+    assert twin.spec.id != model.spec.id and twin.random_weights
+    other = run_method(twin, image, "gradcam", target).map
+    assert float(rows[("gradcam", "randomisation")]["value"]) == pytest.approx(
+        metrics.spearman(saliency, other), abs=1e-9)
+    # a map that ignores the weights (the random floor) correlates perfectly with itself
+    assert float(rows[("random", "randomisation")]["value"]) == pytest.approx(1.0)
