@@ -27,6 +27,7 @@ from .plan import (ImageItem, Settings, check_settings, list_images, methods_for
 CSV_COLUMNS = ("image", "model", "method", "metric", "value", "target", "target_label",
                "score_kind", "steps", "baseline", "seed", "random_weights", "error", "method_ms")
 SETTINGS_FILE = "settings.json"
+MAX_IMAGES_PER_TASK = 8
 Unit = tuple[str, str, str]  # image id, model id, method
 
 
@@ -36,6 +37,11 @@ class Plan:
     items: list[ImageItem]  # every image of the run (all shards)
     shard: tuple[int, int]
     boxes: dict[str, list]
+
+    def item(self, image_id: str) -> ImageItem:
+        if not hasattr(self, "_by_id"):
+            self._by_id = {item.id: item for item in self.items}
+        return self._by_id[image_id]
 
     @property
     def shard_items(self) -> list[ImageItem]:
@@ -126,7 +132,7 @@ def compute_unit(plan: Plan, unit: Unit) -> list[dict]:
     from .scoring import unit_rows
 
     image_id, model_id, method = unit
-    item = next(i for i in plan.items if i.id == image_id)
+    item = plan.item(image_id)
     model = get_model(model_id, random_weights=plan.settings.random_weights)
     try:
         return unit_rows(plan.settings, item, model, method, plan.boxes.get(image_id))
@@ -176,24 +182,38 @@ def run_ray(plan: Plan, pending: list[Unit], journal: Journal, progress: Progres
         task = ray.remote(num_cpus=cpus_per_task)(_ray_shard)
         plan_ref = ray.put(plan)
         waiting = [task.remote(plan_ref, shard, cpus_per_task) for shard in shards]
+        failures = []
         while waiting:
             done, waiting = ray.wait(waiting, num_returns=1)
-            finished = ray.get(done[0])
+            try:
+                finished = ray.get(done[0])
+            except ray.exceptions.RayError as error:  # a worker died or raised: keep the rest
+                failures.append(str(error).strip().splitlines()[-1])
+                continue
             for unit, rows in finished:
                 journal.append(unit, rows)
             progress(len(finished))
+        if failures:
+            raise OptionError(f"{len(failures)} of {len(shards)} Ray tasks failed (the others' "
+                              f"results are saved; rerun to retry): {failures[0]}")
         return {"cluster_cpus": cpus, "tasks": len(shards)}
     finally:
         if started_here:
             ray.shutdown()
 
 
-def _image_shards(units: list[Unit], tasks: int) -> list[list[Unit]]:
-    """Units grouped by image, images dealt into at most `tasks` shards in order."""
+def _image_shards(units: list[Unit], tasks: int, most: int = MAX_IMAGES_PER_TASK
+                  ) -> list[list[Unit]]:
+    """Units grouped by image, images dealt in order into shards of at most `most` images
+    (at least `tasks` shards when there are enough images), so results reach the journal
+    task by task and a restart loses little."""
     images = list(dict.fromkeys(unit[0] for unit in units))
-    size = max(1, math.ceil(len(images) / tasks))
-    groups = [set(images[i:i + size]) for i in range(0, len(images), size)]
-    return [[u for u in units if u[0] in group] for group in groups]
+    size = max(1, min(most, math.ceil(len(images) / tasks)))
+    shard_of = {image: i // size for i, image in enumerate(images)}
+    shards: list[list[Unit]] = [[] for _ in range(math.ceil(len(images) / size))]
+    for unit in units:
+        shards[shard_of[unit[0]]].append(unit)
+    return shards
 
 
 def _runtime_env() -> dict:
