@@ -37,6 +37,7 @@ def run() -> list[dict]:
     from xai_core.images import COLLAGE_ID, SAMPLES, load_sample
     from xai_core.methods import distance, gae, rollout
     from xai_core.models import get_model
+    from xai_core.sinks import analyse_sinks
 
     model = get_model("dinov2-s14")  # warm: model loading is not page time
     get_model("efficientnet-lite0")
@@ -74,6 +75,8 @@ def run() -> list[dict]:
     row("rollout, 12 blocks, max fusion, discard 0.9",
         _timed(lambda: rollout.attention_rollout(capture, fusion="max", discard=0.9))[0])
     row("GAE, 12 blocks", _timed(lambda: gae.gae_map(graded))[0])
+    row("sink analysis, 12 blocks x 6 heads (score, key, entropy)",
+        _timed(lambda: analyse_sinks(capture, ["[CLS]"]))[0], note="start=auto reads it")
     row("mean attention distance, 12 blocks x 6 heads",
         _timed(lambda: distance.capture_distances(capture))[0])
     gallery = {s: load_sample(s) for s in SAMPLES}

@@ -214,8 +214,9 @@ with ui.friendly_errors():
         st.markdown(
             "Try a patch on the object and one on the background, an early block and a late "
             "one, single heads and the mean. Early blocks tend to look near the query; later "
-            "ones gather from the whole object. In DINOv2, a few background patches soak up "
-            "a lot of attention in late blocks: known *artifact* tokens the model uses as "
-            "scratch space.")
+            "ones gather from the whole object. Some heads park nearly all their attention on "
+            "one key whatever the query, an *attention sink* (a background patch, [CLS] or a "
+            "register); page 4's *Sinks and registers* measures it for every head of this "
+            "model.")
         st.caption("Convention: post-softmax attention probabilities of one query row, prefix "
                    "keys dropped, not renormalised; the head mean is the plain average.")

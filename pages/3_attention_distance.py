@@ -11,6 +11,7 @@ from xai_core.figures_attention import (distance_scatter, distance_variation,
 from xai_core.images import COLLAGE_ID, SAMPLES, load_sample
 from xai_core.methods import distance
 from xai_core.methods.attention import query_attention
+from xai_core.sinks import SINK_THRESHOLD, image_sinks
 from xai_core.token_marks import high_norm_tokens
 from xai_core.tokens import prefix_token_names
 
@@ -28,6 +29,24 @@ image, model = ui.vit_page_inputs()
 
 PREFIX_LABELS = {"exclude": "Excluded (as the papers do)",
                  "centre": "Included, placed at the image centre"}
+
+
+def _sink_note(sink_heads, result) -> str:
+    """What the ringed sink heads do to the distances (see page 4, 'Sinks and registers')."""
+    on_patches = [s for s in sink_heads if s.on_patch]
+    text = (f"Ringed: **sink heads**, which send at least {SINK_THRESHOLD:.0%} of their "
+            "attention (mean over queries) to one key (page 4, *Sinks and registers*). ")
+    if on_patches:
+        s = on_patches[0]
+        mad = result.mad[result.blocks.index(s.block), s.head]
+        text += (f"A head that parks its attention on one patch measures little more than how "
+                 f"far each query is from that patch: block {s.block}, head {s.head} → "
+                 f"{s.key_name} gives {mad:.0f} px, a number about where the sink sits, not "
+                 "about how widely the head gathers information. ")
+    if len(on_patches) < len(sink_heads):
+        text += ("Attention parked on a prefix token lands on no patch, so it adds no distance "
+                 "and pulls the head's number down, unless rows are renormalised.")
+    return text
 
 
 with ui.friendly_errors():
@@ -56,11 +75,15 @@ with ui.friendly_errors():
                 f"{len(capture.blocks) - len(result.blocks)} class-attention blocks at the end "
                 "have a single [CLS] query, which has no position in the image.")
 
+    sink_heads = [s for s in image_sinks(model, image).sink_heads() if s.block in result.blocks]
+    rings = [(result.blocks.index(s.block), s.head,
+              f"sink head: block {s.block}, head {s.head} sends {s.score:.0%} of its attention "
+              f"to {s.key_name}") for s in sink_heads]
     left, right = st.columns([1.35, 1])
     with left:
         ui.show_figure(
             distance_scatter(result.mad, result.blocks, result.reference,
-                             "Mean attention distance, this image"),
+                             "Mean attention distance, this image", rings=rings),
             key="p3_scatter", on_select="rerun", selection_mode="points")
         first, last = result.mad[0], result.mad[-1]
         st.markdown(
@@ -68,6 +91,8 @@ with ui.friendly_errors():
             f"{first.max():.0f} px**; in the last block from **{last.min():.0f} px to "
             f"{last.max():.0f} px** (mean {last.mean():.0f} px, against {result.reference:.0f} px "
             "for uniform attention). Click a point to open that head below.")
+        if rings:
+            st.markdown(_sink_note(sink_heads, result))
     cnn = state.current_cnn()
     with right:
         if cnn is not None:
@@ -124,7 +149,7 @@ with ui.friendly_errors():
                    f"**{result.per_query[position, head].ravel()[query]:.1f} px**. "
                    f"Attention it gives to prefix tokens (not drawn, they have no pixels): "
                    f"{names or 'none in this block'}."
-                   + (" ✕ marks high-norm outlier tokens (see page 4)." if marks else ""))
+                   + (" ✕ marks high-norm outlier tokens (the rule is on page 4)." if marks else ""))
     with cols[1]:
         ui.show_figure(
             token_map_figure(image=model_image,

@@ -6,10 +6,14 @@ import streamlit as st
 from dashboard import state, ui
 from dashboard.clicks import apply_chart_click
 from xai_core import pipeline
-from xai_core.figures_attention import difference_figure, head_mosaic, token_map_figure
+from xai_core.figures_attention import (block_head_heatmap, difference_figure, head_mosaic,
+                                        token_map_figure)
 from xai_core.methods import gae, rollout
 from xai_core.methods.attention import query_attention
-from xai_core.token_marks import DEFAULT_THRESHOLD, high_norm_tokens
+from xai_core.sinks import (DEFINITION, ENTROPY_DEFINITION, SINK_THRESHOLD, image_sinks,
+                            value_norm_ratio)
+from xai_core.token_marks import HIGH_NORM_RATIO, high_norm_tokens, largest_norm_ratio
+from xai_core.token_marks import RULE as HIGH_NORM_RULE
 from xai_core.tokens import prefix_token_names
 
 st.title("Rollout and the heads behind it")
@@ -18,7 +22,9 @@ st.markdown(
     "straight on through the residual connection, and each block mixes what the blocks before "
     "it already mixed. **Attention rollout** (Abnar & Zuidema, 2020) follows that flow: for each "
     "block it fuses the heads into one matrix, adds the identity for the skip path, rescales "
-    "every row to sum to 1, and multiplies the blocks together in forward order.")
+    "every row to sum to 1, and multiplies the blocks together in forward order. By default "
+    "the product starts after any early block that an *attention sink* dominates (see "
+    "*Sinks and registers* below).")
 st.latex(r"\hat A_l = \frac{\bar A_l + I}{\mathrm{rowsum}(\bar A_l + I)}, \qquad "
          r"R = \hat A_{\mathrm{end}} \cdots \hat A_{\mathrm{start}}, \qquad "
          r"\text{map} = R[\mathrm{CLS},\ \text{patches}]")
@@ -83,6 +89,207 @@ def _heads_grid(capture, eligible, prefix, model_image, marks, centre):
                        key="p4_big")
 
 
+def _rollout_controls(eligible, prefix, layout, auto):
+    """Head fusion, discard ratio, start (auto or a block), end and query; returns them."""
+    last = len(eligible) - 1
+    starts = [rollout.AUTO, *range(last + 1)]
+    centre = (layout.grid[0] // 2) * layout.grid[1] + layout.grid[1] // 2
+    for key, valid, default in (("p4_start", starts, rollout.AUTO),
+                                ("p4_end", range(last + 1), last),
+                                ("p4_query", range(-1, layout.num_patches),
+                                 -1 if prefix else centre)):
+        if st.session_state.get(key) not in valid:  # first visit, or another model
+            st.session_state[key] = default
+    c1, c2, c3, c4, c5 = st.columns([1, 1.2, 1.3, 1.3, 1.2])
+    fusion = c1.selectbox("Head fusion", rollout.FUSIONS, key="p4_fusion",
+                          persist_state="session",
+                          help="How the heads of one block become one matrix.")
+    discard = c2.slider("Discard ratio", 0.0, 0.95, step=0.05, key="p4_discard",
+                        persist_state="session",
+                        help="Zero this fraction of the weakest entries of each fused matrix "
+                             "(never [CLS]→[CLS]) before adding the identity.")
+    chosen = c3.selectbox(
+        "Start block", starts, key="p4_start",
+        format_func=lambda s: (f"auto: block {eligible[auto.start]}" if s == rollout.AUTO
+                               else f"block {eligible[s]}"),
+        help="auto starts after the sink-dominated blocks: blocks with a head that sends at "
+             f"least {SINK_THRESHOLD:.0%} of its attention (mean over all queries) to one "
+             "image patch. See 'Sinks and registers' below.")
+    start = auto.start if chosen == rollout.AUTO else int(chosen)
+    if start >= last:
+        st.session_state["p4_end"] = last
+        c4.markdown(f"End block: **{eligible[last]}**")
+        end = last
+    else:
+        if st.session_state["p4_end"] < start:
+            st.session_state["p4_end"] = start
+        end = c4.slider("End block: rollout up to here", start, last, key="p4_end",
+                        format="%d", help="Positions among the self-attention blocks.")
+    query = c5.number_input("Query patch (−1 = [CLS])" if prefix else "Query patch "
+                            "(−1 = mean of all rows)", -1, layout.num_patches - 1, key="p4_query")
+    return fusion, discard, chosen, start, end, None if query < 0 else int(query)
+
+
+def _sink_rings(analysis, auto):
+    """(patch, hover) of the patch sinks in the blocks that start=auto leaves out."""
+    return [(entry["key_index"] - analysis.num_prefix_tokens,
+             f"sink key of block {block['block']}, head {entry['head']}: "
+             f"{entry['score']:.0%} of its attention")
+            for block in auto.left_out for entry in block["sink_heads"]]
+
+
+def _sink_share(values, auto, analysis) -> str:
+    """How much of a patch map the sink keys that start=auto leaves out take."""
+    patches = sorted({patch for patch, _ in _sink_rings(analysis, auto)})
+    if not patches:
+        return ""
+    share = values.ravel()[patches].sum() / values.sum()
+    return (f"The sink key{'s' if len(patches) > 1 else ''} of the left-out block"
+            f"{'s' if len(auto.left_out) > 1 else ''} take{'' if len(patches) > 1 else 's'} "
+            f"{share:.1%} of this map (an even spread: {len(patches) / values.size:.1%}). ")
+
+
+SINKS_TEXT = """
+**Attention sinks.** Each row of an attention matrix is a softmax, so it always adds up to 1: a
+head cannot attend to *nothing*. When a head has nothing useful to add for a query, it still has
+to put that attention somewhere, and trained transformers learn to park it on one fixed key, a
+*sink*. Language models usually pick the first token (Xiao et al., 2023); a ViT can pick
+[CLS], a register, or a plain background patch. A head that parks nearly all its attention on
+one key hands every query the same value vector, so it cannot treat tokens differently: it is
+close to what Bondarenko et al. (2023) call a *no-op head*, a head that has learned to do
+(almost) nothing.
+
+**High-norm tokens and registers.** Darcet et al. (2024, *Vision Transformers Need Registers*)
+found that large ViTs trained for long (DINOv2, OpenCLIP, DeiT-III) recycle a few
+low-information background patches as scratch space for global information. Those patches'
+hidden states get far larger norms than all the others, and attention maps show bright spikes on
+them. The fix they propose is *registers*: a few extra learned tokens next to [CLS], dropped at
+the output, that give the model scratch space of its own; the artifacts move there and the maps
+clean up. Jiang et al. (2025, *Vision Transformers Don't Need Trained Registers*) trace the
+artifacts to a handful of MLP neurons and, at test time, move those neurons' output into one
+extra, untrained token, which removes the artifacts without retraining.
+
+**Why rollout cares.** Rollout reads every attention weight as information flow. A sink head in
+an early block writes one bright column into its block's matrix; rollout multiplies it through
+every later block, and the sink patch ends up as the brightest pixel of the map. That is why
+rollout's *start = auto* begins after the sink-dominated blocks.
+"""
+
+
+def _findings(capture, analysis, model, marks) -> str:
+    """What this model shows on this image, and what it does not, as a list."""
+    sink_heads = analysis.sink_heads()
+    lines = []
+    if sink_heads:
+        top = sink_heads[0]
+        ratio = value_norm_ratio(capture, top.block, top.head, top.key)
+        shown = "; ".join(f"block {s.block} head {s.head} → {s.key_name} ({s.score:.2f})"
+                          for s in sink_heads[:4])
+        more = f" and {len(sink_heads) - 4} more" if len(sink_heads) > 4 else ""
+        lines.append(f"**Sink heads (score ≥ {SINK_THRESHOLD:g}):** {shown}{more}.")
+        dominated = [analysis.blocks[p] for p in analysis.sink_dominated()]
+        lines.append("**Sink-dominated blocks** (a sink head whose key is a patch): "
+                     + (f"block{'s' if len(dominated) > 1 else ''} "
+                        + ", ".join(map(str, dominated)) if dominated else "none") + ".")
+        lines.append(
+            f"**Not shown: whether the strongest sink head is a no-op.** Attention alone cannot "
+            f"say. Block {top.block}, head {top.head} gives on average {top.score:.0%} of every "
+            f"query's attention to one key whose value vector is {ratio:.2f}× the median value "
+            "length of that head, so it adds nearly the same vector to every token: that mixes "
+            "little between tokens, but it is not a zero vector unless the ratio is near 0.")
+    else:
+        lines.append(f"**No sink head:** no head sends {SINK_THRESHOLD:.0%} or more of its "
+                     "attention (mean over queries) to a single key on this image.")
+    registers = [n for n in analysis.prefix_names if n.startswith("[REG")]
+    if registers:
+        into = [s for s in sink_heads if s.key_name in registers]
+        lines.append(f"**Registers:** this model has {len(registers)} register tokens "
+                     f"({', '.join(registers)}), prefix tokens like [CLS], so they can be sink "
+                     f"keys: {len(into)} sink head(s) park their attention on a register here.")
+    elif analysis.prefix_names:
+        lines.append(f"**No registers:** the prefix tokens are {', '.join(analysis.prefix_names)}"
+                     "; any scratch space the model needs has to be a patch or one of them.")
+    else:
+        lines.append("**No registers:** these blocks have no prefix token at all; any scratch "
+                     "space the model needs has to be a patch.")
+    if marks:
+        lines.append(f"**High-norm patches:** {len(marks)} patch(es) meet the rule (✕ on the "
+                     f"maps); the strongest is {marks[0].ratio:.1f}× the median norm.")
+    else:
+        top = largest_norm_ratio(capture)
+        lines.append(f"**No high-norm artifact tokens:** the largest patch norm is "
+                     f"{top.ratio:.2f}× the median (block {top.block}), below the rule's "
+                     f"{HIGH_NORM_RATIO:g}×; no patch here is a high-norm token in Darcet et "
+                     "al.'s sense.")
+    if model.random_weights:
+        lines.append("**RANDOM WEIGHTS:** these numbers describe an untrained network and say "
+                     "nothing about sinks in the trained model.")
+    return "\n".join(f"- {line}" for line in lines)
+
+
+@st.fragment
+def sinks_section(capture, analysis, model, model_image, marks):
+    """Sink scores and entropy per head, one head's sink drawn on the image; clicks here
+    rerun only this part."""
+    with ui.friendly_errors():
+        _sinks_section(capture, analysis, model, model_image, marks)
+
+
+def _sinks_section(capture, analysis, model, model_image, marks):
+    st.subheader("Sinks and registers")
+    st.markdown(SINKS_TEXT)
+    blocks, layout = analysis.blocks, capture.layout
+    for chart in ("p4_sink_scores", "p4_sink_entropy"):
+        apply_chart_click(chart, lambda d: {"p4_sink_block": int(d[0]),
+                                            "p4_sink_head": int(d[1])})
+    strongest = analysis.strongest()
+    heads = analysis.scores.shape[1]
+    for key, valid, default in (("p4_sink_block", blocks, strongest.block),
+                                ("p4_sink_head", range(heads), strongest.head)):
+        if st.session_state.get(key) not in valid:
+            st.session_state[key] = default
+    hover = [[f"block {b}, head {h}<br>sink score {analysis.scores[p, h]:.2f} → "
+              f"{analysis.key_name(int(analysis.keys[p, h]))}<br>entropy "
+              f"{analysis.entropy[p, h]:.2f} nats" for h in range(heads)]
+             for p, b in enumerate(blocks)]
+    uniform = float(np.log(analysis.num_keys))
+    left, middle, right = st.columns([1, 1, 1.25])
+    with left:
+        ui.show_figure(block_head_heatmap(
+            analysis.scores, blocks, f"Sink score per head (boxed: ≥ {SINK_THRESHOLD:g})",
+            "score", hover, zmin=0, zmax=1, outline=analysis.scores >= SINK_THRESHOLD),
+            key="p4_sink_scores", on_select="rerun", selection_mode="points")
+    with middle:
+        ui.show_figure(block_head_heatmap(
+            analysis.entropy, blocks, f"Entropy per head (nats; uniform {uniform:.2f})",
+            "nats", hover, zmin=0, zmax=uniform, colorscale="Cividis"),
+            key="p4_sink_entropy", on_select="rerun", selection_mode="points")
+    with right:
+        s1, s2 = st.columns(2)
+        block = s1.selectbox("Block", blocks, key="p4_sink_block")
+        head = s2.selectbox("Head", list(range(heads)), key="p4_sink_head")
+        position = blocks.index(block)
+        chosen = analysis.head(position, head)
+        ring = [(chosen.key - analysis.num_prefix_tokens,
+                 f"sink key: {chosen.key_name}, {chosen.score:.0%}")] if chosen.on_patch else []
+        ui.show_figure(token_map_figure(
+            model_image, analysis.patch_map(position, head), layout.patch_size,
+            f"Block {block}, head {head}: mean attention each patch receives", zmin=0,
+            grid=layout.grid, sink_keys=ring, marks=marks), key="p4_sink_image")
+        where = ("ringed on the image" if chosen.on_patch else
+                 "a prefix token, so it is not drawn on the image")
+        st.caption(f"Averaged over all {capture.blocks[block].acts['attn'].shape[2]} queries. "
+                   f"This head's sink key is **{chosen.key_name}** ({where}); it receives "
+                   f"**{chosen.score:.1%}** of the head's attention. Entropy "
+                   f"{analysis.entropy[position, head]:.2f} nats (uniform {uniform:.2f}).")
+    st.markdown("**What this model shows on this image**\n\n"
+                + _findings(capture, analysis, model, marks))
+    excluded = len(capture.blocks) - len(blocks)
+    st.caption(f"Definitions: {DEFINITION}. {ENTROPY_DEFINITION}."
+               + (f" The {excluded} class-attention blocks are left out: with one query "
+                  "([CLS]) there is no key that all queries agree on." if excluded else ""))
+
+
 with ui.friendly_errors():
     capture = pipeline.vit_capture(model, image)
     layout = capture.layout
@@ -92,6 +299,8 @@ with ui.friendly_errors():
     names = prefix_token_names(model.module)[:prefix]
     model_image = pipeline.prepare(model, image).model_image
     centre = (layout.grid[0] // 2) * layout.grid[1] + layout.grid[1] // 2
+    analysis = image_sinks(model, image)
+    auto = rollout.auto_start(analysis)
     if len(eligible) < len(capture.blocks):
         st.info(f"Rollout needs one token set shared by every block it multiplies, so it runs "
                 f"over this model's {len(eligible)} self-attention (patch) blocks only and "
@@ -101,51 +310,60 @@ with ui.friendly_errors():
 
     # --- controls -------------------------------------------------------------------------------
     st.subheader("Rollout")
-    for key, valid, default in (("p4_range", None, (0, last)),
-                                ("p4_query", range(-1, layout.num_patches),
-                                 -1 if prefix else centre)):
-        value = st.session_state.get(key)
-        if (valid is None and not (isinstance(value, (tuple, list)) and len(value) == 2
-                                   and 0 <= value[0] <= value[1] <= last)) or \
-                (valid is not None and value not in valid):
-            st.session_state[key] = default
-    c1, c2, c3, c4 = st.columns([1, 1.2, 1.6, 1.2])
-    fusion = c1.selectbox("Head fusion", rollout.FUSIONS, key="p4_fusion",
-                          persist_state="session",
-                          help="How the heads of one block become one matrix.")
-    discard = c2.slider("Discard ratio", 0.0, 0.95, step=0.05, key="p4_discard",
-                        persist_state="session",
-                        help="Zero this fraction of the weakest entries of each fused matrix "
-                             "(never [CLS]→[CLS]) before adding the identity.")
-    start, end = c3.slider("Blocks (start, end): rollout up to block `end`", 0, last,
-                           key="p4_range")
-    query = c4.number_input("Query patch (−1 = [CLS])" if prefix else "Query patch "
-                            "(−1 = mean of all rows)", -1, layout.num_patches - 1, key="p4_query")
-    query = None if query < 0 else int(query)
+    fusion, discard, chosen, start, end, query = _rollout_controls(eligible, prefix, layout, auto)
+    full = st.toggle(f"Show the full rollout from block {eligible[0]} next to it", key="p4_full",
+                     disabled=start == 0,
+                     help="The same rollout with every block, sinks included." if start else
+                          "This rollout already starts at the first block.")
+    full = full and start > 0
 
     rolled = rollout.image_rollout(model, image, start, end, fusion, discard, "oracle")
     roll_map, roll_prefix, roll_row = rolled.query_row(query)
     raw_map, raw_prefix, raw_row = rollout.last_block_cls_attention(capture, query)
-    threshold = st.session_state.get("p4_z", DEFAULT_THRESHOLD)
-    marks = high_norm_tokens(capture, threshold)
+    marks = high_norm_tokens(capture)
 
     head = state.session_head(model)
-    left, middle, right = st.columns(3)
-    with left:
+    columns = st.columns(4 if full else 3)
+    with columns[0]:
         ui.show_figure(token_map_figure(
             model_image, roll_map, layout.patch_size,
-            f"Rollout, blocks {eligible[start]}–{eligible[end]} ({fusion}, discard {discard:.2f})",
+            f"Rollout, blocks {eligible[start]}–{eligible[end]}<br>({fusion}, discard "
+            f"{discard:.2f})",
             marks=marks, query=query, grid=layout.grid), key="p4_rollout")
-        st.caption(f"{roll_row}. " + _prefix_text(names, roll_prefix, roll_map.sum()
-                                                  + roll_prefix.sum()))
-    with middle:
+        how = (f"Start: auto. {auto.summary()} " if chosen == rollout.AUTO
+               else f"Start chosen by hand: block {eligible[start]}. ")
+        st.caption(how + f"{roll_row}. " + _prefix_text(names, roll_prefix, roll_map.sum()
+                                                        + roll_prefix.sum()))
+    if full:
+        with columns[1]:
+            whole = rollout.image_rollout(model, image, 0, end, fusion, discard, "oracle")
+            whole_map = whole.query_row(query)[0]
+            rings = _sink_rings(analysis, auto)
+            ui.show_figure(token_map_figure(
+                model_image, whole_map, layout.patch_size,
+                f"Full rollout, blocks {eligible[0]}–{eligible[end]}<br>(sinks included)",
+                marks=marks, query=query,
+                grid=layout.grid, sink_keys=rings), key="p4_rollout_full")
+            top = int(whole_map.argmax())
+            ringed = {patch for patch, _ in rings}
+            st.caption(
+                f"Every block included. The brightest patch, {top} (row {top // layout.grid[1]}, "
+                f"col {top % layout.grid[1]}), takes {whole_map.max() / whole_map.sum():.1%} of "
+                f"the map (an even spread would give each patch "
+                f"{1 / layout.num_patches:.1%}). "
+                + ("It is the ringed sink key: the head that sends its attention there in an "
+                   "early block makes every token carry a share of that one patch, and rollout "
+                   "multiplies that share through every later block."
+                   if top in ringed else
+                   "Ringed: the sink keys of the blocks that auto leaves out."))
+    with columns[2 if full else 1]:
         ui.show_figure(token_map_figure(
             model_image, raw_map, layout.patch_size,
-            f"Raw attention, last block {eligible[-1]} (head mean)", marks=marks, query=query,
+            f"Raw attention, last block {eligible[-1]}<br>(head mean)", marks=marks, query=query,
             grid=layout.grid), key="p4_raw")
         st.caption(f"{raw_row}, heads averaged, no rollout. "
                    + _prefix_text(names, raw_prefix, raw_map.sum() + raw_prefix.sum()))
-    with right:
+    with columns[-1]:
         target = ui.target_picker(model, image, key="p4_target",
                                   label="Target for gradient-weighted attention", head=head)
         gae_map, gae_prefix, gae_row = gae.image_gae_map(model, image, target, head, query)
@@ -158,27 +376,32 @@ with ui.friendly_errors():
         st.caption(f"Chefer's gradient-weighted attention: per block, the positive part of "
                    f"gradient × attention, heads averaged, accumulated through the residual "
                    f"stream (R ← R + Ā·R, no row normalisation). Gradient of {kind}; "
-                   f"{gae_row}. " + _prefix_text(names, gae_prefix,
-                                                 gae_map.sum() + gae_prefix.sum()))
+                   f"{gae_row}; every block included. " + _sink_share(gae_map, auto, analysis)
+                   + _prefix_text(names, gae_prefix, gae_map.sum() + gae_prefix.sum()))
 
     with st.expander("Marked tokens: prefix tokens and high-norm outliers"):
-        st.slider("Outlier threshold (robust z-score of a patch's output norm)", 3.0, 15.0,
-                  key="p4_z", value=DEFAULT_THRESHOLD, step=0.5)
         st.markdown(
             "Prefix tokens have no pixels, so they cannot be drawn on the image; the caption "
-            "under each map says how much of the row they take. Patches marked ✕ have an "
-            "outlying hidden-state norm: in some block from the middle of the network on, the "
-            "length of their output vector is far above the other patches' (robust z-score = "
-            "(norm − median) / (1.4826 · median absolute deviation)). DINOv2 is known to "
-            "re-use a few low-information background patches as scratch space this way "
-            "(Darcet et al., *Vision Transformers Need Registers*).")
+            "under each map says how much of the row they take. A patch is marked ✕ only when "
+            "its hidden state is a **high-norm outlier**: rule: " + HIGH_NORM_RULE + ". "
+            "Darcet et al. (*Vision Transformers Need Registers*) describe large ViTs that "
+            "re-use a few background patches as scratch space this way; their norms stand "
+            "apart from all the others. The rule marks a patch only when this model, on this "
+            "image, shows such a separate mode.")
         if marks:
             st.table({"patch": [t.patch for t in marks], "row": [t.row for t in marks],
                       "col": [t.col for t in marks], "block": [t.block for t in marks],
-                      "robust z": [round(t.z, 1) for t in marks],
-                      "norm / median": [round(t.ratio, 2) for t in marks]})
+                      "norm / median": [round(t.ratio, 2) for t in marks],
+                      "gap to the rest": [round(t.gap, 2) for t in marks]})
         else:
-            st.write(f"No patch reaches z ≥ {threshold:g} on this image.")
+            top = largest_norm_ratio(capture)
+            st.markdown(
+                f"**No patch meets the rule on this image.** The largest patch norm is "
+                f"{top.ratio:.2f}× the median (patch {top.patch}, row {top.row}, col {top.col}, "
+                f"block {top.block}), and only {top.gap:.2f}× the next largest: one "
+                "continuous spread of norms, no separate high mode.")
+
+    sinks_section(capture, analysis, model, model_image, marks)
 
     # --- conventions ----------------------------------------------------------------------------
     with st.expander("Conventions: why two rollout libraries disagree", expanded=False):

@@ -8,6 +8,7 @@ from xai_core import pipeline
 from xai_core.figures_daam import contributions_figure, flow_figure, map_row_figure, weights_figure
 from xai_core.images import COLLAGE_ID
 from xai_core.methods import daam
+from xai_core.sinks import image_sinks
 from xai_core.tokens import prefix_token_names
 
 st.title("DAAM flow: how the decision forms, block by block")
@@ -87,6 +88,15 @@ with ui.friendly_errors():
                f"to the D row. Channel weights: "
                f"{'ReLU(C_b)' if result.channel_relu else 'C_b unclipped'}; each L_b is ReLU'd. "
                "Press ▶ or drag the slider: the browser swaps the frames, nothing is recomputed.")
+    for sink in daam.sink_frames(result, image_sinks(model, image)):
+        st.caption(
+            f"Frame “{sink['label']}” shows an attention sink, not the object: its brightest "
+            f"patch is {sink['key']}, the key that head {sink['head']} of that block sends "
+            f"{sink['score']:.0%} of its attention to (page 4, *Sinks and registers*, which "
+            f"counts blocks from 0: block {sink['block']}). That frame "
+            f"adds {sink['frame_share']:.1%} of the final map's total and the sink patch holds "
+            f"{sink['patch_share']:.1%} of the final map, so the accumulated flow D is not "
+            "hidden by it and every block stays in.")
     ui.show_figure(contributions_figure(result.L, result.block_labels), key="daam_contrib")
 
     if knn and result.knn is not None:

@@ -36,7 +36,8 @@ THEORY = {
                   "One value per patch token.", "None; works on self-supervised models too.",
                   "Seeing where one block routes information into [CLS]; head specialisation."),
     "rollout": ("Multiplies head-averaged attention, plus the identity for the skip path, "
-                "through every block.", "One forward pass plus one small matrix product "
+                "through the blocks; by default it starts after any sink-dominated early "
+                "block (start=auto, see page 4).", "One forward pass plus one small matrix product "
                 "per block.", "None: a property of the input, not of a class.",
                 "One value per patch token.", "None.",
                 "How information can travel from patches to [CLS] across depth."),

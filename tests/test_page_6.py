@@ -87,3 +87,26 @@ def test_cait_random_weights_runs_over_class_blocks():
     target.set_value((target.value + 1) % 1000).run()
     assert not app.exception
     assert np.abs(frame_maps(flow_spec(app)) - maps).max() > 0.05
+
+
+def test_dinov2_sink_frame_is_named_and_left_in():
+    """On the coffee photo the first frame's brightest patch is the patch that block 0's
+    sink head sends ~all its attention to: the page says so, and keeps every block."""
+    from xai_core import pipeline
+    from xai_core.images import load_sample
+    from xai_core.models import get_model
+
+    app = open_app(PAGE, vit_model="dinov2-s14", image_choice="coffee")
+    assert not app.exception, app.exception
+    maps = check_flow(flow_spec(app), 12)  # every block stays in the flow
+    capture = pipeline.vit_capture(get_model("dinov2-s14"), load_sample("coffee"))
+    received = capture.blocks[0].acts["attn"][0].double().mean(1).numpy()  # (heads, keys)
+    head = int(received.max(-1).argmax())
+    patch = int(received[head].argmax()) - 1
+    assert received[head].max() > 0.99 and patch >= 0
+    assert int(maps[0, 0].argmax()) == patch  # the L frame of block 0 shows the sink
+    captions = element_text(app, "caption")
+    assert (f"Frame “block 1” shows an attention sink, not the object: its brightest patch is "
+            f"patch {patch} (row {patch // 16}, col {patch % 16}), the key that head {head}"
+            in captions)
+    assert int(maps[-1, 1].argmax()) != patch  # the accumulated map is not the sink

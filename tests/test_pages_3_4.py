@@ -4,6 +4,7 @@ the methods (checked against formulas computed here)."""
 
 import numpy as np
 import pytest
+import torch
 from apptest_helpers import chart_specs, chart_title, element_text, open_app, plotly_array
 from streamlit.testing.v1 import AppTest
 
@@ -11,6 +12,7 @@ from xai_core import pipeline
 from xai_core.images import COLLAGE_ID, SAMPLES, load_sample
 from xai_core.methods import gae, rollout
 from xai_core.models import get_model
+from xai_core.sinks import SINK_THRESHOLD
 
 DEIT = {"vit_model": "deit-s16-distilled", "vit_random": True}
 
@@ -53,6 +55,15 @@ def test_page_3_on_dinov2_all_controls():
                                rtol=1e-6)
     assert scatter["layout"]["shapes"][0]["y0"] == pytest.approx(
         uniform_reference((16, 16), (14, 14)))
+    # sink heads (score >= 0.5) are ringed where they sit; a patch sink's distance is
+    # little more than every query's distance to that one patch
+    scores, keys = sink_columns(capture)
+    ringed = [t for t in scatter["data"] if t["name"] == "sink head"][0]
+    sink_cells = list(zip(*np.nonzero(scores >= SINK_THRESHOLD)))
+    assert sorted(plotly_array(ringed["y"]).tolist()) == sorted(
+        expected[b, h] for b, h in sink_cells)
+    head = int(scores[0].argmax())
+    assert f"block 0, head {head} → patch {keys[0, head] - 1}" in element_text(app)
     assert "EfficientNet-Lite0" in element_text(app, "caption")
     rf = chart(app, "receptive field")
     assert plotly_array(rf["data"][1]["y"]).tolist() == [3, 7, 19, 67, 147, 339, 787, 851]
@@ -96,23 +107,75 @@ def test_page_3_random_deit_with_gallery():
                                rtol=1e-5, atol=1e-9)
 
 
+def sink_columns(capture):
+    """(scores, keys) per block and head: the largest mean attention any key receives."""
+    means = np.stack([b.acts["attn"][0].double().mean(1).numpy() for b in capture.blocks])
+    return means.max(-1), means.argmax(-1)
+
+
 def test_page_4_on_dinov2_all_controls():
     app = ok(open_app("4_rollout_heads.py"))
     model, image = get_model("dinov2-s14"), load_sample("chelsea")
     capture = pipeline.vit_capture(model, image)
-    first = chart(app, "Rollout, blocks 0–11 (mean")
-    np.testing.assert_allclose(plotly_array(first["data"][1]["z"]),
-                               rollout.attention_rollout(capture).query_row()[0], rtol=1e-6)
+    # first view: start=auto leaves out block 0, whose head sends ~all attention to one patch
+    scores, keys = sink_columns(capture)
+    sink_head = int(scores[0].argmax())
+    sink_patch = int(keys[0, sink_head]) - 1
+    assert app.selectbox(key="p4_start").value == "auto"
+    first = chart(app, "Rollout, blocks 1–11<br>(mean")
+    auto_map = rollout.attention_rollout(capture, 1).query_row()[0]
+    np.testing.assert_allclose(plotly_array(first["data"][1]["z"]), auto_map, rtol=1e-6)
+    assert auto_map.max() / auto_map.sum() < 0.04
+    captions = element_text(app, "caption")
+    assert (f"Left out: block 0, where head {sink_head} sends 100% of its attention"
+            in captions and f"patch {sink_patch} (row" in captions)
     assert "GAE for 'cat'" in str(chart_specs(app))
-    assert "Share of the row on prefix tokens" in element_text(app, "caption")
+    assert "Share of the row on prefix tokens" in captions
+    assert not [t for spec in chart_specs(app) for t in spec["data"]
+                if t.get("name") == "high-norm token"]  # none meets the rule on chelsea
+    assert "No patch meets the rule on this image" in element_text(app)
+
+    # one click: the full rollout from block 0 next to it, its bright patch ringed
+    app.toggle(key="p4_full").set_value(True).run()
+    ok(app)
+    full = chart(app, "Full rollout, blocks 0–11")
+    full_map = rollout.attention_rollout(capture, 0).query_row()[0]
+    np.testing.assert_allclose(plotly_array(full["data"][1]["z"]), full_map, rtol=1e-6)
+    ring = [t for t in full["data"] if t.get("name") == "sink key"][0]
+    assert plotly_array(ring["x"]).tolist() == [(sink_patch % 16) * 14 + 7]
+    assert plotly_array(ring["y"]).tolist() == [(sink_patch // 16) * 14 + 7]
+    assert int(full_map.argmax()) == sink_patch
+    assert f"takes {full_map.max() / full_map.sum():.1%} of the map" in \
+        element_text(app, "caption")
+
+    # sinks and registers: scores, entropy, one head drawn on the image
+    heat = chart(app, "Sink score per head")
+    np.testing.assert_allclose(plotly_array(heat["data"][0]["z"]), scores, rtol=1e-9)
+    entropy = np.stack([torch.special.entr(b.acts["attn"][0].double()).sum(-1).mean(-1).numpy()
+                        for b in capture.blocks])
+    np.testing.assert_allclose(plotly_array(chart(app, "Entropy per head")["data"][0]["z"]),
+                               entropy, rtol=1e-9)
+    assert (app.selectbox(key="p4_sink_block").value,
+            app.selectbox(key="p4_sink_head").value) == (0, sink_head)
+    app.selectbox(key="p4_sink_block").set_value(10).run()
+    app.selectbox(key="p4_sink_head").set_value(0).run()
+    ok(app)
+    received = chart(app, "Block 10, head 0: mean attention each patch receives")
+    np.testing.assert_allclose(
+        plotly_array(received["data"][1]["z"]).ravel(),
+        capture.blocks[10].acts["attn"][0, 0, :, 1:].double().mean(0).numpy(), rtol=1e-6)
+    assert "sink key is **[CLS]**" in element_text(app, "caption")  # measured: 0.35 on [CLS]
+    assert "No registers" in element_text(app)
 
     app.selectbox(key="p4_fusion").set_value("max").run()
     app.slider(key="p4_discard").set_value(0.5).run()
-    app.slider(key="p4_range").set_value((2, 8)).run()
+    app.selectbox(key="p4_start").set_value(2).run()
+    app.slider(key="p4_end").set_value(8).run()
     ok(app)
-    rolled = chart(app, "Rollout, blocks 2–8 (max, discard 0.50)")
+    rolled = chart(app, "Rollout, blocks 2–8<br>(max, discard 0.50)")
     expected = rollout.attention_rollout(capture, 2, 8, "max", 0.5).query_row()[0]
     np.testing.assert_allclose(plotly_array(rolled["data"][1]["z"]), expected, rtol=1e-6)
+    assert "Start chosen by hand: block 2" in element_text(app, "caption")
     bugged = rollout.attention_rollout(capture, 2, 8, "max", 0.5, "vit-explain").query_row()[0]
     largest = np.abs(expected - bugged).max()
     assert largest > 0 and f"{largest:.3g}" in element_text(app)
@@ -130,18 +193,6 @@ def test_page_4_on_dinov2_all_controls():
     np.testing.assert_allclose(plotly_array(gae_chart["data"][1]["z"]),
                                gae.gae_map(graded, 20)[0], rtol=1e-5)
 
-    app.slider(key="p4_z").set_value(3.0).run()
-    ok(app)
-    # marked tokens: robust z of output norms, blocks 6-11, computed here from the capture
-    flagged = set()
-    for block in capture.blocks[6:]:
-        norms = block.acts["out"][0, 1:].double().norm(dim=-1).numpy()
-        z = (norms - np.median(norms)) / (1.4826 * np.median(np.abs(norms - np.median(norms))))
-        flagged |= set(np.flatnonzero(z >= 3.0).tolist())
-    assert flagged and sorted(app.table[0].value["patch"]) == sorted(flagged)
-    marked = [t for t in chart(app, "Rollout, blocks 2–8")["data"] if t.get("name") ==
-              "high-norm token"]
-    assert len(plotly_array(marked[0]["x"])) == len(flagged)
     app.radio(key="p4_grid_query_kind").set_value("a patch").run()
     app.number_input(key="p4_grid_query").set_value(100).run()
     app.selectbox(key="p4_big_block").set_value(5).run()
@@ -152,6 +203,26 @@ def test_page_4_on_dinov2_all_controls():
                                capture.blocks[5].acts["attn"][0, 3, 101, 1:].numpy(), rtol=1e-6)
     mosaic = chart(app, "patch 100 → patches")
     assert len(plotly_array(mosaic["data"][1]["customdata"])) == 12 * 6
+
+
+def test_page_4_register_model_lists_registers_as_possible_sinks():
+    app = ok(open_app("4_rollout_heads.py", vit_model="dinov2-s14-reg4", vit_random=True))
+    assert "RANDOM WEIGHTS" in element_text(app, "error") + element_text(app)
+    text = element_text(app)
+    assert "4 register tokens ([REG1], [REG2], [REG3], [REG4])" in text
+    assert "untrained network" in text
+    model = get_model("dinov2-s14-reg4", random_weights=True)
+    capture = pipeline.vit_capture(model, load_sample("chelsea"))
+    scores, keys = sink_columns(capture)
+    heat = chart(app, "Sink score per head")
+    np.testing.assert_allclose(plotly_array(heat["data"][0]["z"]), scores, rtol=1e-9)
+    assert capture.layout.num_prefix_tokens == 5 and capture.layout.grid == (16, 16)
+    hover = heat["data"][1]["text"]
+    assert len(hover) == 12 * 6 and all("→" in h for h in hover)
+    # random weights spread attention evenly: nothing is left out, rollout starts at block 0
+    assert scores.max() < SINK_THRESHOLD
+    chart(app, "Rollout, blocks 0–11")
+    assert app.toggle(key="p4_full").disabled
 
 
 def test_page_4_random_deit_marks_both_prefix_tokens():

@@ -204,7 +204,7 @@ def test_cli_rollout_and_gae(tmp_path, capture, capsys):
     out = tmp_path / "roll.npz"
     code = cli.main(["explain", "--model", "dinov2-s14", "--image", "sample:chelsea",
                      "--method", "rollout", "--set", "fusion=max", "--set", "discard=0.5",
-                     "--out", str(out)])
+                     "--set", "start=0", "--out", str(out)])
     assert code == 0
     saved = np.load(out)
     expected = rollout.attention_rollout(capture, fusion="max", discard=0.5).query_row()[0]

@@ -31,6 +31,8 @@ OFF_BY_DEFAULT = {
                 "used",
     "vit-gradcam-all": "its map is vit-gradcam's default variant; the other variants belong "
                        "to page 5",
+    "sinks": "its map shows where heads park attention they do not use, not what the class "
+             "used; page 4 explains it",
 }
 
 

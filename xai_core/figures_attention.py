@@ -16,11 +16,13 @@ def _head_colour(head: int) -> str:
 
 
 def distance_scatter(mad: np.ndarray, blocks: list[int], reference: float, title: str,
-                     spread: np.ndarray | None = None, height: int = 460) -> go.Figure:
+                     spread: np.ndarray | None = None, height: int = 460,
+                     rings=()) -> go.Figure:
     """One point per head per block (x = block, y = pixels), coloured by head.
 
     Each point's customdata is (block index, head) so a click can open that head.
-    `spread` (same shape) draws per-head error bars (e.g. the std over images)."""
+    `spread` (same shape) draws per-head error bars (e.g. the std over images);
+    `rings` ((row of `mad`, head, hover text) triples) circles some heads, e.g. sink heads."""
     num_blocks, num_heads = mad.shape
     figure = go.Figure()
     offsets = (np.arange(num_heads) - (num_heads - 1) / 2) * min(0.6 / max(num_heads, 1), 0.08)
@@ -34,6 +36,12 @@ def distance_scatter(mad: np.ndarray, blocks: list[int], reference: float, title
             customdata=np.stack([blocks, np.full(num_blocks, head)], axis=1).tolist(),
             hovertemplate="block %{customdata[0]}, head %{customdata[1]}<br>"
                           "mean distance %{y:.1f} px" + extra + "<extra></extra>"))
+    if rings:
+        figure.add_trace(go.Scatter(
+            x=[blocks[p] + offsets[h] for p, h, _ in rings], y=[mad[p, h] for p, h, _ in rings],
+            mode="markers", name="sink head", text=[text for _, _, text in rings],
+            marker=dict(symbol="circle-open", size=20, color="magenta", line=dict(width=2)),
+            hovertemplate="%{text}<extra></extra>"))
     figure.add_hline(y=reference, line=dict(dash="dash", color="grey"),
                      annotation_text=f"uniform attention: {reference:.1f} px",
                      annotation_position="top left")
@@ -97,22 +105,33 @@ def receptive_field_figure(textbook: list[int], stages: list, stage_positions: l
 def token_map_figure(image, values: np.ndarray, patch_size: tuple[int, int], title: str,
                      marks=(), query: int | None = None, grid: tuple[int, int] | None = None,
                      clickable: bool = False, height: int = 380, zmin=None,
-                     zmax=None) -> go.Figure:
-    """A patch-level map over the image, with high-norm tokens marked (x) and the
-    query patch (star); `clickable` adds invisible patch markers for clicks."""
+                     zmax=None, sink_keys=()) -> go.Figure:
+    """A patch-level map over the image, with high-norm tokens marked (x), attention-sink
+    keys ringed (`sink_keys`: (patch index, hover text) pairs; needs `grid`) and the query
+    patch (star); `clickable` adds invisible patch markers for clicks."""
     figure = overlay_figure(image, values, patch_size, title, height=height, zmin=zmin,
                             zmax=zmax)
     ph, pw = patch_size
+    if sink_keys and grid is not None:
+        rows_cols = [divmod(patch, grid[1]) for patch, _ in sink_keys]
+        figure.add_trace(go.Scatter(
+            x=[c * pw + pw / 2 for _, c in rows_cols], y=[r * ph + ph / 2 for r, _ in rows_cols],
+            mode="markers", name="sink key",
+            marker=dict(symbol="circle-open", size=max(14, 2 * min(ph, pw)), color="magenta",
+                        line=dict(width=3)),
+            text=[text for _, text in sink_keys], hovertemplate="%{text}<extra></extra>",
+            showlegend=False))
     if marks:
         figure.add_trace(go.Scatter(
             x=[t.col * pw + pw / 2 for t in marks], y=[t.row * ph + ph / 2 for t in marks],
             mode="markers", name="high-norm token",
             marker=dict(symbol="x-thin-open", size=max(8, min(ph, pw)), color="cyan",
                         line=dict(width=3)),
-            customdata=[[t.patch, t.z, t.block, t.ratio] for t in marks],
-            hovertemplate="high-norm token: patch %{customdata[0]}<br>robust z "
-                          "%{customdata[1]:.1f} in block %{customdata[2]} "
-                          "(norm x%{customdata[3]:.2f} the median)<extra></extra>",
+            customdata=[[t.patch, t.ratio, t.block, t.gap] for t in marks],
+            hovertemplate="high-norm token: patch %{customdata[0]}<br>norm "
+                          "%{customdata[1]:.1f}x the median patch norm in block "
+                          "%{customdata[2]}<br>%{customdata[3]:.1f}x the largest unflagged "
+                          "patch<extra></extra>",
             showlegend=False))
     if query is not None and grid is not None:
         row, col = divmod(query, grid[1])
@@ -167,4 +186,40 @@ def difference_figure(image, difference: np.ndarray, patch_size: tuple[int, int]
     figure = overlay_figure(image, difference, patch_size, title, height=height,
                             zmin=-bound, zmax=bound)
     figure.data[-1].update(colorscale="RdBu", reversescale=True, opacity=0.75)
+    return figure
+
+
+def block_head_heatmap(values: np.ndarray, blocks: list[int], title: str, colorbar: str,
+                       hover: list[list[str]], zmin: float | None = None,
+                       zmax: float | None = None, outline=None,
+                       colorscale: str = "Viridis") -> go.Figure:
+    """A blocks x heads table of one number per head (rows = blocks, columns = heads), the
+    value written in each cell, `hover` text per cell, cells where `outline` is True boxed.
+    Invisible markers at the cell centres carry (block, head) so a click can pick one."""
+    values = np.asarray(values, dtype=float)
+    num_blocks, num_heads = values.shape
+    heads = list(range(num_heads))
+    figure = go.Figure(go.Heatmap(
+        z=values, x=heads, y=list(range(num_blocks)), zmin=zmin, zmax=zmax,
+        colorscale=colorscale, text=np.round(values, 2), texttemplate="%{text:.2f}",
+        hoverinfo="skip",
+        colorbar=dict(title=colorbar, thickness=12)))
+    b_idx, h_idx = np.meshgrid(np.arange(num_blocks), heads, indexing="ij")
+    figure.add_trace(go.Scatter(
+        x=h_idx.ravel(), y=b_idx.ravel(), mode="markers",
+        marker=dict(size=22, symbol="square", opacity=0.01),
+        customdata=np.stack([np.array(blocks)[b_idx.ravel()], h_idx.ravel()], axis=1).tolist(),
+        text=[hover[b][h] for b, h in zip(b_idx.ravel(), h_idx.ravel())],
+        hovertemplate="%{text}<extra>click to open</extra>", showlegend=False))
+    for b, h in zip(*np.nonzero(outline if outline is not None else np.zeros_like(values))):
+        figure.add_shape(type="rect", x0=h - 0.5, x1=h + 0.5, y0=b - 0.5, y1=b + 0.5,
+                         line=dict(color="magenta", width=3))
+    figure.update_xaxes(tickmode="array", tickvals=heads, title="head", showgrid=False,
+                        zeroline=False)
+    figure.update_yaxes(tickmode="array", tickvals=list(range(num_blocks)),
+                        ticktext=[str(b) for b in blocks], title="block", autorange="reversed",
+                        showgrid=False, zeroline=False)
+    figure.update_layout(title=title, height=max(360, 30 * num_blocks + 110),
+                         margin=dict(l=10, r=10, t=50, b=10), clickmode="event+select",
+                         plot_bgcolor="white")
     return figure

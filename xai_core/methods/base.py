@@ -32,7 +32,21 @@ class Options:
         return self.values.get(key, default)
 
     def get_int(self, key: str, default: int, low: int, high: int) -> int:
+        return self._int(key, self._raw(key, default), low, high)
+
+    def get_int_or_word(self, key: str, default: int | str, low: int, high: int,
+                        word: str) -> int | str:
+        """A whole number in [low, high], or the literal `word` (e.g. start=auto)."""
         raw = self._raw(key, default)
+        if str(raw) == word:
+            return word
+        try:
+            return self._int(key, raw, low, high)
+        except OptionError as error:
+            raise OptionError(f"{error} It may also be '{word}'.") from None
+
+    @staticmethod
+    def _int(key: str, raw, low: int, high: int) -> int:
         try:
             value = int(raw)
         except (TypeError, ValueError):

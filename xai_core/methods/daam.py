@@ -222,6 +222,27 @@ class DaamResult:
         return meta
 
 
+def sink_frames(result: DaamResult, analysis) -> list[dict]:
+    """Flow frames whose brightest patch is the patch key of a sink head of that block
+    (`xai_core.sinks`): such an L_b shows the sink, not the object. Each entry says how
+    much that frame adds to the final map D_B and how much of D_B the sink patch holds."""
+    rows = {block: position for position, block in enumerate(analysis.blocks)}
+    total = float(result.D[-1].sum())
+    found = []
+    for frame, block in enumerate(result.block_indices):
+        frame_map = result.L[frame]
+        if block not in rows or total <= 0 or frame_map.max() <= 0:
+            continue
+        top = int(frame_map.argmax())
+        for sink in analysis.patch_sinks(rows[block]):
+            if sink.key - analysis.num_prefix_tokens == top:
+                found.append({"frame": frame, "label": result.block_labels[frame],
+                              "block": block, "head": sink.head, "score": sink.score, "key": sink.key_name,
+                              "frame_share": float(frame_map.sum()) / total,
+                              "patch_share": float(result.D[-1].ravel()[top]) / total})
+    return found
+
+
 def _block_labels(blocks: list[BlockRecord], capture: Capture) -> list[str]:
     if blocks[0].kind == "class":
         patch_blocks = sum(1 for b in capture.blocks if b.kind == "self")

@@ -13,6 +13,12 @@
 Rollout needs one token set shared by every multiplied block, so it runs over
 self-attention blocks only: CaiT's class-attention blocks (one [CLS] query)
 are left out and its patch blocks have no prefix token at all.
+
+`start=auto` (the default of the app and the CLI) starts after the
+sink-dominated blocks (`xai_core.sinks`): a head that sends most of every
+query's attention to one background patch adds the same bright column to every
+row of its block, and rollout carries it to the end as one bright pixel. On
+DINOv2 ViT-S/14 that is block 0, head 5, on every sample image (README).
 """
 
 from __future__ import annotations
@@ -25,7 +31,9 @@ import torch
 from ..cache import BoundedCache
 from ..capture import Capture, CaptureError
 from ..pipeline import prepare, vit_capture
-from .base import ExplainRequest, ExplainResult, register
+from ..sinks import DEFINITION as SINK_DEFINITION
+from ..sinks import SinkAnalysis, image_sinks
+from .base import ExplainRequest, ExplainResult, OptionError, register
 
 # Final rollout matrices of recent (image, settings), so a page re-render is cheap.
 ROLLOUT_CACHE = BoundedCache(max_entries=64, max_bytes=96 * 2**20)
@@ -109,6 +117,61 @@ def rollout_blocks(capture: Capture) -> list[int]:
     return blocks
 
 
+AUTO = "auto"
+AUTO_RULE = ("start=auto: rollout starts one block after the last sink-dominated block in the "
+             "first half of the self-attention blocks (at the first block when there is none); "
+             + SINK_DEFINITION)
+
+
+@dataclass(frozen=True)
+class AutoStart:
+    """What `start=auto` chose, and why."""
+
+    start: int  # position among the rollout blocks
+    left_out: list[dict]  # one entry per block before `start`
+    kept: list[dict]  # sink-dominated blocks in the second half, which stay in
+
+    def meta(self) -> dict:
+        return {"start_rule": AUTO_RULE, "left_out": self.left_out,
+                "sink_dominated_kept": self.kept}
+
+    def summary(self) -> str:
+        """One sentence for a caption."""
+        if not self.left_out:
+            return "No block is sink-dominated, so rollout starts at the first block."
+
+        def heads(entry):
+            return " and ".join(f"head {s['head']} sends {s['score']:.0%} of its attention "
+                                f"(mean over queries) to {s['key']}" for s in entry["sink_heads"])
+        first, last = self.left_out[0]["block"], self.left_out[-1]["block"]
+        if first == last:
+            return f"Left out: block {first}, where {heads(self.left_out[0])}."
+        return (f"Left out: blocks {first}–{last}. Sink-dominated: "
+                + "; ".join(f"block {e['block']}, where {heads(e)}" for e in self.left_out
+                            if e["sink_heads"]) + ".")
+
+
+def _sink_entries(analysis: SinkAnalysis, position: int) -> list[dict]:
+    return [{"head": s.head, "score": round(s.score, 4), "key": s.key_name, "key_index": s.key}
+            for s in analysis.patch_sinks(position)]
+
+
+def auto_start(analysis: SinkAnalysis) -> AutoStart:
+    """Resolve start=auto from a sink analysis (its rows are the rollout blocks)."""
+    dominated = analysis.sink_dominated()
+    half = len(analysis.blocks) // 2
+    early = [p for p in dominated if p < half]
+    start = early[-1] + 1 if early else 0
+    left_out = [{"block": analysis.blocks[p], "sink_heads": _sink_entries(analysis, p),
+                 "reason": "sink-dominated" if p in dominated
+                 else "before a sink-dominated block (rollout is one chain of blocks)"}
+                for p in range(start)]
+    kept = [{"block": analysis.blocks[p], "sink_heads": _sink_entries(analysis, p),
+             "reason": "in the second half of the blocks; kept so rollout keeps at least "
+                       "half of the network"} for p in dominated if p >= half]
+    return AutoStart(start, left_out, kept)
+
+
 def attention_rollout(capture: Capture, start: int = 0, end: int | None = None,
                       fusion: str = "mean", discard: float = 0.0,
                       convention: str = "oracle") -> Rollout:
@@ -158,15 +221,26 @@ def last_block_cls_attention(capture: Capture, query: int | None = None):
 
 @register("rollout", family="vit", needs_target=False,
           summary="Attention rollout over the self-attention blocks (oracle or vit-explain "
-                  "convention; head fusion, discard ratio, start/end block).")
+                  "convention; head fusion, discard ratio, start/end block, start=auto "
+                  "after the sink-dominated blocks).")
 def explain_rollout(request: ExplainRequest) -> ExplainResult:
     capture = vit_capture(request.model, request.image)
     options = request.options
     last = len(rollout_blocks(capture)) - 1
     fusion = options.get_choice("fusion", "mean", FUSIONS)
     discard = options.get_float("discard", 0.0, 0.0, 0.99)
-    start = options.get_int("start", 0, 0, last)
-    end = options.get_int("end", last, start, last)
+    start = options.get_int_or_word("start", AUTO, 0, last, AUTO)
+    chosen = None
+    if start == AUTO:
+        chosen = auto_start(image_sinks(request.model, request.image))
+        start = chosen.start
+    try:
+        end = options.get_int("end", last, start, last)
+    except OptionError as error:
+        if chosen is None:
+            raise
+        raise OptionError(f"{error} start=auto chose block {start}; "
+                          f"{chosen.summary()} Set start=0 to include every block.") from None
     convention = options.get_choice("convention", "oracle", CONVENTIONS)
     query = options.get_int("query", -1, -1, capture.layout.num_patches - 1)
     query = None if query < 0 else query
@@ -179,6 +253,7 @@ def explain_rollout(request: ExplainRequest) -> ExplainResult:
                 "prefix_values": prefix_values.astype(np.float32),
                 "blocks": np.array(rolled.block_indices)},
         meta={"fusion": fusion, "discard": discard, "start": start, "end": end,
+              **(chosen.meta() if chosen else {"start_rule": "chosen by the user"}),
               "convention": CONVENTION_NAMES[convention], "row": what,
               "num_prefix_tokens": rolled.num_prefix_tokens,
               "blocks_used": "self-attention blocks only"

@@ -142,7 +142,14 @@ def _create_timm_model(spec: ModelSpec) -> torch.nn.Module:
     overlay = {}
     if local := _local_weights_file(spec):
         overlay = {"file": str(local)}
-    return timm.create_model(spec.timm_name, pretrained=True, pretrained_cfg_overlay=overlay)
+    return timm.create_model(spec.timm_name, pretrained=True, pretrained_cfg_overlay=overlay,
+                             **_size_args(spec))
+
+
+def _size_args(spec: ModelSpec) -> dict:
+    """ViTs are built for the spec's input size (DINOv2's native 518 px becomes 224 px, its
+    position table resampled by timm); CNNs take any size as they are."""
+    return {"img_size": spec.input_size} if spec.is_vit else {}
 
 
 def _create_hub_model(spec: ModelSpec, random_weights: bool) -> tuple[torch.nn.Module, str]:
@@ -152,7 +159,8 @@ def _create_hub_model(spec: ModelSpec, random_weights: bool) -> tuple[torch.nn.M
         if spec.family == "text":  # its tokenizer comes from the hub too
             raise ModelUnavailableError(f"{spec.display_name} has no random-weight mode: its "
                                         "tokenizer also comes from the hub.")
-        return timm.create_model(spec.timm_name, pretrained=False), "random initialisation"
+        return (timm.create_model(spec.timm_name, pretrained=False, **_size_args(spec)),
+                "random initialisation")
     status = availability(spec.id)
     if not status.available:
         raise ModelUnavailableError(status.reason)

@@ -82,6 +82,11 @@ def _build_specs() -> dict[str, ModelSpec]:
             source="hub", hf_name="bert-base-uncased", head="none",
             notes="The original BERT (12 layers, 12 heads); loads from the Hugging Face hub.",
         ),
+        # The same ViT-S/14 trained with 4 register tokens (Darcet et al. 2024), also at 224 px.
+        _timm_spec("dinov2-s14-reg4", "DINOv2 ViT-S/14 with 4 registers (self-supervised)",
+                   "vit", "hub", "vit_small_patch14_reg4_dinov2.lvd142m", input_size=(224, 224),
+                   crop_pct=0.875, patch_size=14, num_prefix_tokens=5, head="knn",
+                   notes="[CLS] + 4 register tokens before the patches."),
         _timm_spec("vit-b16", "ViT-B/16 (ImageNet)", "vit", "hub",
                    "vit_base_patch16_224.augreg2_in21k_ft_in1k", patch_size=16,
                    num_prefix_tokens=1),
