@@ -125,8 +125,10 @@ def explanation_grid(model) -> tuple[int, int]:
 
 def random_map(model, image_id: str, seed: int) -> np.ndarray:
     """Uniform noise on the model's explanation grid, seeded by (seed, image, model), so
-    every backend and every rerun draws the same floor."""
-    digest = hashlib.sha256(f"{seed}|{image_id}|{model.spec.id}".encode()).digest()
+    every backend and every rerun draws the same floor. A randomised twin draws its
+    model's floor: the floor ignores the weights."""
+    model_id = model.extras.get("randomised_from", model.spec.id)
+    digest = hashlib.sha256(f"{seed}|{image_id}|{model_id}".encode()).digest()
     rng = np.random.default_rng(int.from_bytes(digest[:8], "little"))
     return rng.random(explanation_grid(model)).astype(np.float32)
 
@@ -189,6 +191,7 @@ def randomised_twin(model, seed: int):
                                    display_name=f"{model.spec.display_name} (randomised)")
         twin = LoadedModel(spec=spec, module=module, device=model.device, random_weights=True,
                            weights_source="trained weights replaced by noise (sanity check)",
-                           class_names=model.class_names, head=head_of(model))
+                           class_names=model.class_names, head=head_of(model),
+                           extras={"randomised_from": model.spec.id})
         _TWINS[key] = twin
         return twin
