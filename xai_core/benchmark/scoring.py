@@ -152,12 +152,13 @@ def road_score(model, image, saliency: np.ndarray, target: int, seed: int) -> fl
     generator, so the call runs under a forked, seeded generator."""
     from pytorch_grad_cam.metrics.road import ROADCombined
 
+    from ..methods.attribution import seeded
+
     from ..figures import normalise
 
     pixels = prepare(model, image).pixels.to(model.device)
     cam = normalise(metrics.upsample(saliency, tuple(pixels.shape[-2:])))[None].astype(np.float32)
-    with model.lock, torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
+    with model.lock, seeded(model.device, seed):
         return float(ROADCombined()(pixels, cam, [_ProbabilityTarget(model, target)],
                                     model.module)[0])
 

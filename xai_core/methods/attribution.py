@@ -6,13 +6,16 @@ gradient saliency, Occlusion, KernelSHAP).
   the same scalar every other gradient method uses - one value per image of the batch.
 - Every call is cached by content and runs under the model's lock; methods that draw
   random numbers (SmoothGrad's noise, KernelSHAP's coalitions) do so from a seeded fork of
-  torch's generator, so a map is reproducible and no other user's random stream moves.
+  torch's generator, one such block at a time in the process, so a map is reproducible
+  even with many sessions at once.
 - Attributions come back as (3, H, W) on the model input; each method names how it
   reduces the colour channels to one map.
 """
 
 from __future__ import annotations
 
+import threading
+from contextlib import contextmanager
 from typing import Callable
 
 import numpy as np
@@ -89,30 +92,29 @@ def attribute(model, image, target: int, head, key: tuple,
         # a leaf that asks for gradients (Captum would otherwise switch it on and warn)
         pixels = prepared.pixels.to(model.device).clone().requires_grad_(True)
         forward = score_forward(model, target, head)
-        with model.lock, _seeded(model.device, seed):
+        with model.lock, seeded(model.device, seed):
             attributions, extras = compute(forward, pixels)
         return attributions.detach()[0].float().cpu().numpy(), extras
 
     return CAPTURE_CACHE.get_or_compute(cache_key, run)
 
 
-class _seeded:
-    """torch.random.fork_rng + manual_seed when a seed is given; nothing otherwise."""
+_GLOBAL_RNG = threading.Lock()  # torch's default generator is one per process
 
-    def __init__(self, device: torch.device, seed: int | None):
-        self.seed, self.fork = seed, None
-        if seed is not None:
-            devices = [device.index or 0] if device.type == "cuda" else []
-            self.fork = torch.random.fork_rng(devices=devices)
 
-    def __enter__(self):
-        if self.fork is not None:
-            self.fork.__enter__()
-            torch.manual_seed(self.seed)
-        return self
-
-    def __exit__(self, *exc):
-        return self.fork.__exit__(*exc) if self.fork is not None else False
+@contextmanager
+def seeded(device: torch.device, seed: int | None):
+    """For the length of the block torch's default generator starts from `seed` and is
+    afterwards put back as it was; one seeded block at a time in the process (two threads
+    seeding and drawing at once would interleave their streams). Captum draws SmoothGrad's
+    noise and KernelSHAP's coalitions from that generator. No seed: nothing changes."""
+    if seed is None:
+        yield
+        return
+    devices = [device.index or 0] if device.type == "cuda" else []
+    with _GLOBAL_RNG, torch.random.fork_rng(devices=devices):
+        torch.manual_seed(seed)
+        yield
 
 
 def sum_channels(attributions: np.ndarray) -> np.ndarray:
