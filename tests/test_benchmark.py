@@ -312,3 +312,18 @@ def test_road_equals_pytorch_grad_cam_and_randomisation_uses_a_private_copy(tmp_
         metrics.spearman(saliency, other), abs=1e-9)
     # a map that ignores the weights (the random floor) correlates perfectly with itself
     assert float(rows[("random", "randomisation")]["value"]) == pytest.approx(1.0)
+
+
+def test_cli_prints_the_ranking_and_writes_the_tables(tmp_path, capsys):
+    code = main(["benchmark", "--model", "efficientnet-lite0", "--images", "sample:coffee,rocket",
+                 "--methods", "gradcam", "--metrics", "deletion", "--steps", "2",
+                 "--out", str(tmp_path), "--progress", "off"])
+    assert code == 0
+    text = capsys.readouterr().out
+    assert "efficientnet-lite0 · deletion (lower is better; 2 images)" in text
+    assert "95 % interval" in text and "the floor" in text
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    gradcam = next(e for e in summary["tables"][0]["methods"] if e["method"] == "gradcam")
+    assert gradcam["vs_random"]["verdict"] in text
+    assert summary["versions"]["captum"] == "0.9.0" and summary["settings"]["steps"] == 2
+    assert len(read_csv(tmp_path / "results.csv")) == 4

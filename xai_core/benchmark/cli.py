@@ -34,6 +34,7 @@ def add_benchmark_command(add) -> None:
 def cmd_benchmark(args) -> None:
     import json
 
+    from ..cli import CliError
     from ..models import availability
     from .plan import DEFAULT_MODELS, Settings
     from .run import run_benchmark
@@ -49,8 +50,6 @@ def cmd_benchmark(args) -> None:
         for model_id in settings.models:
             status = availability(model_id)
             if not status.available:
-                from ..cli import CliError
-
                 raise CliError(status.reason + " (use --random-weights to test code paths)")
     progress = {"auto": None, "on": True, "off": False}[args.progress]
     summary = run_benchmark(settings, args.out, args.backend, args.address, args.shard,
