@@ -225,7 +225,6 @@ def test_model_input_box_follows_the_resize_and_crop():
 
 
 def test_box_metrics_from_a_csv_file(tmp_path):
-    from xai_core.benchmark.scoring import random_map  # noqa: F401  (loads the package)
     from xai_core.images import sample_path
 
     with Image.open(sample_path("coffee")) as photo:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import csv
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from ..images import IMAGE_SUFFIXES, SAMPLES, ImageError, load_image_file, load_sample, sample_path
@@ -85,16 +85,13 @@ class Settings:
     boxes: str | None = None
     seed: int = 0
     random_weights: bool = False
-    extra: dict = field(default_factory=dict)
 
     def value_fields(self) -> dict:
         return {"steps": self.steps, "baseline": self.baseline, "seed": self.seed,
                 "random_weights": self.random_weights}
 
     def as_dict(self) -> dict:
-        data = asdict(self)
-        data.pop("extra")
-        return data
+        return asdict(self)
 
     @classmethod
     def from_dict(cls, data: dict) -> "Settings":
