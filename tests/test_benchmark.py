@@ -326,3 +326,19 @@ def test_cli_prints_the_ranking_and_writes_the_tables(tmp_path, capsys):
     assert gradcam["vs_random"]["verdict"] in text
     assert summary["versions"]["captum"] == "0.9.0" and summary["settings"]["steps"] == 2
     assert len(read_csv(tmp_path / "results.csv")) == 4
+
+
+def test_coco_boxes_are_read_as_corners_and_matched_by_file_name(tmp_path):
+    from xai_core.benchmark.plan import list_images, read_boxes
+
+    coco = {"images": [{"id": 7, "file_name": "val/coffee.png"}, {"id": 8, "file_name": "x.jpg"}],
+            "annotations": [{"image_id": 7, "bbox": [10, 20, 30, 40]},
+                            {"image_id": 7, "bbox": [0, 0, 5, 5]},
+                            {"image_id": 8, "bbox": [1, 1, 2, 2]}]}
+    path = tmp_path / "boxes.json"
+    path.write_text(json.dumps(coco))
+    boxes = read_boxes(str(path), list_images("sample:coffee,chelsea"))
+    assert boxes == {"sample:coffee": [(10.0, 20.0, 40.0, 60.0), (0.0, 0.0, 5.0, 5.0)]}
+    path.write_text("{broken")
+    with pytest.raises(Exception, match="cannot be read"):
+        read_boxes(str(path), list_images("sample:coffee"))
