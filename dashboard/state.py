@@ -20,6 +20,7 @@ from xai_core.models import (DEFAULT_CNN, DEFAULT_VIT, ModelUnavailableError, av
                              get_model, get_spec)
 
 UPLOAD_CHOICE = "upload"
+DEFAULT_IMAGE = "chelsea"
 # Everything a page can fail on because of user input or an unavailable model.
 USER_ERRORS = (ImageError, ModelUnavailableError, pipeline.TargetError, CaptureError, ValueError)
 
@@ -49,7 +50,7 @@ def selection() -> Selection:
     return Selection(
         vit_id=state.get("vit_model", DEFAULT_VIT), vit_random=state.get("vit_random", False),
         cnn_id=state.get("cnn_model", DEFAULT_CNN), cnn_random=state.get("cnn_random", False),
-        image_choice=state.get("image_choice", "chelsea"),
+        image_choice=state.get("image_choice", DEFAULT_IMAGE),
         presentation=state.get("presentation", False))
 
 
@@ -109,9 +110,9 @@ def session_head(model):
 
 
 def add_knn_example(model, image: Image.Image, label: str) -> None:
-    from xai_core.heads import KnnHead
+    from xai_core.models.heads import KnnHead
     from xai_core.images import image_sha256
-    from xai_core.knn import embed_images
+    from xai_core.models.knn import embed_images
 
     features = embed_images(model, [pipeline.prepare(model, image).model_image])
     bank = session_head(model).bank.with_examples(features, label, f"upload:{image_sha256(image)[:8]}")

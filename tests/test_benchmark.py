@@ -16,11 +16,13 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from xai_core import metrics
+from xai_core.maps import upsample
+from xai_core.metrics.agreement import spearman
+from xai_core.metrics.faithfulness import faithfulness
 from xai_core.benchmark.plan import Settings
 from xai_core.benchmark.run import read_units, run_benchmark
 from xai_core.benchmark.summary import bootstrap_interval, mean_ranks
-from xai_core.cli import main
+from xai_core.cli.main import main
 from xai_core.images import fit_to_model, model_input_box
 from xai_core.pipeline import CAPTURE_CACHE
 
@@ -77,8 +79,7 @@ def test_random_floor_is_seeded_noise_on_the_patch_grid(local_run):
     target = int(row["target"])
     from xai_core.images import load_sample
 
-    curve = metrics.faithfulness(model, load_sample("coffee"), floor, "deletion", target,
-                                 "zeros", 3)
+    curve = faithfulness(model, load_sample("coffee"), floor, "deletion", target, "zeros", 3)
     assert float(row["value"]) == pytest.approx(curve.auc, abs=1e-7)
 
 
@@ -245,7 +246,7 @@ def test_box_metrics_from_a_csv_file(tmp_path):
                           int(rows[("gradcam", "energy-in-box")]["target"])).map
     placed = model_input_box((0, 0, width // 2, height), (width, height), (224, 224),
                              model.spec.crop_pct)
-    values = np.clip(metrics.upsample(saliency, (224, 224)), 0, None)
+    values = np.clip(upsample(saliency, (224, 224)), 0, None)
     inside = values[placed[1]:placed[3], placed[0]:placed[2]].sum() / values.sum()
     assert float(rows[("gradcam", "energy-in-box")]["value"]) == pytest.approx(inside, rel=1e-5)
     peak_y, peak_x = np.unravel_index(np.argmax(values), values.shape)
@@ -289,7 +290,7 @@ def test_road_equals_pytorch_grad_cam_and_randomisation_uses_a_private_copy(tmp_
     model, image = get_model("efficientnet-lite0"), load_sample("coffee")
     target = int(rows[("gradcam", "road")]["target"])
     saliency = run_method(model, image, "gradcam", target).map
-    cam = metrics.upsample(saliency, (224, 224))
+    cam = upsample(saliency, (224, 224))
     cam = ((cam - cam.min()) / (cam.max() - cam.min()))[None].astype(np.float32)
 
     def probability(output):
@@ -308,7 +309,7 @@ def test_road_equals_pytorch_grad_cam_and_randomisation_uses_a_private_copy(tmp_
     assert twin.spec.id != model.spec.id and twin.random_weights
     other = run_method(twin, image, "gradcam", target).map
     assert float(rows[("gradcam", "randomisation")]["value"]) == pytest.approx(
-        metrics.spearman(saliency, other), abs=1e-9)
+        spearman(saliency, other), abs=1e-9)
     # a map that ignores the weights (the random floor) correlates perfectly with itself
     assert float(rows[("random", "randomisation")]["value"]) == pytest.approx(1.0)
 

@@ -10,11 +10,12 @@ from captum.attr import (InputXGradient, IntegratedGradients, KernelShap, NoiseT
                          Saliency)
 
 from xai_core import pipeline
-from xai_core.cli import main
+from xai_core.cli.main import main
+from xai_core.errors import OptionError
 from xai_core.images import load_sample
-from xai_core.knn import class_score
-from xai_core.methods import METHODS, ExplainRequest, OptionError, Options
+from xai_core.methods import METHODS, ExplainRequest, Options
 from xai_core.models import get_model
+from xai_core.models.knn import class_score
 
 
 @pytest.fixture(scope="module")

@@ -29,10 +29,10 @@ from streamlit.testing.v1 import AppTest
 from single_thread import one_torch_thread
 from xai_core import pipeline
 from xai_core.capture import conv_layer_names
-from xai_core.heads import ImageNetHead, KnnHead
-from xai_core.knn import build_gallery_bank
+from xai_core.models.heads import ImageNetHead, KnnHead
+from xai_core.models.knn import build_gallery_bank
 from xai_core.methods import METHODS, ExplainRequest, Options
-from xai_core.metrics import faithfulness
+from xai_core.metrics.faithfulness import faithfulness
 from xai_core.models import LoadedModel, ModelSpec
 
 import xai_core.methods  # noqa: E402

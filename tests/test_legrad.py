@@ -8,7 +8,8 @@ import torch
 
 from xai_core import pipeline
 from xai_core.images import load_sample
-from xai_core.methods import METHODS, ExplainRequest, OptionError, Options
+from xai_core.errors import OptionError
+from xai_core.methods import METHODS, ExplainRequest, Options
 from xai_core.methods.legrad import legrad, run_legrad
 from xai_core.models import get_model
 

@@ -2,6 +2,6 @@
 summary, resumable, on one machine or as Ray tasks. No streamlit here.
 
 `plan` (settings, images, boxes), `scoring` (one image x model x method), `run` (journal,
-local and Ray backends, tables), `summary` (bootstrap intervals, ranks, the random floor),
-`cli` (the sub-command; kept light, so the package imports nothing heavy by itself).
+local and Ray backends, tables), `summary` (bootstrap intervals, ranks, the random floor).
+The sub-command is `xai_core/cli/benchmark.py`.
 """

@@ -12,8 +12,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from ..images import IMAGE_SUFFIXES, SAMPLES, ImageError, load_image_file, load_sample, sample_path
-from ..methods import METHODS, OptionError
-from ..metrics import BASELINES, MAX_STEPS, METRICS, MIN_STEPS
+from ..errors import OptionError
+from ..methods import METHODS
+from ..metrics.faithfulness import BASELINES, MAX_STEPS, METRICS, MIN_STEPS
 
 RANDOM_METHOD = "random"  # the floor: a seeded random map on the model's explanation grid
 LOWER, HIGHER = "lower", "higher"
@@ -21,7 +22,7 @@ LOWER, HIGHER = "lower", "higher"
 DIRECTION = {"deletion": LOWER, "insertion": HIGHER, "pos-perturb": LOWER, "neg-perturb": HIGHER,
              "road": HIGHER, "randomisation": LOWER, "pointing-game": HIGHER,
              "energy-in-box": HIGHER}
-CURVE_METRICS = METRICS  # deletion, insertion, pos-perturb, neg-perturb (xai_core.metrics)
+CURVE_METRICS = METRICS  # deletion, insertion, pos-perturb, neg-perturb (metrics.faithfulness)
 BOX_METRICS = ("pointing-game", "energy-in-box")
 METRIC_NOTES = {
     "deletion": "area under the class score as the top-ranked pixels are removed",

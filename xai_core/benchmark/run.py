@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable
 
-from ..methods import OptionError
+from ..errors import OptionError
 from .plan import (ImageItem, Settings, check_settings, list_images, methods_for, parse_shard,
                    read_boxes)
 

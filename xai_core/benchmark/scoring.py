@@ -3,7 +3,7 @@
 Every value comes from the code the single-image commands use: the method's map from
 `compare.run_method` (the comparison page's path, default options), the curve metrics
 from `metrics.faithfulness` (the `metrics` command's path), localisation from
-`metrics.pointing_hit` / `metrics.energy_in_boxes`, ROAD from pytorch-grad-cam.
+`metrics.localisation` (pointing game, energy in the boxes), ROAD from pytorch-grad-cam.
 """
 
 from __future__ import annotations
@@ -17,9 +17,12 @@ import time
 import numpy as np
 import torch
 
-from .. import metrics
 from ..compare import run_method
 from ..images import model_input_box
+from ..maps import min_max, upsample
+from ..metrics.agreement import spearman
+from ..metrics.faithfulness import class_scorer, faithfulness, score_kind
+from ..metrics.localisation import energy_in_boxes, pointing_hit
 from ..pipeline import head_of, prepare, resolve_target
 from .plan import BOX_METRICS, CURVE_METRICS, RANDOM_METHOD, ImageItem, Settings, load_item
 
@@ -33,7 +36,7 @@ def unit_rows(settings: Settings, item: ImageItem, model, method: str,
               else resolve_target(model, None, image))
     base = {"image": item.id, "model": model.spec.id, "method": method, "target": target,
             "target_label": model.class_names[target],
-            "score_kind": metrics.score_kind(model), **settings.value_fields()}
+            "score_kind": score_kind(model), **settings.value_fields()}
     started = time.perf_counter()
     saliency, error = method_map(model, image, method, target, item, settings.seed)
     method_ms = (time.perf_counter() - started) * 1000
@@ -62,7 +65,7 @@ def method_map(model, image, method: str, target: int, item: ImageItem, seed: in
 def metric_value(settings: Settings, model, image, item, method, saliency, target, metric,
                  boxes) -> dict:
     if metric in CURVE_METRICS:
-        curve = metrics.faithfulness(model, image, saliency, metric, target, settings.baseline,
+        curve = faithfulness(model, image, saliency, metric, target, settings.baseline,
                                      settings.steps)
         return {"value": curve.auc, "scores": [float(s) for s in curve.scores]}
     size = tuple(model.spec.input_size)
@@ -73,7 +76,7 @@ def metric_value(settings: Settings, model, image, item, method, saliency, targe
         other, error = method_map(twin, image, method, target, item, settings.seed)
         if other is None:
             raise ValueError(f"on the randomised model: {error}")
-        return {"value": metrics.spearman(saliency, other)}
+        return {"value": spearman(saliency, other)}
     if metric in BOX_METRICS:
         placed = [b for b in (model_input_box(box, item.original_size(), size,
                                               model.spec.crop_pct) for box in boxes or [])
@@ -81,8 +84,8 @@ def metric_value(settings: Settings, model, image, item, method, saliency, targe
         if not placed:
             raise ValueError("no box of this image lies inside the model's input crop")
         if metric == "pointing-game":
-            return {"value": float(any(metrics.pointing_hit(saliency, size, b) for b in placed))}
-        return {"value": metrics.energy_in_boxes(saliency, size, placed)}
+            return {"value": float(any(pointing_hit(saliency, size, b) for b in placed))}
+        return {"value": energy_in_boxes(saliency, size, placed)}
     raise ValueError(f"unknown metric {metric}")
 
 
@@ -140,7 +143,7 @@ class _ProbabilityTarget:
     as deletion/insertion (softmax probability, or the k-NN class score)."""
 
     def __init__(self, model, target: int):
-        self.scorer = metrics.class_scorer(model, target)
+        self.scorer = class_scorer(model, target)
 
     def __call__(self, output: torch.Tensor) -> torch.Tensor:
         return torch.tensor(self.scorer(output.float().cpu()[None])[0])
@@ -154,10 +157,8 @@ def road_score(model, image, saliency: np.ndarray, target: int, seed: int) -> fl
 
     from ..methods.attribution import seeded
 
-    from ..figures import normalise
-
     pixels = prepare(model, image).pixels.to(model.device)
-    cam = normalise(metrics.upsample(saliency, tuple(pixels.shape[-2:])))[None].astype(np.float32)
+    cam = min_max(upsample(saliency, tuple(pixels.shape[-2:])))[None].astype(np.float32)
     with model.lock, seeded(model.device, seed):
         return float(ROADCombined()(pixels, cam, [_ProbabilityTarget(model, target)],
                                     model.module)[0])

@@ -170,7 +170,7 @@ def format_ranking(summary: dict) -> str:
 
 def load_results(data) -> tuple[Settings, list[dict]]:
     """A parsed results.json -> (settings, rows); bad content raises OptionError in words."""
-    from ..methods import OptionError
+    from ..errors import OptionError
 
     try:
         settings = Settings.from_dict(data["settings"])
@@ -192,7 +192,7 @@ def load_results(data) -> tuple[Settings, list[dict]]:
 def mean_curves(rows: list[dict], steps: int) -> dict:
     """{(model, metric): {method: (fractions, mean score per step, images)}} for the curve
     metrics: the recorded scores averaged over images, point by point."""
-    from ..metrics import fractions_for
+    from ..metrics.faithfulness import fractions_for
 
     curves: dict = defaultdict(lambda: defaultdict(list))
     for row in rows:

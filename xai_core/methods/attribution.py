@@ -21,6 +21,7 @@ from typing import Callable
 import numpy as np
 import torch
 
+from ..cache import cache_key
 from ..pipeline import CAPTURE_CACHE, head_of, prepare
 
 REFERENCES = ("zeros", "black", "blur", "rise-blur", "mean")
@@ -50,7 +51,7 @@ def score_forward(model, target: int, head=None) -> Callable[[torch.Tensor], tor
 def reference_pixels(model, pixels: torch.Tensor, name: str) -> torch.Tensor:
     """The reference ("baseline") input of Integrated Gradients, Occlusion and KernelSHAP,
     in model-input space, shaped like `pixels`."""
-    from ..metrics import baseline_pixels
+    from ..metrics.faithfulness import baseline_pixels
 
     pixels = pixels.detach()
     if name == "black":
@@ -85,8 +86,7 @@ def attribute(model, image, target: int, head, key: tuple,
     attributions as (3, H, W) float32 numpy and the extras."""
     head = head_of(model, head)
     prepared = prepare(model, image)
-    cache_key = ("attribution", *key, model.spec.id, model.random_weights, prepared.sha256,
-                 target, head.fingerprint(), seed)
+    key = cache_key("attribution", model, *key, target, seed, image=prepared.sha256, head=head)
 
     def run() -> tuple[np.ndarray, dict]:
         # a leaf that asks for gradients (Captum would otherwise switch it on and warn)
@@ -96,7 +96,7 @@ def attribute(model, image, target: int, head, key: tuple,
             attributions, extras = compute(forward, pixels)
         return attributions.detach()[0].float().cpu().numpy(), extras
 
-    return CAPTURE_CACHE.get_or_compute(cache_key, run)
+    return CAPTURE_CACHE.get_or_compute(key, run)
 
 
 _GLOBAL_RNG = threading.Lock()  # torch's default generator is one per process

@@ -22,7 +22,9 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from ..cache import cache_key
 from ..capture import CaptureError, block_recorders, token_layout
+from ..errors import OptionError
 from ..pipeline import CAPTURE_CACHE, head_of, prepare
 from .base import ExplainRequest, ExplainResult, register
 
@@ -66,8 +68,6 @@ class LeGradResult:
 def chosen_blocks(count: int, start: int) -> list[int]:
     first = start if start >= 0 else count + start
     if not 0 <= first < count:
-        from .base import OptionError
-
         raise OptionError(f"Option start={start} is out of range for {count} blocks "
                           f"({-count}..{count - 1}).")
     return list(range(first, count))
@@ -77,8 +77,7 @@ def legrad(model, image, target: int, start: int = -2, head=None) -> LeGradResul
     """LeGrad for one class, cached."""
     head = head_of(model, head)
     prepared = prepare(model, image)
-    key = ("legrad", model.spec.id, model.random_weights, prepared.sha256, target,
-           head.fingerprint(), start)
+    key = cache_key("legrad", model, target, start, image=prepared.sha256, head=head)
     return CAPTURE_CACHE.get_or_compute(
         key, lambda: run_legrad(model.module, prepared.pixels.to(model.device),
                                 head.score_fn(target), start, model.lock))

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..errors import OptionError
 from .attribution import REFERENCE_NAMES, REFERENCES, attribute, cell_size, reference_pixels
-from .base import ANY_FAMILY, ExplainRequest, ExplainResult, OptionError, register
+from .base import ANY_FAMILY, ExplainRequest, ExplainResult, register
 
 THEORY = (
     "Covers one window of the image at a time with a reference and records how much the "

@@ -1,4 +1,5 @@
-"""The `benchmark` sub-command (registered in `cli.EXTENSIONS`; imports lazily)."""
+"""`python -m xai_core benchmark` (added to the parser by `cli.main`; the benchmark package
+is imported only when the command runs)."""
 
 from __future__ import annotations
 
@@ -34,11 +35,11 @@ def add_benchmark_command(add) -> None:
 def cmd_benchmark(args) -> None:
     import json
 
-    from ..cli import CliError
+    from ..benchmark.plan import DEFAULT_MODELS, Settings
+    from ..benchmark.run import run_benchmark
+    from ..benchmark.summary import format_ranking
     from ..models import availability
-    from .plan import DEFAULT_MODELS, Settings
-    from .run import run_benchmark
-    from .summary import format_ranking
+    from .common import CliError
 
     settings = Settings(
         models=tuple(args.model or DEFAULT_MODELS), images=args.images,
