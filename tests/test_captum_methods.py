@@ -113,7 +113,7 @@ def test_vit_knn_score_equals_captum_and_the_capture_gradient():
                                                         n_steps=4, internal_batch_size=4)
     ours = run(model, image, target, "integrated-gradients", steps=4, batch=4)
     np.testing.assert_allclose(ours.arrays["attributions"], expected.detach()[0].numpy(),
-                               rtol=1e-3, atol=1e-4 * float(expected.abs().max()))
+                               rtol=1e-3, atol=1e-4 * float(expected.detach().abs().max()))
     capture = pipeline.vit_capture(model, image, target)  # one backward of the same score
     saliency = run(model, image, target, "saliency")
     np.testing.assert_allclose(saliency.map, capture.input_grad[0].abs().amax(0).numpy(),
