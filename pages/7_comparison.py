@@ -2,16 +2,23 @@
 agreement, localisation, export."""
 
 import json
+from pathlib import Path
 
 import pandas as pd
 import streamlit as st
 
 from dashboard import links, state, ui
 from xai_core import compare, pipeline
-from xai_core.figures.curves import attention_gradient_scatter, curves_figure
+from xai_core.benchmark import plan as bench_plan
+from xai_core.benchmark import run as bench_run
+from xai_core.benchmark import summary as bench_summary
+from xai_core.errors import OptionError
+from xai_core.figures.curves import (attention_gradient_scatter, curves_figure,
+                                     mean_curves_figure, ranking_figure)
 from xai_core.figures.export import ExportUnavailable, comparison_png, find_browser
 from xai_core.figures.matrices import agreement_heatmap
 from xai_core.figures.overlays import localisation_figure, practical_matrix
+from xai_core.images import SAMPLES
 from xai_core.methods import METHODS, THEORY_ROWS
 from xai_core.metrics.agreement import agreement_matrices
 from xai_core.metrics.faithfulness import (BASELINE_NAMES, BASELINES, MIN_STEPS, faithfulness,
@@ -75,18 +82,22 @@ ok_runs = {(s.model.spec.family, r.name): r for s in sections for r in s.runs if
 # --- 1. theory matrix with measured cost ------------------------------------------------------
 st.header("1 · The theory matrix")
 st.markdown(
-    "Rows describe each method in principle. The last two rows are **measured on this image**: "
+    "One column per method you chose. Rows describe each method in principle, then the "
+    "options it ran with; the last two rows are **measured on this image**: "
     "hooks on the model count the forward and backward passes each method actually ran, and a "
     "clock times it. A method that finds its capture already computed (by another method or "
     "another page) runs **0 new passes** - one backward pass serves many methods.")
 table = {}
 table_rows = [*THEORY_ROWS, "Options here", "Measured here: passes, wall time",
               "Measured here: map grid"]
+chosen_names = {r.name for s in sections for r in s.runs}
 for name, info in METHODS.items():
+    if name not in chosen_names:
+        continue
     run = next((r for (_, n), r in ok_runs.items() if n == name), None)
     table[name] = [*info.theory.rows().values(),
                    run.options_text() if run else "-",
-                   run.cost_text() if run else "not run (not chosen, or n/a)",
+                   run.cost_text() if run else "did not run here (see the warning above)",
                    "x".join(map(str, run.map.shape)) if run else "-"]
 st.table(pd.DataFrame(table, index=table_rows))
 
@@ -279,3 +290,94 @@ with right:
     if png and png[0] == digest:
         st.download_button("PNG: the whole comparison", png[1], file_name=f"{stem}.png",
                            mime="image/png", key="cmp_dl_png")
+
+# --- 7. over a data set -----------------------------------------------------------------------
+st.header("7 · Over a data set: the benchmark")
+st.markdown(
+    "One image proves little: a method can win on this photo by luck. The benchmark scores "
+    "methods on **many images** and reports, per model and metric, the **mean with a "
+    "bootstrap 95 % interval**, the **mean rank** (1 = best on an image) and a comparison "
+    "with a **random map** on the model's own grid - the floor every method must beat. It is "
+    "the same code as `python -m xai_core benchmark` (load its `results.json` here), and every "
+    "value equals what this page computes for one image.")
+source = st.radio("Benchmark results", ["run", "load"], key="cmp_bench_source", horizontal=True,
+                  format_func={"run": "Run a small one on the gallery",
+                               "load": "Load a results.json"}.get)
+if source == "load":
+    uploaded = st.file_uploader("results.json written by `python -m xai_core benchmark`",
+                                type=["json"], key="cmp_bench_file")
+    if uploaded is not None:
+        with ui.friendly_errors():
+            try:
+                data = json.loads(uploaded.getvalue())
+            except (UnicodeDecodeError, json.JSONDecodeError):
+                raise OptionError("The file is not JSON.") from None
+            st.session_state["cmp_bench"] = bench_summary.load_results(data)
+else:
+    ids = [m.spec.id for m in models]
+    left, middle, right = st.columns(3)
+    bench_images = left.multiselect("Gallery images", list(SAMPLES), key="cmp_bench_images",
+                                    default=list(SAMPLES)[:3])
+    choices = sorted({name for m in models for name in bench_plan.methods_for(m.spec.id, ("all",))
+                      if name != bench_plan.RANDOM_METHOD})
+    bench_methods = middle.multiselect(
+        "Methods", choices, key="cmp_bench_methods",
+        default=[n for n in ("gradcam", "saliency", "legrad", "attention") if n in choices],
+        help="The random floor is always added. Each method runs on the models it fits.")
+    bench_steps = right.number_input("Steps", min_value=2, max_value=50, value=10,
+                                     key="cmp_bench_steps")
+    st.caption("Deletion and insertion with the model-input zeros baseline; the class is each "
+               "image's top prediction (the k-NN head uses the gallery bank, not examples you "
+               "added). Every unit (image x model x method) costs a few forward passes per "
+               "step: a minute or more on a CPU.")
+    if st.button("Run the benchmark", key="cmp_bench_run", disabled=not (bench_images and
+                                                                         bench_methods)):
+        import tempfile
+
+        settings = bench_plan.Settings(
+            models=tuple(ids), images="sample:" + ",".join(bench_images),
+            methods=tuple(bench_methods), metrics=("deletion", "insertion"),
+            steps=int(bench_steps), random_weights=any(m.random_weights for m in models))
+        bar = st.progress(0.0, text="Benchmark...")
+        with ui.friendly_errors(), tempfile.TemporaryDirectory() as folder:
+            bench_run.run_benchmark(settings, folder, progress_bar=False, on_progress=lambda d, t:
+                                    bar.progress(d / max(t, 1), text=f"{d} of {t} units"))
+            data = json.loads((Path(folder) / "results.json").read_text())
+            st.session_state["cmp_bench"] = bench_summary.load_results(data)
+            bar.progress(1.0, text="Done.")
+
+loaded = st.session_state.get("cmp_bench")
+if loaded:
+    bench_settings, bench_rows = loaded
+    done_units = {(r["image"], r["model"], r["method"]) for r in bench_rows}
+    summary = bench_summary.summarise(bench_rows, bench_settings, len(done_units),
+                                      len(done_units))
+    if bench_settings.random_weights:
+        st.warning("These results come from RANDOM WEIGHTS (shapes only): they say nothing "
+                   "about a trained model.")
+    st.caption(f"{len(done_units)} units over {len({r['image'] for r in bench_rows})} images; "
+               f"baseline {bench_settings.baseline}, {bench_settings.steps} steps; intervals: "
+               f"{summary['interval']}.")
+    for table in summary["tables"]:
+        ui.show_figure(ranking_figure(table),
+                       key=f"cmp_bench_rank_{table['model']}_{table['metric']}")
+        beaten = [e["method"] for e in table["methods"]
+                  if e.get("vs_random", {}).get("verdict") not in (None, "better than random")]
+        if beaten:
+            st.caption(f"Not better than the random floor on {table['metric']}: "
+                       f"{', '.join(beaten)}.")
+    curves = bench_summary.mean_curves(bench_rows, bench_settings.steps)
+    for model_id in sorted({model for model, _ in curves}):
+        ui.show_figure(mean_curves_figure(curves, model_id),
+                       key=f"cmp_bench_curves_{model_id}")
+    st.subheader("Do the metrics agree?")
+    st.markdown(
+        "Spearman correlation between two metrics over every (image, method) pair both scored, "
+        "each turned so that higher is better (deletion's area negated). Near 1: the metrics "
+        "order the maps alike; near 0: they measure different things.")
+    for model_id, (names, matrix) in bench_summary.metric_agreement(bench_rows).items():
+        if len(names) >= 2:
+            ui.show_figure(agreement_heatmap(names, matrix, f"{model_id}: metric agreement"),
+                           key=f"cmp_bench_agree_{model_id}")
+    st.download_button("Summary (JSON)", json.dumps(summary, indent=2), key="cmp_bench_dl",
+                       file_name="benchmark-summary.json", mime="application/json")

@@ -18,6 +18,7 @@ from xai_core import models
 from xai_core.cli import common
 from xai_core.cli.main import main
 from xai_core.methods import METHODS, Method
+from xai_core.errors import OptionError
 from xai_core.methods.base import FromModel, Option
 
 MODEL_IDS = {"vit": "dinov2-s14", "cnn": "efficientnet-lite0"}  # what --model names
@@ -78,17 +79,39 @@ def bad_values(option: Option) -> list:
     return values
 
 
-def other_value(option: Option, model):
-    """A valid value other than the default, on this model."""
+def other_values(option: Option, model) -> list:
+    """Valid values of one option other than its default, on this model, nearest first."""
     limits = option.limits(model)
     default = limits["default"]
     if option.kind == "choice":
-        return next(choice for choice in limits["choices"] if choice != default)
+        return [choice for choice in limits["choices"] if choice != default]
+    low, high = limits["low"], limits["high"]
     if option.word is not None and default == option.word:
-        return limits["low"]
+        return [low, high]
     if option.kind == "int":
-        return default + 1 if default + 1 <= limits["high"] else default - 1
-    return (default + limits["high"]) / 2
+        candidates = [default + 1, default - 1, low, high]
+    else:
+        candidates = [(default + high) / 2, (default + low) / 2]
+    return [v for v in dict.fromkeys(candidates) if low <= v <= high and v != default]
+
+
+def changed_options(method: Method, option: Option, model) -> list[tuple]:
+    """`option` away from its default - alone when the method accepts that, else together
+    with one other option (occlusion's stride needs a window at least as large)."""
+    def accepted(sets) -> bool:
+        try:
+            method.resolve(model, dict(sets))
+        except OptionError:
+            return False
+        return True
+    for value in other_values(option, model):
+        if accepted([(option.name, value)]):
+            return [(option.name, value)]
+        for other in method.options:
+            for partner in other_values(other, model) if other is not option else []:
+                if accepted([(option.name, value), (other.name, partner)]):
+                    return [(option.name, value), (other.name, partner)]
+    raise AssertionError(f"{method.name}: option {option.name} cannot leave its default")
 
 
 def one_error_line(capsys) -> str:
@@ -139,7 +162,7 @@ def test_options_round_trip_through_the_cli_and_meta_names_the_convention(
     method = METHODS[name]
     model = loads_tiny[family_of(method)]
     image = images(1)[0]
-    runs = [[]] + [[(option.name, other_value(option, model))] for option in method.options]
+    runs = [[]] + [changed_options(method, option, model) for option in method.options]
     for sets in runs:
         out = tmp_path / f"{name}.npz"
         assert main(explain_args(method, image_file, out, sets)) == 0, capsys.readouterr().err
@@ -179,5 +202,25 @@ def test_bounds_the_model_sets_are_checked_before_any_pass(name, image_file, tmp
             assert main(explain_args(method, image_file, tmp_path / "x.npz",
                                      [(option.name, bad)])) == 2
             assert option.name in one_error_line(capsys)
+    finally:
+        handle.remove()
+
+
+@pytest.mark.parametrize("name, sets, words", [
+    ("rollout", [("start", 2), ("end", 1)], "before start"),
+    ("distance", [("prefix", "centre"), ("renormalise", "yes")], "prefix=exclude"),
+    ("occlusion", [("window", 1), ("stride", 2)], "skip cells"),
+])
+def test_rules_between_options_are_checked_before_any_pass(name, sets, words, image_file,
+                                                           tmp_path, loads_tiny, capsys):
+    method = METHODS[name]
+    model = loads_tiny[family_of(method)]
+
+    def no_pass(*_args):
+        raise AssertionError("the model ran before a bad combination was refused")
+    handle = model.module.register_forward_pre_hook(no_pass)
+    try:
+        assert main(explain_args(method, image_file, tmp_path / "x.npz", sets)) == 2
+        assert words in one_error_line(capsys)
     finally:
         handle.remove()

@@ -255,6 +255,7 @@ class Method:
     compute: Callable[..., ExplainResult]
     off_by_default: str | None = None  # why the comparison page leaves it unticked
     check: Callable[[dict, Any], None] | None = None  # options together, against the model
+    benchmark_skip: str | None = None  # why `benchmark --methods all` leaves it out
 
     def fits(self, model_family: str) -> bool:
         return self.family in (model_family, ANY_FAMILY)
@@ -320,6 +321,7 @@ class Method:
         return {"name": self.name, "family": self.family, "needs_target": self.needs_target,
                 "summary": self.summary, "convention": convention, "cost": self.cost,
                 "cost_words": COSTS[self.cost], "off_by_default": self.off_by_default,
+                "benchmark_skip": self.benchmark_skip,
                 "theory": self.theory.rows(), "options": [o.describe() for o in self.options]}
 
 
@@ -329,12 +331,12 @@ METHODS: dict[str, Method] = {}
 def method(name: str, *, family: str, needs_target: bool, summary: str,
            convention: str | Callable[[dict], str], theory: Theory, cost: str,
            options: tuple[Option, ...] = (), off_by_default: str | None = None,
-           check: Callable[[dict, Any], None] | None = None):
+           check: Callable[[dict, Any], None] | None = None, benchmark_skip: str | None = None):
     """Declare and register a method; the decorated function becomes its entry point.
     The function takes `(request, *, <one keyword per option>)`."""
     def decorate(compute) -> Method:
         declared = Method(name, family, needs_target, summary, convention, theory, cost,
-                          tuple(options), compute, off_by_default, check)
+                          tuple(options), compute, off_by_default, check, benchmark_skip)
         _check_declaration(declared)
         existing = METHODS.get(name)
         if existing is not None and existing.compute.__module__ != compute.__module__:

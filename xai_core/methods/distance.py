@@ -253,6 +253,7 @@ def _renormalise_needs_exclude(values: dict, model) -> None:
                      "make the map.")),
         off_by_default="mean attention distance describes how far patches look, not what the "
                        "class used",
+        benchmark_skip="its map is a distance in pixels, not an attribution of the class",
         check=_renormalise_needs_exclude)
 def explain(request: ExplainRequest, *, prefix: str, renormalise: str,
             block: int) -> ExplainResult:

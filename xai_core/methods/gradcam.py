@@ -88,20 +88,6 @@ def gradcam_steps(capture: CnnCapture) -> GradCamSteps:
         score=float(capture.score))
 
 
-def vanilla_saliency(capture: CnnCapture) -> np.ndarray:
-    """Simonyan et al.'s gradient saliency: max over colour channels of |d y_c / d x|,
-    at input resolution (H, W). Raw, not normalised."""
-    if capture.input_grad is None:
-        raise ValueError("This capture ran without a target class, so it has no gradients.")
-    return capture.input_grad[0].abs().amax(dim=0).numpy().astype(np.float32)
-
-
-def saliency_for_display(saliency: np.ndarray, percentile: float = 99.0) -> np.ndarray:
-    """Gradient saliency is dominated by a few pixels; clip at a high percentile (the usual
-    display convention) so the rest stays visible. Display only: the raw map is unchanged."""
-    return np.minimum(saliency, np.percentile(saliency, percentile)).astype(np.float32)
-
-
 def map_correlation(a: np.ndarray, b: np.ndarray) -> float:
     """Pearson correlation of two maps of the same shape (0 when either is constant)."""
     a, b = np.asarray(a, dtype=np.float64).ravel(), np.asarray(b, dtype=np.float64).ravel()
@@ -263,6 +249,6 @@ def explain(request: ExplainRequest, *, layer: str) -> ExplainResult:
     return ExplainResult(
         map=steps.cam.astype(np.float32),
         arrays={"alpha": steps.alpha, "weighted_sum": steps.weighted_sum,
-                "upsampled": steps.upsampled, "saliency": vanilla_saliency(capture)},
+                "upsampled": steps.upsampled},
         meta={"layer": layer, "score": steps.score, "feature_map": list(steps.cam.shape)},
         detail=steps)

@@ -27,7 +27,9 @@ from .base import ExplainRequest, ExplainResult, Theory, method
             best_for="Finding heads that park attention they do not use, and the background "
                      "patch that then lights up in rollout."),
         off_by_default="its map shows where heads park attention they do not use, not what "
-                       "the class used; page 4 explains it")
+                       "the class used; page 4 explains it",
+        benchmark_skip="its map shows where heads park attention, not an attribution of the "
+                       "class")
 def explain(request: ExplainRequest) -> ExplainResult:
     model = request.model
     capture = vit_capture(model, request.image)

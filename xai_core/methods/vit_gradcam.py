@@ -325,7 +325,8 @@ def explain(request: ExplainRequest, *, location: str, weights: str, heads: str,
             best_for="Seeing how much 'Grad-CAM on a ViT' depends on choices a paper may not "
                      "state."),
         off_by_default="its map is vit-gradcam's default variant; the other variants belong "
-                       "to page 5")
+                       "to page 5",
+        benchmark_skip="its map is vit-gradcam's default variant")
 def explain_all(request: ExplainRequest) -> ExplainResult:
     """Every variant; `detail` is the Taxonomy page 5 draws."""
     result = cached_taxonomy(request.model, request.image, request.target, request.head)

@@ -1,0 +1,55 @@
+"""Integrated Gradients (Sundararajan et al. 2017), computed by Captum.
+
+Attribution of pixel i: (x_i - x'_i) times the average gradient along the straight path
+from a reference image x' to x (Captum's Gauss-Legendre quadrature with `steps` points).
+The map sums the signed attributions over the colour channels, so it adds up to
+score(x) - score(x') up to the quadrature error Captum reports as the convergence delta.
+"""
+
+from __future__ import annotations
+
+from .attribution import REFERENCE, REFERENCE_NAMES, attribute, reference_pixels, sum_channels
+from .base import ANY_FAMILY, ExplainRequest, ExplainResult, Int, Theory, method
+
+THEORY = (
+    "Averages the class-score gradient along a straight path from a reference image to the "
+    "input and multiplies by the input's difference from the reference (Sundararajan).",
+    "One forward and one backward pass per path step (32 by default), batched.",
+    "Yes: the gradients come from the chosen class's score.",
+    "One value per input pixel.",
+    "A class score and a reference image (here: model-input zeros by default).",
+    "Attributions that add up to the score change from the reference (completeness).")
+
+
+def _convention(values: dict) -> str:
+    return (f"Captum IntegratedGradients (Gauss-Legendre, {values['steps']} steps) from "
+            f"{REFERENCE_NAMES[values['reference']]}; target = the class score (logit, or k-NN "
+            "class score); map = attributions summed over colour channels (signed, raw)")
+
+
+@method("integrated-gradients", family=ANY_FAMILY, needs_target=True, cost="passes",
+        theory=Theory(*THEORY), convention=_convention,
+        off_by_default="one forward and backward pass per path step (32): seconds on a CPU",
+        summary="Integrated Gradients through Captum (--set steps=N reference=zeros|black|"
+                "blur|rise-blur|mean batch=N).",
+        options=(Int("steps", 32, 2, 512, "Points on the path from the reference to the input."),
+                 REFERENCE,
+                 Int("batch", 16, 1, 512, "Path points per forward/backward pass (memory, "
+                                          "not the result).")))
+def explain(request: ExplainRequest, *, steps: int, reference: str, batch: int) -> ExplainResult:
+    """(3, H, W) attributions in `arrays`, Captum's convergence delta in `meta`."""
+    from captum.attr import IntegratedGradients
+
+    model = request.model
+
+    def compute(forward, pixels):
+        attributions, delta = IntegratedGradients(forward).attribute(
+            pixels, baselines=reference_pixels(model, pixels, reference), n_steps=steps,
+            internal_batch_size=batch, return_convergence_delta=True)
+        return attributions, {"delta": float(delta.abs().max())}
+
+    attributions, extras = attribute(model, request.image, request.target, request.head,
+                                     ("integrated-gradients", steps, reference, batch), compute)
+    return ExplainResult(
+        map=sum_channels(attributions), arrays={"attributions": attributions},
+        meta={"steps": steps, "reference": reference, "convergence_delta": extras["delta"]})

@@ -1,0 +1,70 @@
+"""KernelSHAP (Lundberg & Lee 2017) on patch superpixels, computed by Captum.
+
+Each superpixel (a patch on a ViT, a 16-pixel cell on a CNN) is a player; Captum samples
+`samples` coalitions (seeded), paints the absent superpixels with a reference image, and
+fits the Shapley-kernel-weighted linear model whose coefficients are the attributions.
+The map is one coefficient per superpixel, on the cell grid. Slow: one forward pass per
+coalition, so the comparison page leaves it off unless chosen.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .attribution import (CNN_CELL, REFERENCE, REFERENCE_NAMES, SEED, attribute, cell_mask,
+                          cell_size, reference_pixels)
+from .base import ANY_FAMILY, ExplainRequest, ExplainResult, Int, Theory, method
+
+THEORY = (
+    "Estimates each superpixel's Shapley value from the class score of many random "
+    "coalitions of superpixels, the rest painted with a reference (Lundberg & Lee).",
+    "One forward pass per sampled coalition (200 by default), batched; no gradient.",
+    "Yes: the scores are the chosen class's.",
+    "One value per superpixel (a patch on a ViT).",
+    "A class score, a reference image and a superpixel grid.",
+    "Game-theoretic attributions that add up to the score change; small grids.")
+
+
+def per_cell(attributions: np.ndarray, cell: int) -> np.ndarray:
+    """The (rows, cols) coefficients: the value at each cell's first pixel (every pixel of
+    a cell carries the same coefficient)."""
+    return attributions[0, ::cell, ::cell].astype(np.float32)
+
+
+def _convention(values: dict) -> str:
+    return (f"Captum KernelShap, {values['samples']} coalitions (seed {values['seed']}), "
+            f"superpixels of one patch on a ViT, {CNN_CELL}x{CNN_CELL} px on a CNN, absent ones "
+            f"filled with {REFERENCE_NAMES[values['reference']]}; map = one coefficient per "
+            "superpixel, raw")
+
+
+@method("kernel-shap", family=ANY_FAMILY, needs_target=True, cost="passes",
+        theory=Theory(*THEORY), convention=_convention,
+        off_by_default="one forward pass per sampled coalition: slow on a CPU",
+        benchmark_skip="hundreds of forward passes per image; name it to include it",
+        summary="KernelSHAP on patch superpixels through Captum (--set samples=N "
+                "reference=... seed=N batch=N).",
+        options=(Int("samples", 200, 10, 5000, "Sampled coalitions of superpixels."),
+                 REFERENCE, SEED,
+                 Int("batch", 32, 1, 512, "Coalitions per forward pass (memory, not the "
+                                          "result).")))
+def explain(request: ExplainRequest, *, samples: int, reference: str, seed: int,
+            batch: int) -> ExplainResult:
+    """(3, H, W) per-pixel copy of each superpixel's coefficient in `arrays`."""
+    from captum.attr import KernelShap
+
+    model = request.model
+    cell = cell_size(model)
+
+    def compute(forward, pixels):
+        mask = cell_mask(tuple(pixels.shape[-2:]), cell).to(pixels.device)
+        attributions = KernelShap(forward).attribute(
+            pixels, baselines=reference_pixels(model, pixels, reference), feature_mask=mask,
+            n_samples=samples, perturbations_per_eval=batch)
+        return attributions, {}
+
+    attributions = attribute(model, request.image, request.target, request.head,
+                             ("kernel-shap", samples, reference, batch), compute, seed=seed)[0]
+    return ExplainResult(
+        map=per_cell(attributions, cell), arrays={"attributions": attributions},
+        meta={"samples": samples, "reference": reference, "seed": seed, "cell_pixels": cell})

@@ -1,0 +1,43 @@
+"""Gradient saliency (Simonyan et al. 2014), computed by Captum's Saliency.
+
+|d score / d pixel| at input resolution; the map keeps the largest value over the colour
+channels, as in the paper. Page 5 shows it beside Grad-CAM.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .attribution import attribute, max_abs_channels
+from .base import ANY_FAMILY, ExplainRequest, ExplainResult, Theory, method
+
+THEORY = (
+    "The size of the class score's gradient with respect to every input pixel (Simonyan).",
+    "One forward and one backward pass per class.",
+    "Weak: mostly the same edges whatever the class.",
+    "One value per input pixel.", "A class score.",
+    "A baseline every other map should beat; showing why raw gradients look noisy.")
+
+
+def saliency_for_display(values: np.ndarray, percentile: float = 99.0) -> np.ndarray:
+    """Gradient saliency is dominated by a few pixels; clip at a high percentile (the usual
+    display convention) so the rest stays visible. Display only: the raw map is unchanged."""
+    return np.minimum(values, np.percentile(values, percentile)).astype(np.float32)
+
+
+@method("saliency", family=ANY_FAMILY, needs_target=True, cost="gradient",
+        theory=Theory(*THEORY),
+        convention="Captum Saliency (abs=True): |d class score / d pixel| on the model input; "
+                   "map = max over colour channels (Simonyan), raw",
+        summary="Gradient saliency through Captum (no options).")
+def explain(request: ExplainRequest) -> ExplainResult:
+    """(3, H, W) |d score / d pixel| in `arrays`; the map is its max over colour channels."""
+    from captum.attr import Saliency
+
+    def compute(forward, pixels):
+        return Saliency(forward).attribute(pixels, abs=True), {}
+
+    attributions = attribute(request.model, request.image, request.target, request.head,
+                             ("saliency",), compute)[0]
+    return ExplainResult(map=max_abs_channels(attributions),
+                         arrays={"attributions": attributions})
