@@ -8,6 +8,7 @@ method runs in seconds."""
 from __future__ import annotations
 
 import json
+from contextlib import contextmanager
 
 import numpy as np
 import pytest
@@ -177,33 +178,48 @@ def test_options_round_trip_through_the_cli_and_meta_names_the_convention(
         np.testing.assert_array_equal(saved["map"], direct.map)
 
 
+@contextmanager
+def no_pass_through(model):
+    """Any forward pass through `model` fails the test while the block runs."""
+    def refuse(*_args):
+        raise AssertionError("the model ran before a bad option was refused")
+    handle = model.module.register_forward_pre_hook(refuse)
+    try:
+        yield
+    finally:
+        handle.remove()
+
+
+def model_bound_values(option: Option, model) -> list:
+    """Values just past the bounds and outside the choices that only the model knows."""
+    values = []
+    if isinstance(option.low, FromModel):
+        values.append(option.limits(model)["low"] - 1)
+    if isinstance(option.high, FromModel):
+        values.append(option.limits(model)["high"] + 1)
+    if isinstance(option.choices, FromModel):
+        values.append("no.such.layer")
+    return values
+
+
+def read_from_model(option: Option) -> bool:
+    return any(isinstance(part, FromModel) for part in (option.low, option.high, option.choices))
+
+
 @pytest.mark.parametrize("name", sorted(n for n, m in METHODS.items()
-                                        if any(isinstance(o.high, FromModel)
-                                               or isinstance(o.choices, FromModel)
-                                               for o in m.options)))
+                                        if any(map(read_from_model, m.options))))
 def test_bounds_the_model_sets_are_checked_before_any_pass(name, image_file, tmp_path,
                                                            loads_tiny, capsys):
     """A block past the model's last one, a layer it does not have: refused right after the
     model loads, before a single forward pass."""
     method = METHODS[name]
     model = loads_tiny[family_of(method)]
-
-    def no_pass(*_args):
-        raise AssertionError("the model ran before a bad option was refused")
-    handle = model.module.register_forward_pre_hook(no_pass)
-    try:
+    with no_pass_through(model):
         for option in method.options:
-            if isinstance(option.high, FromModel):
-                bad = option.limits(model)["high"] + 1
-            elif isinstance(option.choices, FromModel):
-                bad = "no.such.layer"
-            else:
-                continue
-            assert main(explain_args(method, image_file, tmp_path / "x.npz",
-                                     [(option.name, bad)])) == 2
-            assert option.name in one_error_line(capsys)
-    finally:
-        handle.remove()
+            for bad in model_bound_values(option, model):
+                assert main(explain_args(method, image_file, tmp_path / "x.npz",
+                                         [(option.name, bad)])) == 2, (option.name, bad)
+                assert option.name in one_error_line(capsys)
 
 
 @pytest.mark.parametrize("name, sets, words", [
@@ -214,13 +230,6 @@ def test_bounds_the_model_sets_are_checked_before_any_pass(name, image_file, tmp
 def test_rules_between_options_are_checked_before_any_pass(name, sets, words, image_file,
                                                            tmp_path, loads_tiny, capsys):
     method = METHODS[name]
-    model = loads_tiny[family_of(method)]
-
-    def no_pass(*_args):
-        raise AssertionError("the model ran before a bad combination was refused")
-    handle = model.module.register_forward_pre_hook(no_pass)
-    try:
+    with no_pass_through(loads_tiny[family_of(method)]):
         assert main(explain_args(method, image_file, tmp_path / "x.npz", sets)) == 2
         assert words in one_error_line(capsys)
-    finally:
-        handle.remove()
