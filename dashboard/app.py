@@ -12,7 +12,7 @@ if str(ROOT) not in sys.path:  # `streamlit run dashboard/app.py` from anywhere
 import streamlit as st  # noqa: E402
 import torch  # noqa: E402
 
-from dashboard import state, ui  # noqa: E402
+from dashboard import replica, state, ui  # noqa: E402
 from dashboard.page_list import PAGES, existing_pages  # noqa: E402
 from xai_core.images import COLLAGE_ID, SAMPLES, ImageError, load_upload  # noqa: E402
 from xai_core.models import MODEL_SPECS, availability, specs_of_family  # noqa: E402
@@ -67,6 +67,7 @@ def sidebar() -> None:
         st.toggle("Presentation mode", key="presentation", bind="query-params",
                   help="Larger text and figure fonts for projecting in a lecture hall.")
         st.caption(_device_info())
+        replica.track_session()
 
 
 def main() -> None:
@@ -76,6 +77,7 @@ def main() -> None:
     navigation = st.navigation(pages)
     sidebar()
     ui.apply_presentation_css()
+    replica.restart_notice()
     navigation.run()
 
 
