@@ -86,8 +86,10 @@ def load_model_or_explain(model_id: str, random_weights: bool = False):
         st.warning(f"**{spec.display_name} is unavailable.** {error}")
         return None
     if model.random_weights:
-        st.error(f"{model.label}: this model has untrained random weights. Its maps show the "
-                 "token layout and the code path only - they explain nothing.")
+        st.error(f"{model.label}: this model has untrained random weights (seed {model.seed}, "
+                 "derived from the model id, so every server and every run builds the same "
+                 "one). Its maps show the token layout and the code path only - they explain "
+                 "nothing.")
     return model
 
 

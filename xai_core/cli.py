@@ -51,7 +51,8 @@ def _meta(model, image, extra: dict | None = None) -> dict:
     from .images import image_sha256
 
     meta = {"model": model.spec.id, "model_label": model.label,
-            "random_weights": model.random_weights, "weights_source": model.weights_source,
+            "random_weights": model.random_weights, "random_weights_seed": model.seed,
+            "weights_source": model.weights_source,
             "image_sha256": image_sha256(image), "image_size": list(image.size),
             "input_size": list(model.spec.input_size), "device": str(model.device),
             "versions": {"vit_lens": __version__, "torch": torch.__version__,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import threading
 from dataclasses import dataclass, field
@@ -65,12 +66,16 @@ class LoadedModel:
     head: object | None = None  # ImageNetHead / KnnHead; None for text models
     lock: FairLock = field(default_factory=FairLock)
     extras: dict = field(default_factory=dict)
+    seed: int | None = None  # of a random initialisation (random_weights_seed)
 
     @property
     def label(self) -> str:
         """The name to show wherever this model's results appear."""
         name = self.spec.display_name
-        return f"{name} [RANDOM WEIGHTS - shapes only]" if self.random_weights else name
+        if not self.random_weights:
+            return name
+        seed = "" if self.seed is None else f", seed {self.seed}"
+        return f"{name} [RANDOM WEIGHTS{seed} - shapes only]"
 
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.module.parameters())
@@ -152,15 +157,30 @@ def _size_args(spec: ModelSpec) -> dict:
     return {"img_size": spec.input_size} if spec.is_vit else {}
 
 
-def _create_hub_model(spec: ModelSpec, random_weights: bool) -> tuple[torch.nn.Module, str]:
+def random_weights_seed(model_id: str) -> int:
+    """The seed of a model's random initialisation, from its id: every replica, every
+    run and every rerun of a command builds the same "random" model."""
+    return int.from_bytes(hashlib.sha256(model_id.encode()).digest()[:4], "big")
+
+
+def _create_random_model(spec: ModelSpec) -> tuple[torch.nn.Module, str]:
     import timm
 
+    if spec.family == "text":  # its tokenizer comes from the hub too
+        raise ModelUnavailableError(f"{spec.display_name} has no random-weight mode: its "
+                                    "tokenizer also comes from the hub.")
+    seed = random_weights_seed(spec.id)
+    # timm initialises from torch's global generator: seed it for this build only (model
+    # builds are serialised by _models_lock; the methods draw from generators of their own)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        module = timm.create_model(spec.timm_name, pretrained=False, **_size_args(spec))
+    return module, f"random initialisation, seed {seed} (from the model id)"
+
+
+def _create_hub_model(spec: ModelSpec, random_weights: bool) -> tuple[torch.nn.Module, str]:
     if random_weights:
-        if spec.family == "text":  # its tokenizer comes from the hub too
-            raise ModelUnavailableError(f"{spec.display_name} has no random-weight mode: its "
-                                        "tokenizer also comes from the hub.")
-        return (timm.create_model(spec.timm_name, pretrained=False, **_size_args(spec)),
-                "random initialisation")
+        return _create_random_model(spec)
     status = availability(spec.id)
     if not status.available:
         raise ModelUnavailableError(status.reason)
@@ -199,7 +219,8 @@ def _build(model_id: str, random_weights: bool, device: torch.device) -> LoadedM
     else:
         module, source = _create_hub_model(spec, random_weights)
     loaded = LoadedModel(spec=spec, module=_prepare(module, device), device=device,
-                         random_weights=random_weights, weights_source=source)
+                         random_weights=random_weights, weights_source=source,
+                         seed=random_weights_seed(spec.id) if random_weights else None)
     if spec.head == "imagenet":
         from ..heads import ImageNetHead
 
