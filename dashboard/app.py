@@ -14,6 +14,7 @@ import torch  # noqa: E402
 
 from dashboard import replica, state, ui  # noqa: E402
 from dashboard.page_list import PAGES, existing_pages  # noqa: E402
+from xai_core.faults import Cancelled, ModelOutOfMemory  # noqa: E402
 from xai_core.images import COLLAGE_ID, SAMPLES, ImageError, load_upload  # noqa: E402
 from xai_core.models import MODEL_SPECS, availability, specs_of_family  # noqa: E402
 
@@ -78,7 +79,10 @@ def main() -> None:
     sidebar()
     ui.apply_presentation_css()
     replica.restart_notice()
-    navigation.run()
+    try:
+        navigation.run()
+    except (ModelOutOfMemory, Cancelled) as fault:  # a part of a page without friendly_errors
+        st.error(str(fault))
 
 
 main()

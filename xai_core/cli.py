@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 USAGE_ERROR = 2
+FAULT = 1  # the machine failed the request (out of memory): one line, no traceback
 
 
 class CliError(Exception):
@@ -208,6 +209,7 @@ EXTENSIONS += [add_warmup_command, add_health_command]
 
 def main(argv: list[str] | None = None) -> int:
     from .capture import CaptureError
+    from .faults import ModelOutOfMemory
     from .images import ImageError
     from .methods import OptionError
     from .models import ModelUnavailableError, UnknownModelError
@@ -220,4 +222,7 @@ def main(argv: list[str] | None = None) -> int:
             OptionError, CaptureError) as error:
         print(f"error: {error}", file=sys.stderr)
         return USAGE_ERROR
+    except ModelOutOfMemory as error:  # a fault of the machine, not of the input
+        print(f"error: {error}", file=sys.stderr)
+        return FAULT
     return 0

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import torch
 
+from ..faults import (ModelLock, ModelOutOfMemory, free_memory, is_out_of_memory,
+                      out_of_memory_message)
 from ..locks import FairLock
 from .registry import ModelSpec, get_spec
 
@@ -54,7 +56,8 @@ class Availability:
 class LoadedModel:
     """A ready-to-run model plus what every caller needs beside it.
 
-    `lock` guards every use of `module` (hooks and flags are shared state).
+    `lock` guards every use of `module` (hooks and flags are shared state); it also turns
+    running out of memory inside into `ModelOutOfMemory` (xai_core/faults.py).
     """
 
     spec: ModelSpec
@@ -64,7 +67,7 @@ class LoadedModel:
     weights_source: str
     class_names: list[str] = field(default_factory=list)
     head: object | None = None  # ImageNetHead / KnnHead; None for text models
-    lock: FairLock = field(default_factory=FairLock)
+    lock: FairLock = field(default_factory=ModelLock)
     extras: dict = field(default_factory=dict)
     seed: int | None = None  # of a random initialisation (random_weights_seed)
 
@@ -247,5 +250,11 @@ def get_model(model_id: str, random_weights: bool = False,
     key = (model_id, random_weights, str(device))
     with _models_lock:  # one load at a time: loads are rare and memory-heavy
         if key not in _models:
-            _models[key] = _build(model_id, random_weights, device)
+            try:
+                _models[key] = _build(model_id, random_weights, device)
+            except Exception as error:
+                if not is_out_of_memory(error):
+                    raise
+                free_memory(error.__traceback__)
+                raise ModelOutOfMemory(out_of_memory_message(error)) from None
         return _models[key]
