@@ -59,7 +59,7 @@ def _device_info() -> str:
     return f"CPU ({torch.get_num_threads()} threads)"
 
 
-def sidebar() -> None:
+def sidebar():
     with st.sidebar:
         st.markdown("### ViT Lens")
         _model_picker("vit", "vit_model", "Vision Transformer")
@@ -69,6 +69,7 @@ def sidebar() -> None:
                   help="Larger text and figure fonts for projecting in a lecture hall.")
         st.caption(_device_info())
         replica.track_session()
+        return st.empty()  # for the disk-cache notice, filled once the page has run
 
 
 def main() -> None:
@@ -76,13 +77,15 @@ def main() -> None:
     pages = [st.Page(PAGES / name, title=title, icon=icon, default=(name == "home.py"))
              for name, title, icon in existing_pages()]
     navigation = st.navigation(pages)
-    sidebar()
+    cache_spot = sidebar()
+    ui.cache_notice(cache_spot)
     ui.apply_presentation_css()
     replica.restart_notice()
     try:
         navigation.run()
     except (ModelOutOfMemory, Cancelled) as fault:  # a part of a page without friendly_errors
         st.error(str(fault))
+    ui.cache_notice(cache_spot)  # a write that failed during this run
 
 
 main()

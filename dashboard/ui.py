@@ -31,6 +31,17 @@ def apply_presentation_css() -> None:
             unsafe_allow_html=True)
 
 
+def cache_notice(spot) -> None:
+    """Fill the sidebar placeholder `spot` with the disk-cache notice, when there is one:
+    the app works without the cache, but the server's admin should know why it is slow
+    to start and how to fix it."""
+    from xai_core.models.disk_cache import notice
+
+    text = notice()
+    if text:
+        spot.caption(f":material/warning: {text}")
+
+
 def stop_check():
     """`should_stop` for xai_core's long loops (Score-CAM batches, metric curves).
 

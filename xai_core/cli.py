@@ -211,6 +211,7 @@ def main(argv: list[str] | None = None) -> int:
     from .capture import CaptureError
     from .faults import ModelOutOfMemory
     from .images import ImageError
+    from .models import disk_cache
     from .methods import OptionError
     from .models import ModelUnavailableError, UnknownModelError
     from .pipeline import TargetError
@@ -225,4 +226,7 @@ def main(argv: list[str] | None = None) -> int:
     except ModelOutOfMemory as error:  # a fault of the machine, not of the input
         print(f"error: {error}", file=sys.stderr)
         return FAULT
+    finally:
+        if cache_problem := disk_cache.notice():  # the result is good; the admin should know
+            print(f"warning: {cache_problem}", file=sys.stderr)
     return 0

@@ -153,13 +153,14 @@ def weights_fingerprint(module: torch.nn.Module) -> str:
 
 
 def load_or_build_bank(model) -> MemoryBank:
-    """The gallery bank, built once and then read from the cache directory."""
-    import os
-
+    """The gallery bank, built once and then read from the cache directory (kept in memory
+    only when the cache cannot be written)."""
     from safetensors.torch import load_file, save_file
 
+    from .models import disk_cache
+
     path = _bank_file(model)
-    if path.is_file() and not model.random_weights:
+    if not model.random_weights:
         try:
             from safetensors import safe_open
 
@@ -167,14 +168,15 @@ def load_or_build_bank(model) -> MemoryBank:
                 meta = json.loads(handle.metadata()["bank"])
             return MemoryBank(load_file(str(path))["features"], tuple(meta["labels"]),
                               tuple(meta["sources"]))
-        except Exception:  # a corrupt or old file: rebuild it
+        except Exception:  # absent, unreadable, corrupt or old: build it
             pass
     bank = build_gallery_bank(model)
     if not model.random_weights:
-        temporary = path.with_suffix(f".tmp{os.getpid()}")
-        save_file({"features": bank.features.contiguous()}, str(temporary),
-                  metadata={"bank": json.dumps({"labels": bank.labels, "sources": bank.sources})})
-        os.replace(temporary, path)
+        metadata = {"bank": json.dumps({"labels": bank.labels, "sources": bank.sources})}
+        disk_cache.write_atomically(
+            path, lambda name: save_file({"features": bank.features.contiguous()}, name,
+                                         metadata=metadata),
+            f"the k-NN memory bank of {model.spec.display_name}")
     return bank
 
 
