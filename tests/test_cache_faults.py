@@ -189,3 +189,23 @@ def test_real_read_only_and_full_file_systems(tmp_path):
             assert len(left) == 1 and left[0].startswith("knn-bank-dinov2-s14")
         else:
             assert left == [] and sorted(folder.iterdir()) == []
+
+
+def test_cli_output_on_a_full_disk_is_one_line_and_no_partial_file(monkeypatch, capsys,
+                                                                    tmp_path):
+    """The CLI's own output (--out) is a file the app writes too: a full disk gives exit 2,
+    one line with the system's reason, and no half-written file."""
+    import numpy as np
+
+    def savez_compressed(handle, **arrays):
+        handle.write(b"PK\3\4" + b"\0" * 4096)  # the start of a zip, then the disk is full
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(np, "savez_compressed", savez_compressed)
+    out = tmp_path / "map.npz"
+    code = cli_main(["explain", "--model", "efficientnet-lite0", "--image", "sample:coffee",
+                     "--method", "gradcam", "--out", str(out)])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1
+    assert err.startswith(f"error: Could not write {out}: No space left on device (errno 28)")
+    assert list(tmp_path.iterdir()) == []

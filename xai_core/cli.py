@@ -95,10 +95,22 @@ def cmd_predict(args) -> None:
 
 
 def _save_npz(path: str, arrays: dict, meta: dict) -> None:
+    from .models.disk_cache import os_reason, replace_atomically
+
     target = Path(path)
     if target.parent and not target.parent.exists():
         raise CliError(f"The folder {target.parent} does not exist.")
-    np.savez_compressed(target, **arrays, meta=np.array(json.dumps(meta)))
+    if target.suffix != ".npz":  # as numpy names it when given a path
+        target = target.with_name(target.name + ".npz")
+
+    def write(name: str) -> None:
+        with open(name, "wb") as handle:  # a file object: numpy adds no ".npz" to the name
+            np.savez_compressed(handle, **arrays, meta=np.array(json.dumps(meta)))
+
+    try:  # a full or read-only disk: one line, and no half-written file
+        replace_atomically(target, write)
+    except OSError as error:
+        raise CliError(f"Could not write {path}: {os_reason(error)}.") from None
 
 
 def cmd_capture(args) -> None:

@@ -37,10 +37,10 @@ def os_reason(error: BaseException) -> str:
     return str(error).splitlines()[0][:160] or type(error).__name__
 
 
-def write_atomically(path: Path, write: Callable[[str], None], what: str | None) -> bool:
-    """Create `path` by `write(temporary file name)` then an atomic rename; True when it
-    is cached. When the folder cannot be made or written, nothing is left on disk, the
-    reason is kept for `notice()` and False is returned: the caller goes on without it."""
+def replace_atomically(path: Path, write: Callable[[str], None]) -> None:
+    """Create `path` by `write(temporary file name)` in the same folder, then an atomic
+    rename: readers never see half a file, and after a failure (raised as it came) no
+    temporary file is left."""
     temporary = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -51,16 +51,24 @@ def write_atomically(path: Path, write: Callable[[str], None], what: str | None)
         temporary = str(candidate)
         write(temporary)
         os.replace(temporary, path)
-        return True
-    except (OSError, SafetensorError) as error:
-        _remember(path.parent, os_reason(error), what)
-        return False
     finally:
         if temporary is not None:
             try:
                 Path(temporary).unlink(missing_ok=True)  # gone already after the rename
             except OSError:
                 pass
+
+
+def write_atomically(path: Path, write: Callable[[str], None], what: str | None) -> bool:
+    """replace_atomically for a cache file; True when it is cached. When the folder cannot
+    be made or written, nothing is left on disk, the reason is kept for `notice()` and
+    False is returned: the caller goes on without the file."""
+    try:
+        replace_atomically(path, write)
+        return True
+    except (OSError, SafetensorError) as error:
+        _remember(path.parent, os_reason(error), what)
+        return False
 
 
 def check_writable(folder: Path) -> str | None:
