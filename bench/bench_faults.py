@@ -19,7 +19,7 @@ def run() -> list[dict]:
     from xai_core import pipeline
     from xai_core.faults import Cancelled
     from xai_core.images import SAMPLES, load_sample
-    from xai_core.methods.gradcam import SLOW_CAM_BATCH, timed_cam
+    from xai_core.methods.gradcam import timed_cam
     from xai_core.models import get_model
 
     model = get_model("efficientnet-lite0")
@@ -68,7 +68,8 @@ def run() -> list[dict]:
         {"name": f"prediction while Score-CAM runs on it (median of {len(during)})",
          "value": statistics.median(during), "unit": "s",
          "note": f"max {max(during):.2f} s; waits at most one Score-CAM batch"},
-        {"name": f"Score-CAM batch of {SLOW_CAM_BATCH} (median, with predictions between)",
+        {"name": f"Score-CAM batch of {pipeline.default_batch_size(model)} (median, with "
+                 "predictions between)",
          "value": statistics.median(gaps) if gaps else float("nan"), "unit": "s"},
         {"name": "Score-CAM end after should_stop() says stop", "value": ended[0] - stopped_at[0],
          "unit": "s", "note": "the batch under way finishes, no other starts"},

@@ -285,7 +285,7 @@ def test_a_prediction_completes_while_score_cam_runs():
         thread.join(timeout=300)
     assert waited == [True] and finished == ["b", "a"]
     channels = cnn.module.get_submodule(cnn.spec.cnn_target_layer).num_features
-    assert len(forwards) == 1 + channels // gradcam.SLOW_CAM_BATCH  # Score-CAM went on
+    assert len(forwards) == 1 + channels // pipeline.default_batch_size(cnn)  # it went on
     assert results["b"] == expected_top
     np.testing.assert_allclose(results["a"].map, expected_map, atol=1e-6)
     assert not cnn.lock._held and not cnn.lock._queue

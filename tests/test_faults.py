@@ -35,7 +35,7 @@ def cnn():
 
 @pytest.fixture(scope="module")
 def oracle(cnn):
-    """Score-CAM of the tiny CNN computed normally (batches of 64), and its prediction."""
+    """Score-CAM of the tiny CNN computed normally, and its prediction."""
     image = images(1)[0]
     pipeline.CAPTURE_CACHE.clear()
     score_cam = gradcam.cam_family(cnn, image, 3, names=("Score-CAM",))[0].map
@@ -87,13 +87,14 @@ def lock_free_and_no_hooks(model) -> bool:
 
 def test_score_cam_retries_once_with_a_smaller_batch(cnn, oracle, monkeypatch, freed):
     image, expected, _ = oracle
-    sizes = inject(monkeypatch, cnn.module, lambda n: n > 16,
+    sizes = inject(monkeypatch, cnn.module, lambda n: n > 4,
                    lambda: torch.cuda.OutOfMemoryError(CUDA_OOM))
     result = gradcam.cam_family(cnn, image, 3, names=("Score-CAM",))[0]
     channels = cnn.module.get_submodule(cnn.spec.cnn_target_layer).num_features
-    retry = gradcam.SLOW_CAM_BATCH // RETRY_BATCH_DIVISOR
-    # the image, the first batch of 64 fails; again: the image, then batches of 16
-    assert sizes == [1, gradcam.SLOW_CAM_BATCH, 1] + [retry] * (channels // retry)
+    batch = pipeline.default_batch_size(cnn)
+    retry = batch // RETRY_BATCH_DIVISOR
+    # the image, then the first batch fails; again: the image, then batches a quarter the size
+    assert sizes == [1, batch, 1] + [retry] * (channels // retry)
     np.testing.assert_allclose(result.map, expected, atol=1e-5)
     assert freed() and lock_free_and_no_hooks(cnn)
 
@@ -146,7 +147,7 @@ def test_stopping_ends_score_cam_within_one_batch(cnn, oracle, monkeypatch):
     sizes = inject(monkeypatch, cnn.module, lambda n: len(sizes) == 4 and bool(stop.append(1)))
     with pytest.raises(Cancelled):
         gradcam.cam_family(cnn, image, 3, names=("Score-CAM",), should_stop=lambda: bool(stop))
-    assert sizes == [1] + [gradcam.SLOW_CAM_BATCH] * 3
+    assert sizes == [1] + [pipeline.default_batch_size(cnn)] * 3
     assert lock_free_and_no_hooks(cnn)
     monkeypatch.undo()
     # nothing half-done was cached: the next run computes the whole map
@@ -185,3 +186,35 @@ def test_app_shows_a_sentence_and_the_other_model_still_works(monkeypatch):
     assert not app.exception and not app.error
     titles = " ".join(str(chart.proto.spec) for chart in app.get("plotly_chart"))
     assert "k-NN" in titles and "ImageNet-1k" in titles
+
+
+def deletion(cnn, image, **kwargs):
+    from xai_core.metrics import faithfulness
+
+    saliency = np.arange(16, dtype=np.float32).reshape(4, 4)  # a map to rank pixels by
+    return faithfulness(cnn, image, saliency, "deletion", 3, "zeros", steps=20, batch_size=16,
+                        **kwargs)
+
+
+def test_metric_curve_retries_with_smaller_batches(cnn, oracle, monkeypatch, freed):
+    image = oracle[0]
+    expected = deletion(cnn, image)
+    pipeline.CAPTURE_CACHE.clear()
+    sizes = inject(monkeypatch, cnn.module, lambda n: n > 4,
+                   lambda: torch.cuda.OutOfMemoryError(CUDA_OOM))
+    curve = deletion(cnn, image)
+    # 21 perturbed images: the first batch of 16 fails, then 4, 4, 4, 4, 4, 1
+    assert sizes == [16, 4, 4, 4, 4, 4, 1] and curve.batches == 6
+    np.testing.assert_allclose(curve.scores, expected.scores, atol=1e-6)
+    assert curve.auc == pytest.approx(expected.auc, abs=1e-7)
+    assert freed() and lock_free_and_no_hooks(cnn)
+
+
+def test_stopping_ends_a_metric_curve_within_one_batch(cnn, oracle, monkeypatch):
+    image = oracle[0]
+    pipeline.CAPTURE_CACHE.clear()
+    stop = []
+    sizes = inject(monkeypatch, cnn.module, lambda n: bool(stop.append(1)))  # stop during #1
+    with pytest.raises(Cancelled):
+        deletion(cnn, image, should_stop=lambda: bool(stop))
+    assert sizes == [16] and lock_free_and_no_hooks(cnn)

@@ -1,5 +1,5 @@
 """Long runs end when the user no longer wants them: Score-CAM on the Grad-CAM page (one
-forward per batch of 64 masked images, a few minutes on one thread) is started in Chromium;
+forward per batch of masked images, minutes on one thread) is started in Chromium;
 leaving the page, and pressing Streamlit's Stop, end it between two batches.
 
 "Ended" is measured on the server: the replica's CPU time stops growing. (Streamlit shows
@@ -15,7 +15,7 @@ import time
 import pytest
 from e2e_helpers import ARTIFACTS, running_apps, wait_app_idle
 
-STOP_LIMIT_S = 20.0  # one batch of 64 EfficientNet-Lite0 forwards took ~8 s here (one thread); the run ~3 min
+STOP_LIMIT_S = 20.0  # a batch of 16 EfficientNet-Lite0 forwards: ~2 s here (one thread); the run: minutes
 QUIET_CPU_S = 0.25  # CPU seconds per second of an idle replica: well below a busy one's ~1
 RUNNING = "[data-testid='stApp'][data-test-script-state='running']"
 

@@ -28,7 +28,7 @@ import torch.nn.functional as F
 
 from ..capture import CnnCapture, conv_layer_names
 from ..faults import StopCheck, check_stop, retry_with_smaller_batch
-from ..pipeline import CAPTURE_CACHE, cnn_capture, head_of, prepare
+from ..pipeline import CAPTURE_CACHE, cnn_capture, default_batch_size, head_of, prepare
 from .base import ExplainRequest, ExplainResult, OptionError, register
 
 MINMAX_EPS = 1e-7  # pytorch-grad-cam divides by (max + 1e-7) after subtracting the min
@@ -144,7 +144,6 @@ def teaching_gradcam(model, image, target: int, layer: str | None = None) -> tup
 CAM_FAMILY = ("Grad-CAM", "Grad-CAM++", "XGrad-CAM", "Layer-CAM", "Eigen-CAM", "Score-CAM",
               "Ablation-CAM")
 SLOW_CAMS = ("Score-CAM", "Ablation-CAM")  # one forward pass per channel (batched)
-SLOW_CAM_BATCH = 64  # images per forward; after running out of memory, a quarter of it
 CAM_NOTES = {
     "Grad-CAM": "spatial mean of the gradient per channel",
     "Grad-CAM++": "second-order weighting of positive gradients",
@@ -290,7 +289,7 @@ def timed_cam(model, pixels, target, layer, name, head,
     started = time.perf_counter()
     result = run_library_cam(_cam_class(name), module, [module.get_submodule(layer)],
                              pixels.to(model.device), head.score_fn(target), lock=model.lock,
-                             batch_size=SLOW_CAM_BATCH if name in SLOW_CAMS else None,
+                             batch_size=default_batch_size(model) if name in SLOW_CAMS else None,
                              should_stop=should_stop)
     return CamTiming(name, np.asarray(result, dtype=np.float32), time.perf_counter() - started,
                      CAM_NOTES[name])
