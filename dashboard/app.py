@@ -73,7 +73,8 @@ def sidebar():
 
 
 def main() -> None:
-    st.set_page_config(page_title="ViT Lens", page_icon=":material/visibility:", layout="wide")
+    # an emoji icon is drawn in the browser; a ":material/...:" one is fetched from Google
+    st.set_page_config(page_title="ViT Lens", page_icon="🔍", layout="wide")
     pages = [st.Page(PAGES / name, title=title, icon=icon, default=(name == "home.py"))
              for name, title, icon in existing_pages()]
     navigation = st.navigation(pages)

@@ -84,6 +84,10 @@ def test_killed_replica_fails_over_to_a_working_page(stack, browser):
     page = context.new_page()
     errors: list[str] = []
     page.on("pageerror", lambda error: errors.append(str(error)))
+    own = ("http://127.0.0.1:", "ws://127.0.0.1:", "data:", "blob:")
+    elsewhere: list[str] = []  # the app asks no host but its own
+    page.on("request", lambda request: request.url.startswith(own)
+            or elsewhere.append(request.url))
     try:
         page.goto(proxy.url + "?image_choice=" + quote(image_title("coffee")), timeout=60_000)
         wait_app_idle(page, LOAD_TIMEOUT_MS)
@@ -140,5 +144,6 @@ def test_killed_replica_fails_over_to_a_working_page(stack, browser):
         assert page.locator("[data-testid='stException']").count() == 0
         page.screenshot(path=str(ARTIFACTS / "failover-after-revival.png"))
         assert errors == [], errors
+        assert elsewhere == [], elsewhere
     finally:
         context.close()
