@@ -16,7 +16,7 @@ import time
 import torch
 
 from xai_core.images import load_sample
-from xai_core.methods import daam
+from xai_core.methods import daam, daam_knn, daam_sanity
 from xai_core.models import get_model
 from xai_core.pipeline import CAPTURE_CACHE, prepare
 
@@ -49,8 +49,8 @@ def _ratio_rows(model, image, label: str) -> list[dict]:
     target = int(head.probabilities(output.float().cpu()).argmax())
     bare = copy.deepcopy(model.module)  # timm defaults: fused attention, no hooks
     if head.kind == "knn":  # the same scalar: <output, w> with this image's eq. 13 weights
-        weights = daam.knn_weights(head.bank, output[0].float().cpu(), target).weights
-        score_fn = daam.weighted_output_score(weights)
+        weights = daam_knn.knn_weights(head.bank, output[0].float().cpu(), target).weights
+        score_fn = daam_knn.weighted_output_score(weights)
     else:
         score_fn = head.score_fn(target)
 
@@ -82,9 +82,9 @@ def run() -> list[dict]:
 
     target = dinov2.head.class_names.index("cat")
     daam.compute_daam(dinov2, image, target)  # the original map, as on the page
-    steps = daam.sanity_steps(12)
+    steps = daam_sanity.sanity_steps(12)
     started = time.perf_counter()  # seed 1: not cached by anything before
-    check = daam.cascading_randomisation(dinov2, image, target, steps=steps, seed=1)
+    check = daam_sanity.cascading_randomisation(dinov2, image, target, steps=steps, seed=1)
     seconds = time.perf_counter() - started
     CAPTURE_CACHE.clear()
     rows.append({"name": f"dinov2-s14 sanity-check row ({len(steps)} randomisation steps)",

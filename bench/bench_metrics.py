@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import time
 
-from xai_core import compare, metrics, pipeline
+from xai_core import compare, pipeline
+from xai_core.metrics import faithfulness
 from xai_core.images import load_sample
 from xai_core.models import get_model
 
@@ -15,9 +16,9 @@ SAMPLE = "coffee"
 
 
 def _curve(model, pixels, saliency, metric, target, batch_size):
-    return metrics.compute_curve(model, pixels, saliency, metric,
-                                 metrics.class_scorer(model, target), target,
-                                 metrics.score_kind(model), "zeros", STEPS, batch_size)
+    return faithfulness.compute_curve(model, pixels, saliency, metric,
+                                      faithfulness.class_scorer(model, target), target,
+                                      faithfulness.score_kind(model), "zeros", STEPS, batch_size)
 
 
 def run() -> list[dict]:

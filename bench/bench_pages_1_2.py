@@ -19,12 +19,11 @@ from bench.bench_foundation import _median_seconds
 from xai_core import pipeline, tokens
 from xai_core import toy_attention as toy
 from xai_core.capture import token_layout
-from xai_core.figures import prediction_bars
-from xai_core.figures_tokens import (distribution_figure, embedding_pca_figure,
-                                     entropy_curve_figure, matrix_figure, multihead_figure,
-                                     position_map_figure, position_mosaic_figure,
-                                     query_attention_figure, token_strip_figure,
-                                     tokenization_figure)
+from xai_core.figures.curves import distribution_figure, entropy_curve_figure, prediction_bars
+from xai_core.figures.matrices import (embedding_pca_figure, matrix_figure, multihead_figure,
+                                       position_map_figure, position_mosaic_figure)
+from xai_core.figures.overlays import query_attention_figure
+from xai_core.figures.tokens import token_strip_figure, tokenization_figure
 from xai_core.images import load_sample
 from xai_core.methods.attention import query_attention
 from xai_core.models import DEFAULT_CNN, DEFAULT_VIT, get_model

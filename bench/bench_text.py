@@ -11,9 +11,9 @@ from __future__ import annotations
 import statistics
 
 from bench.bench_foundation import _seconds
-from xai_core import figures_text as ft
 from xai_core import text
-from xai_core import text_metrics as tm
+from xai_core.figures import text as ft
+from xai_core.metrics import text as tm
 
 SENTENCE = "The animal didn't cross the street because it was too tired (take {k})."
 REFERENCE = "The animal was exhausted."

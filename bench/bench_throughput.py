@@ -21,7 +21,7 @@ import numpy as np
 from xai_core import pipeline
 from xai_core.images import load_sample
 from xai_core.methods import METHODS, ExplainRequest, Options
-from xai_core.metrics import faithfulness
+from xai_core.metrics.faithfulness import faithfulness
 from xai_core.models import DEFAULT_CNN, DEFAULT_VIT, get_model
 
 THREADS, REQUESTS_PER_THREAD = 16, 10

@@ -114,9 +114,9 @@ def session_head(model):
 
 
 def add_knn_example(model, image: Image.Image, label: str) -> None:
-    from xai_core.heads import KnnHead
+    from xai_core.models.heads import KnnHead
     from xai_core.images import image_sha256
-    from xai_core.knn import embed_images
+    from xai_core.models.knn import embed_images
 
     features = embed_images(model, [pipeline.prepare(model, image).model_image])
     bank = session_head(model).bank.with_examples(features, label, f"upload:{image_sha256(image)[:8]}")

@@ -5,10 +5,11 @@ import streamlit as st
 from dashboard import state, ui
 from xai_core import pipeline, tokens
 from xai_core.capture import token_layout
-from xai_core.figures import prediction_bars
-from xai_core.figures_tokens import (clicked_index, embedding_pca_figure, position_map_figure,
-                                     position_mosaic_figure, token_strip_figure,
-                                     tokenization_figure)
+from xai_core.figures.clicks import clicked_index
+from xai_core.figures.curves import prediction_bars
+from xai_core.figures.matrices import (embedding_pca_figure, position_map_figure,
+                                       position_mosaic_figure)
+from xai_core.figures.tokens import token_strip_figure, tokenization_figure
 from xai_core.images import COLLAGE_ID
 
 st.title("From pixels to tokens")

@@ -8,8 +8,10 @@ import streamlit as st
 
 from dashboard import state, ui
 from xai_core import pipeline, toy_attention as toy
-from xai_core.figures_tokens import (clicked_index, distribution_figure, entropy_curve_figure,
-                                     matrix_figure, multihead_figure, query_attention_figure)
+from xai_core.figures.clicks import clicked_index
+from xai_core.figures.curves import distribution_figure, entropy_curve_figure
+from xai_core.figures.matrices import matrix_figure, multihead_figure
+from xai_core.figures.overlays import query_attention_figure
 from xai_core.methods.attention import query_attention
 
 st.title("Self-attention: queries, keys, values, heads")

@@ -6,8 +6,9 @@ import streamlit as st
 from dashboard import state, ui
 from dashboard.clicks import apply_chart_click
 from xai_core import pipeline
-from xai_core.figures_attention import (distance_scatter, distance_variation,
-                                        receptive_field_figure, token_map_figure)
+from xai_core.figures.curves import distance_scatter, receptive_field_figure
+from xai_core.figures.matrices import distance_variation
+from xai_core.figures.overlays import token_map_figure
 from xai_core.images import COLLAGE_ID, SAMPLES, load_sample
 from xai_core.methods import distance
 from xai_core.methods.attention import query_attention

@@ -6,8 +6,8 @@ import streamlit as st
 from dashboard import state, ui
 from dashboard.clicks import apply_chart_click
 from xai_core import pipeline
-from xai_core.figures_attention import (block_head_heatmap, difference_figure, head_mosaic,
-                                        token_map_figure)
+from xai_core.figures.matrices import block_head_heatmap, head_mosaic
+from xai_core.figures.overlays import difference_figure, token_map_figure
 from xai_core.methods import gae, rollout
 from xai_core.methods.attention import query_attention
 from xai_core.sinks import (DEFINITION, ENTROPY_DEFINITION, SINK_THRESHOLD, image_sinks,

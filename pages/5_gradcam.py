@@ -4,8 +4,9 @@ import streamlit as st
 
 from dashboard import state, ui
 from xai_core import pipeline
-from xai_core.figures_gradcam import (alpha_bars, cell_overlay, coarse, map_row, overlay,
-                                      per_head_maps, taxonomy_mosaic)
+from xai_core.figures.curves import alpha_bars
+from xai_core.figures.matrices import per_head_maps, taxonomy_mosaic
+from xai_core.figures.overlays import cell_overlay, coarse, map_row, overlay
 from xai_core.methods import gradcam, vit_gradcam
 from xai_core.methods.vit_gradcam import (HEAD_MODES, HEAD_NAMES, LOCATION_NAMES, LOCATIONS,
                                           MULTI_HEAD, WEIGHT_NAMES, WEIGHTS, ZERO_GRADIENT)

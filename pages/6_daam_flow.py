@@ -5,9 +5,10 @@ import streamlit as st
 
 from dashboard import state, ui
 from xai_core import pipeline
-from xai_core.figures_daam import contributions_figure, flow_figure, map_row_figure, weights_figure
+from xai_core.figures.curves import contributions_figure, weights_figure
+from xai_core.figures.overlays import flow_figure, map_row_figure
 from xai_core.images import COLLAGE_ID
-from xai_core.methods import daam
+from xai_core.methods import daam, daam_knn, daam_sanity
 from xai_core.sinks import image_sinks
 from xai_core.tokens import prefix_token_names
 
@@ -62,9 +63,9 @@ with ui.friendly_errors():
                                  "classifiers, and does not clip it in the k-NN variant.")
         formula = "official"
         if knn:
-            formula = st.selectbox("Eq. 13 weights", daam.KNN_FORMULAS, key="daam_formula",
+            formula = st.selectbox("Eq. 13 weights", daam_knn.KNN_FORMULAS, key="daam_formula",
                                    persist_state="session", format_func=FORMULA_LABELS.get,
-                                   help=" · ".join(daam.KNN_FORMULA_NAMES.values()))
+                                   help=" · ".join(daam_knn.KNN_FORMULA_NAMES.values()))
 
     result = daam.compute_daam(model, image, target, head, formula, relu)
     model_image = pipeline.prepare(model, image).model_image
@@ -108,13 +109,13 @@ with ui.friendly_errors():
             f"(cosine, weight exp(sim/0.07)). Entries of the target class “{weights.class_label}” "
             "among them give the **dimension-wise importance weights** w (eq. 13), and the "
             "backward pass starts from w at the model output instead of a classifier row. "
-            f"Formula: {daam.KNN_FORMULA_NAMES[weights.formula]}.")
+            f"Formula: {daam_knn.KNN_FORMULA_NAMES[weights.formula]}.")
         if weights.fallback:
             st.warning(f"No entry of “{weights.class_label}” is among the nearest "
                        f"{len(weights.neighbours)}: the weights use that class's own "
                        f"{len(weights.voters)} nearest entries instead. This shows where the "
                        "model would look for that class, not why it decided.")
-        st.dataframe(pd.DataFrame(daam.voter_rows(weights)), hide_index=True, height=260,
+        st.dataframe(pd.DataFrame(daam_knn.voter_rows(weights)), hide_index=True, height=260,
                      key="daam_voters")
         ui.show_figure(weights_figure(weights.weights), key="daam_weights")
 
@@ -160,7 +161,8 @@ def sanity_check(result, model, image, head, formula, relu, model_image) -> None
                      key="daam_sanity"):
         return
     with st.spinner("Randomising a copy of the model..."):
-        check = daam.cascading_randomisation(model, image, result.target, head, formula, relu)
+        check = daam_sanity.cascading_randomisation(model, image, result.target, head, formula,
+                                                    relu)
     titles = ["trained model"] + [
         f"blocks {k}-{check.num_blocks} random<br>ρ = "
         + ("n/a (flat map)" if r != r else f"{r:.2f}")

@@ -8,9 +8,15 @@ import pandas as pd
 import streamlit as st
 
 from dashboard import state, ui
-from xai_core import compare, metrics, pipeline
-from xai_core import figures_compare as figs
+from xai_core import compare, pipeline
+from xai_core.figures.curves import attention_gradient_scatter, curves_figure
+from xai_core.figures.export import ExportUnavailable, comparison_png, find_browser
+from xai_core.figures.matrices import agreement_heatmap
+from xai_core.figures.overlays import localisation_figure, practical_matrix
 from xai_core.methods.attention import query_attention
+from xai_core.metrics.agreement import agreement_matrices, patch_gradient_importance, spearman
+from xai_core.metrics.faithfulness import (BASELINE_NAMES, BASELINES, MIN_STEPS, faithfulness,
+                                          score_kind)
 
 st.title("7 · Comparison matrix")
 st.markdown(
@@ -93,7 +99,7 @@ for column, model in zip(columns, models):
         with st.spinner(f"Running {len(chosen)} methods on {model.spec.display_name}..."):
             runs = compare.run_methods(model, image, chosen, target, head)
         sections.append(compare.ModelSection(model, target, head.class_names[target],
-                                             metrics.score_kind(model, head), runs))
+                                             score_kind(model, head), runs))
         for run in runs:
             if run.error:
                 st.warning(f"**{run.name}** cannot run here: {run.error}")
@@ -134,7 +140,7 @@ for section in sections:
     if maps:
         matrix_rows.append((f"{FAMILY_LABEL[section.model.spec.family]}: "
                             f"{section.target_label[:24]}", model_image, maps))
-matrix_figure = figs.practical_matrix(matrix_rows) if matrix_rows else None
+matrix_figure = practical_matrix(matrix_rows) if matrix_rows else None
 if matrix_figure is not None:
     ui.show_figure(matrix_figure, key="cmp_matrix")
 
@@ -152,9 +158,9 @@ for section in sections:
     st.caption(f"{FAMILY_LABEL[section.model.spec.family]} class score: **{section.score_kind}** "
                f"of '{section.target_label}'.")
 left, middle, right = st.columns(3)
-baseline = left.selectbox("Baseline", metrics.BASELINES, key="cmp_baseline",
-                          format_func=lambda b: metrics.BASELINE_NAMES[b])
-steps = middle.number_input("Steps", min_value=metrics.MIN_STEPS, max_value=100, value=20,
+baseline = left.selectbox("Baseline", BASELINES, key="cmp_baseline",
+                          format_func=lambda b: BASELINE_NAMES[b])
+steps = middle.number_input("Steps", min_value=MIN_STEPS, max_value=100, value=20,
                             key="cmp_steps", help="Each step is one perturbed image through the "
                                                   "model, evaluated in batches.")
 perturb = right.checkbox("Also positive/negative perturbation", value=True, key="cmp_perturb")
@@ -172,7 +178,7 @@ if faith:
             def report(step, total, done=done, section=section, run=run, metric=metric):
                 bar.progress(min(1.0, (done + step / total) / len(jobs)),
                              text=f"{section.model.spec.display_name} · {run.name} · {metric}")
-            section.curves[(run.name, metric)] = metrics.faithfulness(
+            section.curves[(run.name, metric)] = faithfulness(
                 section.model, image, run.map, metric, section.target, faith["baseline"],
                 faith["steps"], head=state.session_head(section.model), progress=report)
         bar.progress(1.0, text=f"Done: {len(jobs)} curves, {faith['steps']} steps, baseline "
@@ -181,7 +187,7 @@ if faith:
         if not section.curves:
             continue
         label = FAMILY_LABEL[section.model.spec.family]
-        ui.show_figure(figs.curves_figure(section.curves, f"{label}: {section.model.label}"),
+        ui.show_figure(curves_figure(section.curves, f"{label}: {section.model.label}"),
                        key=f"cmp_curves_{section.model.spec.family}")
         auc = pd.DataFrame({metric: {method: curve.auc for (method, m), curve
                                      in section.curves.items() if m == metric}
@@ -202,7 +208,7 @@ all_maps = {f"{FAMILY_LABEL[s.model.spec.family]}·{r.name}": r.map
 agreement = None
 if len(all_maps) >= 2:
     percent = st.slider("Top-k % for the overlap", 1, 50, 10, key="cmp_topk")
-    names, rho, overlap = metrics.agreement_matrices(all_maps, percent)
+    names, rho, overlap = agreement_matrices(all_maps, percent)
     agreement = {"names": names, "spearman": rho, "top_k_percent": percent,
                  "top_k_overlap": overlap}
     st.markdown(
@@ -214,11 +220,11 @@ if len(all_maps) >= 2:
                    "cover exactly the same pixels.")
     left, right = st.columns(2)
     with left:
-        ui.show_figure(figs.agreement_heatmap(names, rho, "Spearman rank correlation"),
+        ui.show_figure(agreement_heatmap(names, rho, "Spearman rank correlation"),
                        key="cmp_spearman")
     with right:
-        ui.show_figure(figs.agreement_heatmap(names, overlap, f"Top-{percent} % overlap", 0, 1,
-                                              "Viridis"), key="cmp_overlap")
+        ui.show_figure(agreement_heatmap(names, overlap, f"Top-{percent} % overlap", 0, 1,
+                                         "Viridis"), key="cmp_overlap")
 else:
     st.info("Choose at least two methods to compare their maps.")
 
@@ -235,11 +241,11 @@ if vit_section is not None:
     with ui.friendly_errors():
         capture = pipeline.vit_capture(vit_section.model, image, vit_section.target,
                                        head=state.session_head(vit_section.model))
-        gradient = metrics.patch_gradient_importance(capture.input_grad, capture.layout.grid)
+        gradient = patch_gradient_importance(capture.input_grad, capture.layout.grid)
         attention = query_attention(capture, len(capture.blocks) - 1).mean(0)
         if attention.shape == gradient.shape:
-            rho_ag = metrics.spearman(attention, gradient)
-            scatter_figure = figs.attention_gradient_scatter(
+            rho_ag = spearman(attention, gradient)
+            scatter_figure = attention_gradient_scatter(
                 attention, gradient, rho_ag, f"{vit_section.model.spec.display_name}, "
                                              f"'{vit_section.target_label}'")
             ui.show_figure(scatter_figure, key="cmp_scatter")
@@ -270,7 +276,7 @@ if st.checkbox("Score the maps against a box I give", key="cmp_localise"):
                       "map box (x0, y0, x1, y1)": str(loc.box), "IoU": round(loc.iou, 3),
                       "IoU >= 0.5": loc.correct, "pointing game": loc.pointing_hit}
                      for name, loc in results.items()]
-            ui.show_figure(figs.localisation_figure(
+            ui.show_figure(localisation_figure(
                 pipeline.prepare(section.model, image).model_image, found["box"],
                 {n: loc.box for n, loc in results.items()},
                 {n: loc.peak for n, loc in results.items()},
@@ -292,20 +298,20 @@ middle.download_button("JSON manifest", json.dumps(bundle, indent=2), file_name=
                        mime="application/json", key="cmp_dl_json")
 with right:
     digest = compare.manifest_digest(bundle)
-    if figs.find_browser() is None:
+    if find_browser() is None:
         st.warning("PNG export is off: the server has no Chromium browser for kaleido "
                    "(Debian package `chromium`). The NPZ and JSON downloads work.")
     elif st.button("Render the comparison as PNG", key="cmp_png_make"):
         parts = [f for f in [matrix_figure, scatter_figure] if f is not None]
-        parts += [figs.curves_figure(s.curves, FAMILY_LABEL[s.model.spec.family])
+        parts += [curves_figure(s.curves, FAMILY_LABEL[s.model.spec.family])
                   for s in sections if s.curves]
         if agreement and "spearman" in agreement:
-            parts.append(figs.agreement_heatmap(agreement["names"], agreement["spearman"],
-                                                "Spearman rank correlation"))
+            parts.append(agreement_heatmap(agreement["names"], agreement["spearman"],
+                                           "Spearman rank correlation"))
         try:
             with st.spinner("Rendering with kaleido..."):
-                st.session_state["cmp_png"] = (digest, figs.comparison_png(parts))
-        except figs.ExportUnavailable as error:
+                st.session_state["cmp_png"] = (digest, comparison_png(parts))
+        except ExportUnavailable as error:
             st.warning(str(error))
     png = st.session_state.get("cmp_png")
     if png and png[0] == digest:

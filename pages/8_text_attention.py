@@ -7,9 +7,9 @@ import pandas as pd
 import streamlit as st
 
 from dashboard import state, ui
-from xai_core import figures_text as ft
 from xai_core import text
-from xai_core import text_metrics as tm
+from xai_core.figures import text as ft
+from xai_core.metrics import text as tm
 from xai_core.models import get_spec, specs_of_family
 
 # title -> (sentence to inspect, second sentence for the similarity target)

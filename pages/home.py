@@ -4,7 +4,8 @@ import streamlit as st
 
 from dashboard import state, ui
 from xai_core import pipeline
-from xai_core.figures import image_figure, prediction_bars
+from xai_core.figures.curves import prediction_bars
+from xai_core.figures.overlays import image_figure
 from xai_core.model_card import model_card
 
 st.title("ViT Lens")

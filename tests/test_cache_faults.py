@@ -25,7 +25,7 @@ import safetensors.torch
 
 from apptest_helpers import open_app
 from xai_core.cli import main as cli_main
-from xai_core.models import disk_cache, loaders
+from xai_core.models import disk_cache, loaders, settings
 
 ROOT = Path(__file__).resolve().parent.parent
 PREDICT = ["predict", "--model", "dinov2-s14", "--image", "sample:chelsea", "--topk", "3",
@@ -36,7 +36,7 @@ PREDICT = ["predict", "--model", "dinov2-s14", "--image", "sample:chelsea", "--t
 def fresh(monkeypatch, tmp_path):
     """An empty cache folder, no model loaded yet in this process, no cache notice."""
     folder = tmp_path / "cache"
-    monkeypatch.setenv(loaders.CACHE_ENV, str(folder))
+    monkeypatch.setenv(settings.CACHE_ENV, str(folder))
     monkeypatch.setattr(loaders, "_models", {})  # the process's models come back afterwards
     disk_cache.forget()
     from xai_core import pipeline
@@ -66,7 +66,7 @@ def one_warning(err: str, reason: str, folder: Path) -> None:
     assert len(lines) == 1 and err.endswith("\n"), err
     assert lines[0].startswith("warning: Nothing new can be cached on disk")
     assert str(folder) in lines[0] and reason in lines[0]
-    assert f"Set {loaders.CACHE_ENV}" in lines[0] and f"{disk_cache.SPACE_NEEDED_MB} MB" in lines[0]
+    assert f"Set {settings.CACHE_ENV}" in lines[0] and f"{disk_cache.SPACE_NEEDED_MB} MB" in lines[0]
 
 
 @pytest.mark.parametrize("code", [errno.ENOSPC, errno.EROFS], ids=["full", "read-only"])
@@ -114,7 +114,7 @@ def test_health_and_warmup_report_an_unwritable_cache(fresh, monkeypatch, capsys
     blocker = tmp_path / "a-file"
     blocker.write_text("not a folder")
     folder = blocker / "cache"  # mkdir fails for real: Not a directory, root or not
-    monkeypatch.setenv(loaders.CACHE_ENV, str(folder))
+    monkeypatch.setenv(settings.CACHE_ENV, str(folder))
     reason = f"{os.strerror(errno.ENOTDIR)} (errno {errno.ENOTDIR})"
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Health)
     threading.Thread(target=server.serve_forever, daemon=True).start()
@@ -156,7 +156,7 @@ def cli_in_namespace(setup: str, folder: Path) -> subprocess.Popen:
     """`predict` with the cache at `folder` after `setup` (mount commands), all in a mount
     namespace of its own; then list what the folder holds, as the namespace sees it."""
     env = dict(os.environ, HF_HUB_OFFLINE="1", VIT_LENS_DEVICE="cpu", OMP_NUM_THREADS="1",
-               **{loaders.CACHE_ENV: str(folder)})
+               **{settings.CACHE_ENV: str(folder)})
     command = (f"{setup} && {sys.executable} -m xai_core {' '.join(PREDICT)}; "
                f"echo \"rc=$?\"; ls -A {folder}")
     return subprocess.Popen(["unshare", "-m", "sh", "-c", command], cwd=ROOT, env=env,

@@ -28,7 +28,7 @@ from single_thread import one_torch_thread
 from tiny_models import images, tiny_cnn, tiny_vit
 from xai_core import pipeline
 from xai_core.methods import METHODS, ExplainRequest, Options
-from xai_core.metrics import faithfulness
+from xai_core.metrics.faithfulness import faithfulness
 
 import xai_core.methods  # noqa: E402
 

@@ -12,10 +12,10 @@ import torch
 from timm.models.cait import Cait
 
 from xai_core.capture import run_capture, transformer_blocks
-from xai_core.cli import main as cli_main
+from xai_core.cli.main import main as cli_main
 from xai_core.images import load_sample
-from xai_core.knn import MemoryBank
-from xai_core.methods import daam
+from xai_core.models.knn import MemoryBank
+from xai_core.methods import daam, daam_knn, daam_sanity
 from xai_core.models import get_model
 
 
@@ -32,7 +32,7 @@ def dinov2():
 
 def test_identity_sum_of_decomposition_is_cls_context_dinov2(dinov2):
     model, image, _, result = dinov2
-    weights, capture = daam.knn_capture(model, image, result.target)
+    weights, capture = daam_knn.knn_capture(model, image, result.target)
     assert weights is result.knn
     blocks = daam.flow_blocks(capture)
     assert len(blocks) == 12
@@ -53,7 +53,7 @@ def test_accumulation_is_monotone_and_sums_the_blocks(dinov2):
 
 def test_knn_backward_starts_from_the_eq13_weights(dinov2):
     model, image, _, result = dinov2
-    weights, capture = daam.knn_capture(model, image, result.target)
+    weights, capture = daam_knn.knn_capture(model, image, result.target)
     assert weights is result.knn
     feature = capture.output[0].double()
     w = torch.as_tensor(result.knn.weights).double()
@@ -67,12 +67,12 @@ def test_knn_backward_starts_from_the_eq13_weights(dinov2):
 def test_cascading_randomisation_breaks_the_map_and_spares_the_shared_model(dinov2):
     model, image, target, result = dinov2
     before = [layer.weight.clone() for _, block in transformer_blocks(model.module)
-              for layer in daam.attention_linears(block)]
-    check = daam.cascading_randomisation(model, image, target, steps=[1])
+              for layer in daam_sanity.attention_linears(block)]
+    check = daam_sanity.cascading_randomisation(model, image, target, steps=[1])
     assert check.first_randomised == [1] and check.num_blocks == 12
     assert check.rho[0] < 0.5  # fully randomised attention: the map is gone
     after = [layer.weight for _, block in transformer_blocks(model.module)
-             for layer in daam.attention_linears(block)]
+             for layer in daam_sanity.attention_linears(block)]
     assert all(torch.equal(a, b) for a, b in zip(before, after))
     np.testing.assert_array_equal(check.original, result.D[-1])
 
@@ -207,18 +207,18 @@ def eq13_by_hand(feature, members, formula):
     return [max(r, 0.0) for r in raw], raw
 
 
-@pytest.mark.parametrize("formula", daam.KNN_FORMULAS)
+@pytest.mark.parametrize("formula", daam_knn.KNN_FORMULAS)
 def test_eq13_weights_on_hand_made_bank(formula):
     bank = hand_bank()
     # k = 3: the nearest are rows 0 (a), 1 (a), 3 (b); class "a" votes with rows 0 and 1.
-    weights = daam.knn_weights(bank, torch.tensor(FEATURE), 0, formula, k=3)
+    weights = daam_knn.knn_weights(bank, torch.tensor(FEATURE), 0, formula, k=3)
     assert [n.index for n in weights.neighbours] == [0, 1, 3]
     assert [v.index for v in weights.voters] == [0, 1] and not weights.fallback
     expected, raw = eq13_by_hand(FEATURE, [[1, 0, 0], [0.6, 0.8, 0]], formula)
     np.testing.assert_allclose(weights.weights, expected, atol=1e-6)
     np.testing.assert_allclose(weights.raw, raw, atol=1e-6)
     # Class "b" has one voter (row 3) among the 3 nearest.
-    single = daam.knn_weights(bank, torch.tensor(FEATURE), 1, formula, k=3)
+    single = daam_knn.knn_weights(bank, torch.tensor(FEATURE), 1, formula, k=3)
     assert [v.index for v in single.voters] == [3]
     np.testing.assert_allclose(single.weights, eq13_by_hand(FEATURE, [[0, 0.6, 0.8]],
                                                             formula)[0], atol=1e-6)
@@ -226,15 +226,15 @@ def test_eq13_weights_on_hand_made_bank(formula):
 
 def test_eq13_formulas_differ_and_fallback_uses_the_class_nearest():
     bank = hand_bank()
-    official = daam.knn_weights(bank, torch.tensor(FEATURE), 0, "official", k=3)
-    paper = daam.knn_weights(bank, torch.tensor(FEATURE), 0, "paper", k=3)
+    official = daam_knn.knn_weights(bank, torch.tensor(FEATURE), 0, "official", k=3)
+    paper = daam_knn.knn_weights(bank, torch.tensor(FEATURE), 0, "paper", k=3)
     assert np.abs(official.raw - paper.raw).max() > 0.01  # two voters, different cosines
     # k = 2: no "b" among the nearest (rows 0, 1): use b's own nearest, row 3 then row 2.
-    fallback = daam.knn_weights(bank, torch.tensor(FEATURE), 1, "official", k=2)
+    fallback = daam_knn.knn_weights(bank, torch.tensor(FEATURE), 1, "official", k=2)
     assert fallback.fallback and [v.index for v in fallback.voters] == [3, 2]
     np.testing.assert_allclose(fallback.weights, eq13_by_hand(
         FEATURE, [[0, 0.6, 0.8], [0, 0, 1]], "official")[0], atol=1e-6)
-    rows = daam.voter_rows(fallback)
+    rows = daam_knn.voter_rows(fallback)
     assert [r["used for w"] for r in rows] == ["", "", "yes (outside the vote)",
                                                "yes (outside the vote)"]
 
@@ -242,7 +242,7 @@ def test_eq13_formulas_differ_and_fallback_uses_the_class_nearest():
 def test_weighted_score_gradient_is_the_weights():
     w = np.array([0.0, 0.5, 1.0], dtype=np.float32)
     output = torch.randn(1, 3, requires_grad=True)
-    (grad,) = torch.autograd.grad(daam.weighted_output_score(w)(output), output)
+    (grad,) = torch.autograd.grad(daam_knn.weighted_output_score(w)(output), output)
     np.testing.assert_allclose(grad[0].numpy(), w)
 
 
@@ -270,12 +270,12 @@ def test_randomised_copies_cascade_top_down():
     state = lambda m: {k: v.clone() for k, v in m.state_dict().items()}  # noqa: E731
     reference = state(original)
     seen = []
-    for first, randomised in daam.randomised_copies(module, [2, 4], seed=0):
+    for first, randomised in daam_sanity.randomised_copies(module, [2, 4], seed=0):
         now = state(randomised)
         changed = {int(k.split(".")[1]) + 1 for k in now
                    if not torch.equal(now[k], reference[k])}
         kinds = {k.split(".")[2] for k in now if not torch.equal(now[k], reference[k])}
         seen.append((first, changed, kinds))
     assert seen == [(4, {4}, {"attn"}), (2, {2, 3, 4}, {"attn"})]
-    assert daam.sanity_steps(12) == [12, 9, 6, 3, 1]
-    assert daam.sanity_steps(2) == [2, 1]
+    assert daam_sanity.sanity_steps(12) == [12, 9, 6, 3, 1]
+    assert daam_sanity.sanity_steps(2) == [2, 1]

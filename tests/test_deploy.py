@@ -9,7 +9,7 @@ import socket
 import tomllib
 from pathlib import Path
 
-from xai_core.cli import main as cli_main
+from xai_core.cli.main import main as cli_main
 
 ROOT = Path(__file__).resolve().parent.parent
 NGINX = (ROOT / "deploy" / "nginx" / "vit-lens.conf").read_text()

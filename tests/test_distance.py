@@ -211,7 +211,7 @@ def test_efficientnet_lite0_stage_receptive_fields_match_gradients():
 def test_cli_distance(tmp_path):
     import json
 
-    from xai_core import cli
+    from xai_core.cli import main as cli
 
     out = tmp_path / "mad.npz"
     assert cli.main(["explain", "--model", "deit-s16-distilled", "--random-weights",

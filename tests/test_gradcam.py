@@ -18,7 +18,7 @@ from pytorch_grad_cam import GradCAM
 
 from xai_core import pipeline
 from xai_core.capture import run_capture
-from xai_core.cli import main
+from xai_core.cli.main import main
 from xai_core.images import load_sample
 from xai_core.methods import METHODS, gradcam, vit_gradcam
 from xai_core.methods.gradcam import run_library_cam

@@ -18,7 +18,7 @@ from hostile_corpus import Case, corpus, matches
 from single_thread import one_torch_thread
 from streamlit.testing.v1 import AppTest
 
-from xai_core.cli import main as cli_main
+from xai_core.cli.main import main as cli_main
 
 ROOT = Path(__file__).resolve().parent.parent
 ENTRY = str(ROOT / "dashboard" / "app.py")

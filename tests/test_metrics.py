@@ -11,11 +11,13 @@ import numpy as np
 import pytest
 import torch
 
-from xai_core import metrics, pipeline
-from xai_core.cli import main
+from xai_core import maps, pipeline
+from xai_core.cli.main import main
+from xai_core.errors import OptionError
 from xai_core.images import load_sample
-from xai_core.knn import class_score
+from xai_core.metrics import agreement, faithfulness, localisation
 from xai_core.models import get_model
+from xai_core.models.knn import class_score
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +47,8 @@ def test_curves_start_and_end_at_the_right_scores_and_auc_is_the_trapezoid(cnn):
     mean_colour = pixels.mean(dim=(2, 3), keepdim=True).expand_as(pixels)
     empty = probability(model, mean_colour, target)
     for metric, first, last in (("deletion", full, empty), ("insertion", empty, full)):
-        curve = metrics.faithfulness(model, image, cam, metric, target, baseline="mean", steps=5)
+        curve = faithfulness.faithfulness(model, image, cam, metric, target, baseline="mean",
+                                          steps=5)
         assert np.allclose(curve.fractions, [0, 0.2, 0.4, 0.6, 0.8, 1.0])
         assert curve.scores[0] == pytest.approx(first, abs=1e-5)
         assert curve.scores[-1] == pytest.approx(last, abs=1e-5)
@@ -58,7 +61,7 @@ def test_curves_start_and_end_at_the_right_scores_and_auc_is_the_trapezoid(cnn):
 def test_positive_perturbation_blanks_the_top_cells(cnn):
     """Step 2 of 5 blanks the 40 % most relevant cells (20 of 49) to model-input zeros."""
     model, image, target, cam, pixels = cnn
-    curve = metrics.faithfulness(model, image, cam, "pos-perturb", target, "zeros", steps=5)
+    curve = faithfulness.faithfulness(model, image, cam, "pos-perturb", target, "zeros", steps=5)
     assert np.allclose(curve.fractions, [0, 0.2, 0.4, 0.6, 0.8])
     rows, cols = cam.shape
     height, width = pixels.shape[-2:]
@@ -71,7 +74,7 @@ def test_positive_perturbation_blanks_the_top_cells(cnn):
     assert curve.scores[2] == pytest.approx(probability(model, manual, target), abs=1e-5)
     assert curve.baseline_score == pytest.approx(
         probability(model, torch.zeros_like(pixels), target), abs=1e-5)
-    negative = metrics.faithfulness(model, image, cam, "neg-perturb", target, "zeros", steps=5)
+    negative = faithfulness.faithfulness(model, image, cam, "neg-perturb", target, "zeros", steps=5)
     assert negative.auc > curve.auc  # blanking the least relevant cells hurts less
 
 
@@ -82,19 +85,19 @@ def test_gradcam_beats_random_maps(cnn):
     rng = np.random.default_rng(7)
     randoms = [rng.random(cam.shape) for _ in range(3)]
     for metric, better in (("deletion", np.less), ("insertion", np.greater)):
-        own = metrics.faithfulness(model, image, cam, metric, target, "zeros", steps=8).auc
-        chance = np.mean([metrics.faithfulness(model, image, r, metric, target, "zeros",
+        own = faithfulness.faithfulness(model, image, cam, metric, target, "zeros", steps=8).auc
+        chance = np.mean([faithfulness.faithfulness(model, image, r, metric, target, "zeros",
                                                steps=8).auc for r in randoms])
         assert better(own, chance), (metric, own, chance)
 
 
 def test_batched_equals_one_at_a_time_and_is_deterministic(cnn):
     model, _, target, cam, pixels = cnn
-    scorer = metrics.class_scorer(model, target)
-    kind = metrics.score_kind(model)
+    scorer = faithfulness.class_scorer(model, target)
+    kind = faithfulness.score_kind(model)
 
     def run(batch_size):
-        return metrics.compute_curve(model, pixels, cam, "deletion", scorer, target, kind,
+        return faithfulness.compute_curve(model, pixels, cam, "deletion", scorer, target, kind,
                                      "blur", steps=4, batch_size=batch_size)
 
     single, batched, again = run(1), run(16), run(16)
@@ -106,14 +109,14 @@ def test_batched_equals_one_at_a_time_and_is_deterministic(cnn):
 def test_spearman_and_top_k_overlap():
     rng = np.random.default_rng(0)
     a = rng.random((16, 16))
-    assert metrics.spearman(a, a) == pytest.approx(1.0)
-    assert metrics.spearman(a, -a) == pytest.approx(-1.0)
-    assert metrics.top_k_overlap(a, a, 10) == 1.0
-    assert metrics.top_k_overlap(a, -a, 10) == 0.0
+    assert agreement.spearman(a, a) == pytest.approx(1.0)
+    assert agreement.spearman(a, -a) == pytest.approx(-1.0)
+    assert agreement.top_k_overlap(a, a, 10) == 1.0
+    assert agreement.top_k_overlap(a, -a, 10) == 0.0
     # a 7x7 map and its bilinear 16x16 version rank the same way almost everywhere
     coarse = np.add.outer(np.arange(7.0), np.arange(7.0))
-    assert metrics.spearman(coarse, metrics.upsample(coarse, (16, 16))) == pytest.approx(1.0)
-    names, rho, overlap = metrics.agreement_matrices({"a": a, "b": -a, "c": a}, 10)
+    assert agreement.spearman(coarse, maps.upsample(coarse, (16, 16))) == pytest.approx(1.0)
+    names, rho, overlap = agreement.agreement_matrices({"a": a, "b": -a, "c": a}, 10)
     assert names == ["a", "b", "c"]
     assert rho[0, 1] == pytest.approx(-1) and rho[0, 2] == pytest.approx(1)
     assert overlap[1, 2] == 0 and np.allclose(rho, rho.T)
@@ -125,8 +128,8 @@ def test_localisation_box_iou_and_pointing_game():
     grid[2:6, 3:9] = 1.0  # 4x6 cells
     grid[10:12, 10:12] = 0.8  # 2x2 cells
     size = (224, 224)
-    box = metrics.largest_region_box(grid, size)
-    values = metrics.upsample(grid, size)
+    box = localisation.largest_region_box(grid, size)
+    values = maps.upsample(grid, size)
     mask = values >= 0.1 * values.max()
     from scipy import ndimage
 
@@ -139,23 +142,23 @@ def test_localisation_box_iou_and_pointing_game():
     truth[given[1]:given[3], given[0]:given[2]] = True
     found = np.zeros(size, bool)
     found[box[1]:box[3], box[0]:box[2]] = True
-    result = metrics.localise(grid, size, given)
+    result = localisation.localise(grid, size, given)
     assert result.iou == pytest.approx((truth & found).sum() / (truth | found).sum())
     assert result.correct == (result.iou >= 0.5)
     assert result.pointing_hit
-    assert not metrics.localise(grid, size, (200, 0, 224, 20)).pointing_hit
-    with pytest.raises(metrics.OptionError):
-        metrics.localise(grid, size, (50, 50, 40, 60))
+    assert not localisation.localise(grid, size, (200, 0, 224, 20)).pointing_hit
+    with pytest.raises(OptionError):
+        localisation.localise(grid, size, (50, 50, 40, 60))
 
 
 def test_bad_options_are_refused(cnn):
     model, image, target, cam, _ = cnn
-    with pytest.raises(metrics.OptionError):
-        metrics.faithfulness(model, image, cam, "deletion", target, "noise", steps=5)
-    with pytest.raises(metrics.OptionError):
-        metrics.faithfulness(model, image, cam, "deletion", target, "zeros", steps=1)
+    with pytest.raises(OptionError):
+        faithfulness.faithfulness(model, image, cam, "deletion", target, "noise", steps=5)
+    with pytest.raises(OptionError):
+        faithfulness.faithfulness(model, image, cam, "deletion", target, "zeros", steps=1)
     with pytest.raises(ValueError):
-        metrics.faithfulness(model, image, np.full((7, 7), np.nan), "deletion", target)
+        faithfulness.faithfulness(model, image, np.full((7, 7), np.nan), "deletion", target)
 
 
 def test_cli_metrics_on_dinov2_uses_the_knn_class_score(capsys):

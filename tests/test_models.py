@@ -47,8 +47,8 @@ def test_knn_probabilities_sum_to_one_and_neighbours_are_sorted(dinov2):
 
 
 def test_adding_a_user_example_changes_only_a_new_bank(dinov2):
-    from xai_core.heads import KnnHead
-    from xai_core.knn import embed_images
+    from xai_core.models.heads import KnnHead
+    from xai_core.models.knn import embed_images
 
     bank = dinov2.head.bank
     image = pipeline.prepare(dinov2, load_sample("collage")).model_image

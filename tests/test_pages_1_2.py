@@ -14,7 +14,7 @@ from streamlit.testing.v1 import AppTest
 
 from xai_core import pipeline
 from xai_core import toy_attention as toy
-from xai_core.figures_tokens import clicked_index
+from xai_core.figures.clicks import clicked_index
 from xai_core.images import load_sample
 from xai_core.methods.attention import query_attention
 from xai_core.models import get_model

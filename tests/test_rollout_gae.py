@@ -8,7 +8,8 @@ import pytest
 import timm
 import torch
 
-from xai_core import cli, pipeline
+from xai_core import pipeline
+from xai_core.cli import main as cli
 from xai_core.capture import run_capture
 from xai_core.images import load_sample
 from xai_core.methods import gae, rollout

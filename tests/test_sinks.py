@@ -8,8 +8,9 @@ import pytest
 import timm
 import torch
 
-from xai_core import cli, pipeline
+from xai_core import pipeline
 from xai_core.capture import BlockRecord, Capture, TokenLayout, run_capture
+from xai_core.cli import main as cli
 from xai_core.images import SAMPLES, load_sample
 from xai_core.methods import METHODS, ExplainRequest, Options, rollout
 from xai_core.models import get_model

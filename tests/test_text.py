@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 import torch
 
-from xai_core import figures_text, text
-from xai_core import text_metrics as tm
+from xai_core import text
+from xai_core.figures import text as figures_text
+from xai_core.metrics import text as tm
 from xai_core.models import get_model
 
 SENTENCE = "The animal didn't cross the street because it was too tired."

@@ -12,7 +12,7 @@ from timm.layers import PatchEmbed
 
 from xai_core import pipeline, tokens
 from xai_core.images import load_sample
-from xai_core.knn import Neighbour
+from xai_core.models.knn import Neighbour
 from xai_core.models import get_model
 
 

@@ -10,8 +10,8 @@ import torch
 from PIL import Image
 
 from xai_core.capture import conv_layer_names
-from xai_core.heads import ImageNetHead, KnnHead
-from xai_core.knn import build_gallery_bank
+from xai_core.models.heads import ImageNetHead, KnnHead
+from xai_core.models.knn import build_gallery_bank
 from xai_core.models import LoadedModel, ModelSpec
 
 SIZE = 64  # model input side: 4x4 patches of 16 px

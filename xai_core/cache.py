@@ -1,8 +1,8 @@
-"""A thread-safe LRU cache bounded by entries and by bytes.
+"""A thread-safe LRU cache bounded by entries and by bytes, and the one way to key it.
 
-Captures are keyed by content (model, image sha256, target, options), so one
-session's entry is a correct answer for any other session asking the same
-question: sharing them leaks nothing and saves the GPU from repeating work.
+Results are keyed by content (`cache_key`: model, weights, head, image digest, then the
+question's own settings), so one session's entry is a correct answer for any other session
+asking the same question: sharing them leaks nothing and saves the GPU from repeating work.
 Values must be treated as read-only by callers.
 """
 
@@ -14,6 +14,17 @@ from typing import Any, Callable, Hashable
 
 import numpy as np
 import torch
+
+
+def cache_key(kind: str, model, *details: Hashable, image: str | None = None,
+              head=None) -> tuple:
+    """The key of a cached result: what it is (`kind`), the model's id and whether its weights
+    are random, the fingerprint of the head that scored it (None when no head matters; a
+    session's own k-NN bank has its own fingerprint, so it never gets another bank's result),
+    the digest of the original image (None for results about the model alone), then
+    everything else the result depends on (`details`)."""
+    return (kind, model.spec.id, model.random_weights,
+            None if head is None else head.fingerprint(), image, *details)
 
 
 def approximate_bytes(value: Any) -> int:

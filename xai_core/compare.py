@@ -22,8 +22,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .cache import cache_key
+from .capture import CaptureError
+from .cli.common import run_meta
+from .errors import OptionError
 from .methods import METHODS, ExplainRequest, MethodInfo, Options
-from .pipeline import CAPTURE_CACHE, prepare
+from .metrics.localisation import localise
+from .pipeline import CAPTURE_CACHE, TargetError, prepare
 
 # Registered methods listed on the page but not chosen by default, and why.
 OFF_BY_DEFAULT = {
@@ -117,17 +122,11 @@ def run_method(model, image, name: str, target: int | None, head=None,
     """Run one registered method with its default (or given) options, measured and cached.
     User-facing failures (a method that cannot handle this model) come back as
     `MethodRun.error` instead of raising, so one method cannot break the page."""
-    from .capture import CaptureError
-    from .methods import OptionError
-    from .pipeline import TargetError
-
     info = METHODS[name]
     target = target if info.needs_target else None
     prepared = prepare(model, image)
-    chosen_head = head or model.head
-    head_key = chosen_head.fingerprint() if chosen_head is not None else None
-    key = ("compare-run", model.spec.id, model.random_weights, prepared.sha256, name, target,
-           head_key, json.dumps(options or {}, sort_keys=True))
+    key = cache_key("compare-run", model, name, target, json.dumps(options or {}, sort_keys=True),
+                    image=prepared.sha256, head=head or model.head)
 
     def compute() -> MethodRun:
         run = MethodRun(name, info.family, info.summary, target, None)
@@ -194,8 +193,8 @@ class ModelSection:
     target_label: str | None
     score_kind: str | None
     runs: list[MethodRun]
-    curves: dict = field(default_factory=dict)  # (method, metric) -> metrics.Curve
-    localisation: dict = field(default_factory=dict)  # method -> metrics.Localisation
+    curves: dict = field(default_factory=dict)  # (method, metric) -> faithfulness.Curve
+    localisation: dict = field(default_factory=dict)  # method -> localisation.Localisation
 
 
 def manifest(image, sections: list[ModelSection], settings: dict, agreement: dict | None) -> dict:
@@ -203,11 +202,9 @@ def manifest(image, sections: list[ModelSection], settings: dict, agreement: dic
     import plotly
     import scipy
 
-    from .cli import _meta
-
     models = []
     for section in sections:
-        meta = _meta(section.model, image, {
+        meta = run_meta(section.model, image, {
             "target": section.target, "target_label": section.target_label,
             "score": section.score_kind,
             "methods": [{"name": r.name, "options": "defaults", "target": r.target,
@@ -259,8 +256,6 @@ def scale_box(box, from_size: tuple[int, int], to_size: tuple[int, int]) -> list
 
 def localise_section(section: ModelSection, box, box_size: tuple[int, int]) -> dict:
     """Localisation of every map of a section against a box typed on a `box_size` input."""
-    from .metrics import localise
-
     size = tuple(section.model.spec.input_size)
     scaled = scale_box(box, box_size, size)
     section.localisation = {run.name: localise(run.map, size, scaled)

@@ -21,6 +21,7 @@ from typing import Callable, TypeVar
 import torch
 
 from .locks import FairLock
+from .pipeline import CAPTURE_CACHE
 
 T = TypeVar("T")
 StopCheck = Callable[[], bool]
@@ -47,8 +48,6 @@ def is_out_of_memory(error: BaseException) -> bool:
 
 def free_memory(failed_traceback=None) -> None:
     """Drop the failed call's tensors, the shared capture cache and CUDA's cached blocks."""
-    from .pipeline import CAPTURE_CACHE
-
     if failed_traceback is not None:
         traceback.clear_frames(failed_traceback)  # finished frames still hold activations
     CAPTURE_CACHE.clear()

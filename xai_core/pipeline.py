@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import torch
 from PIL import Image
 
-from .cache import BoundedCache
+from .cache import BoundedCache, cache_key
 from .capture import Capture, CnnCapture, capture, capture_cnn
 from .images import fit_to_model, image_sha256, to_model_tensor
 
@@ -40,7 +40,7 @@ def prepare(model, image: Image.Image) -> PreparedInput:
         fitted = fit_to_model(image, spec.input_size, spec.crop_pct, spec.interpolation)
         return PreparedInput(fitted, to_model_tensor(fitted, spec.mean, spec.std), sha)
 
-    key = ("prepared", spec.input_size, spec.crop_pct, spec.interpolation, spec.mean, spec.std, sha)
+    key = cache_key("prepared", model, image=sha)
     return CAPTURE_CACHE.get_or_compute(key, fit)
 
 
@@ -73,7 +73,7 @@ def _plain_output(model, pixels: torch.Tensor) -> torch.Tensor:
 def model_output(model, image: Image.Image) -> torch.Tensor:
     """The model's raw output (logits, or CLS features) for one image, cached."""
     prepared = prepare(model, image)
-    key = ("output", model.spec.id, model.random_weights, prepared.sha256)
+    key = cache_key("output", model, image=prepared.sha256)
     return CAPTURE_CACHE.get_or_compute(key, lambda: _plain_output(model, prepared.pixels))
 
 
@@ -121,18 +121,20 @@ def _class_by_name(names: list[str], wanted: str) -> int:
 def vit_capture(model, image: Image.Image, target: int | None = None, head=None) -> Capture:
     """One forward (+ one backward for a target class index) of a ViT, cached."""
     prepared = prepare(model, image)
-    head_key = score_fn = None
+    score_fn = None
     if target is not None:  # only a backward pass depends on the head
         head = head_of(model, head)
-        head_key, score_fn = head.fingerprint(), head.score_fn(target)
-    key = ("vit", model.spec.id, model.random_weights, prepared.sha256, target, head_key)
+        score_fn = head.score_fn(target)
+    key = cache_key("vit", model, target, image=prepared.sha256,
+                    head=None if target is None else head)
     return CAPTURE_CACHE.get_or_compute(key, lambda: capture(model, prepared.pixels, score_fn))
 
 
 def cnn_capture(model, image: Image.Image, target: int, layer: str | None = None) -> CnnCapture:
     prepared = prepare(model, image)
     layer = layer or model.spec.cnn_target_layer
-    key = ("cnn", model.spec.id, model.random_weights, prepared.sha256, target, layer)
-    score_fn = head_of(model).score_fn(target)
+    head = head_of(model)
+    key = cache_key("cnn", model, target, layer, image=prepared.sha256, head=head)
+    score_fn = head.score_fn(target)
     return CAPTURE_CACHE.get_or_compute(
         key, lambda: capture_cnn(model, prepared.pixels, layer, score_fn))

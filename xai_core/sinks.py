@@ -28,8 +28,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .cache import BoundedCache
+from .cache import BoundedCache, cache_key
 from .capture import Capture, CaptureError
+from .pipeline import prepare, vit_capture
+from .tokens import prefix_token_names
 
 # Analyses of recent images (about 0.2 MB each for a ViT-S at 224 px).
 SINK_CACHE = BoundedCache(max_entries=64, max_bytes=32 * 2**20)
@@ -139,10 +141,7 @@ def analyse_sinks(capture: Capture, prefix_names: list[str] | None = None) -> Si
 
 def image_sinks(model, image) -> SinkAnalysis:
     """`analyse_sinks` of one image from the shared capture, memoised (about 0.2 MB)."""
-    from .pipeline import prepare, vit_capture
-    from .tokens import prefix_token_names
-
-    key = (model.spec.id, model.random_weights, prepare(model, image).sha256)
+    key = cache_key("sinks", model, image=prepare(model, image).sha256)
     return SINK_CACHE.get_or_compute(key, lambda: analyse_sinks(
         vit_capture(model, image), prefix_token_names(model.module)))
 

@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from .cache import cache_key
 from .models import DEFAULT_TEXT, get_model
 from .pipeline import CAPTURE_CACHE
 
@@ -200,7 +201,7 @@ def text_capture(model, text: str) -> TextCapture:
     """Tokenise and run one forward with attentions and hidden states (cached by text)."""
     tokenised = tokenise(model, text)
     pooling_mode(model)  # refuses a model whose embedding is not mean pooling
-    key = ("text", model.spec.id, tokenised.text)
+    key = cache_key("text", model, tokenised.text)
     return CAPTURE_CACHE.get_or_compute(key, lambda: _run_capture(model, tokenised))
 
 
@@ -244,7 +245,7 @@ def gradient_importance(model, text: str, reference: str) -> TokenImportance:
     """
     tokenised = tokenise(model, text)
     reference_capture = text_capture(model, reference)  # before taking the lock: not reentrant
-    key = ("text-grad", model.spec.id, tokenised.text, reference_capture.tokenised.text)
+    key = cache_key("text-grad", model, tokenised.text, reference_capture.tokenised.text)
 
     def compute() -> TokenImportance:
         started = time.perf_counter()

@@ -14,6 +14,8 @@ from functools import lru_cache
 import numpy as np
 import torch
 
+from .cache import cache_key
+from .images import SAMPLES, load_sample
 from .pipeline import CAPTURE_CACHE
 
 
@@ -157,7 +159,7 @@ def patch_embedding_pca(module: torch.nn.Module, components: int = 28) -> Embedd
 
 
 def cached_embedding_pca(model, components: int = 28) -> EmbeddingPCA:
-    key = ("tokens-pca", model.spec.id, model.random_weights, components)
+    key = cache_key("tokens-pca", model, components)
     return CAPTURE_CACHE.get_or_compute(key, lambda: patch_embedding_pca(model.module, components))
 
 
@@ -200,7 +202,7 @@ def position_similarity(module: torch.nn.Module) -> PositionSimilarity:
 
 
 def cached_position_similarity(model) -> PositionSimilarity:
-    key = ("tokens-possim", model.spec.id, model.random_weights)
+    key = cache_key("tokens-possim", model)
     return CAPTURE_CACHE.get_or_compute(key, lambda: position_similarity(model.module))
 
 
@@ -217,8 +219,6 @@ class NeighbourView:
 
 def describe_neighbours(neighbours) -> list[NeighbourView]:
     """Bank sources look like "chelsea#3" (sample id, view) or "upload:ab12cd34#0"."""
-    from .images import SAMPLES
-
     described = []
     for n in neighbours:
         name, _, view = n.source.rpartition("#")
@@ -232,8 +232,6 @@ def describe_neighbours(neighbours) -> list[NeighbourView]:
 @lru_cache(maxsize=16)
 def sample_thumbnail(sample_id: str, side: int = 160):
     """A small copy of a gallery photo (shared, read-only)."""
-    from .images import load_sample
-
     image = load_sample(sample_id)
     image.thumbnail((side, side))
     return image

@@ -39,7 +39,7 @@ def app_env() -> dict[str, str]:
 
 
 def healthy(url: str) -> bool:
-    from xai_core.warmup import healthy as check
+    from xai_core.cli.warmup import healthy as check
 
     return check(url, timeout=2)
 

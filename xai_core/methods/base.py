@@ -14,9 +14,7 @@ from typing import Any, Callable
 import numpy as np
 from PIL import Image
 
-
-class OptionError(ValueError):
-    """A method option that is unknown or out of range (message in words)."""
+from ..errors import OptionError
 
 
 class Options:

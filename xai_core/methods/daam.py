@@ -23,27 +23,20 @@ with a [CLS] query), as in the paper's figure 5.
 
 from __future__ import annotations
 
-import copy
-import hashlib
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
-from ..capture import BlockRecord, Capture, CaptureError, run_capture, transformer_blocks
-from ..knn import KNN_K, KNN_TEMPERATURE, MemoryBank, Neighbour, knn_vote
+from ..cache import cache_key
+from ..capture import BlockRecord, Capture, CaptureError
+from ..capture import capture as run_model_capture
+from ..maps import min_max
 from ..pipeline import CAPTURE_CACHE, head_of, prepare, vit_capture
 from .base import ExplainRequest, ExplainResult, register
+from .daam_knn import KNN_FORMULAS, KnnWeights, knn_capture, knn_pass, weighted_output_score
 
-KNN_FORMULAS = ("official", "paper")
-KNN_FORMULA_NAMES = {
-    "official": "official code: mean over voters of x̂_d·ẑ_kd, divided by |their sum over d|, "
-                "then min-max to [0, 1]",
-    "paper": "paper eq. 13: mean over voters of x̂_d·ẑ_kd / |cos(x, z_k)|, then ReLU (eq. 14)",
-}
 CHANNEL_RELU = ("auto", "yes", "no")
 
 DISPLAY_MODES = {
@@ -94,92 +87,6 @@ def block_map(S: torch.Tensor, C: torch.Tensor, prefix: int, grid: tuple[int, in
     """L_b on the patch grid: ReLU of the channel-weighted sum over patch tokens."""
     weights = C.clamp(min=0) if channel_relu else C
     return (S[prefix:] @ weights).clamp(min=0).reshape(grid)
-
-
-@dataclass
-class KnnWeights:
-    """Eq. 13 for one image and one class of a k-NN memory bank."""
-
-    weights: np.ndarray  # (D,) what the backward uses as d(target)/d(output)
-    raw: np.ndarray  # (D,) before min-max / ReLU
-    formula: str
-    neighbours: list[Neighbour]  # the k nearest bank entries (the vote)
-    voters: list[Neighbour]  # the bank entries the weights were computed from
-    fallback: bool  # True: the class had no entry among the k nearest; its nearest were used
-    class_label: str
-
-    def fingerprint(self) -> str:
-        return hashlib.sha256(self.weights.astype(np.float32).tobytes()).hexdigest()[:16]
-
-
-def dimension_weights(feature: torch.Tensor, members: torch.Tensor,
-                      formula: str = "official") -> tuple[np.ndarray, np.ndarray]:
-    """Eq. 13 from a feature (D,) and the voting bank entries (K, D).
-
-    Returns (weights, raw). "official": the released code (products averaged over
-    voters, divided by |sum over d| = |mean cosine|, min-max to [0, 1]).
-    "paper": each voter's products divided by its own |cosine|, averaged; ReLU.
-    """
-    x = F.normalize(feature.detach().double().reshape(-1), dim=0)
-    z = F.normalize(members.detach().double().reshape(-1, x.numel()), dim=1)
-    products = x.unsqueeze(0) * z  # (K, D): x̂_d * ẑ_kd
-    if formula == "official":
-        mean = products.mean(0)
-        total = mean.sum().abs()
-        raw = mean / total if total > 0 else mean
-        span = raw.max() - raw.min()
-        weights = (raw - raw.min()) / span if span > 0 else torch.ones_like(raw)
-    elif formula == "paper":
-        cosine = products.sum(1, keepdim=True).abs().clamp(min=1e-12)
-        raw = (products / cosine).mean(0)
-        weights = raw.clamp(min=0)
-    else:
-        raise ValueError(f"Unknown eq. 13 formula '{formula}' ({', '.join(KNN_FORMULAS)}).")
-    return weights.float().numpy(), raw.float().numpy()
-
-
-def knn_weights(bank: MemoryBank, feature: torch.Tensor, class_index: int,
-                formula: str = "official", k: int = KNN_K,
-                temperature: float = KNN_TEMPERATURE) -> KnnWeights:
-    """The weights of eq. 13 from the target class's entries among the k nearest."""
-    _, neighbours = knn_vote(bank, feature, k, temperature)
-    label = bank.class_names[class_index]
-    voters = [n for n in neighbours if n.label == label]
-    fallback = not voters
-    if fallback:  # "where would it look for this class": its own nearest entries
-        query = F.normalize(feature.detach().float().reshape(1, -1), dim=1)[0]
-        rows = [i for i, l in enumerate(bank.labels) if l == label]
-        similarity = bank.features[rows] @ query
-        order = similarity.argsort(descending=True)[:k].tolist()
-        voters = [Neighbour(rows[i], label, bank.sources[rows[i]], float(similarity[i]))
-                  for i in order]
-    weights, raw = dimension_weights(feature, bank.features[[v.index for v in voters]], formula)
-    return KnnWeights(weights, raw, formula, neighbours, voters, fallback, label)
-
-
-def voter_rows(weights: KnnWeights) -> list[dict]:
-    """The k nearest bank entries, in vote order, marked when they shaped w."""
-    from ..tokens import describe_neighbours
-
-    used = {v.index for v in weights.voters}
-    rows = [{"rank": str(i + 1), "bank entry": view.source, "label": view.label,
-             "cosine": round(view.similarity, 4), "used for w": "yes" if n.index in used else ""}
-            for i, (n, view) in enumerate(zip(weights.neighbours,
-                                              describe_neighbours(weights.neighbours)))]
-    if weights.fallback:  # the class's own nearest entries, outside the vote
-        rows += [{"rank": "-", "bank entry": view.source, "label": view.label,
-                  "cosine": round(view.similarity, 4), "used for w": "yes (outside the vote)"}
-                 for view in describe_neighbours(weights.voters)]
-    return rows
-
-
-def weighted_output_score(weights: np.ndarray):
-    """score_fn(output) = <output, w>: its gradient at the output is w (eq. 13 -> 8)."""
-    vector = torch.as_tensor(weights, dtype=torch.float32)
-
-    def score(output: torch.Tensor) -> torch.Tensor:
-        return (output * vector.to(output.device, output.dtype)).sum()
-    return score
 
 
 # --- the result ------------------------------------------------------------------------------
@@ -279,35 +186,6 @@ def _resolve_relu(channel_relu: str, variant: str) -> bool:
     return channel_relu == "yes"
 
 
-def knn_pass(model, pixels: torch.Tensor, target: int, head,
-             formula: str = "official") -> tuple[KnnWeights, Capture]:
-    """ONE forward + backward for the k-NN variant: the weights of eq. 13 are computed
-    from the output inside the capture, and the backward starts from them
-    (score = <output, w>, so d score / d output = w)."""
-    from ..capture import capture as run_model_capture
-
-    found: dict[str, KnnWeights] = {}
-
-    def score(output: torch.Tensor) -> torch.Tensor:
-        found["weights"] = knn_weights(head.bank, output.detach()[0].float().cpu(), target,
-                                       formula)
-        return weighted_output_score(found["weights"].weights)(output)
-    capture = run_model_capture(model, pixels, score)
-    return found["weights"], capture
-
-
-def knn_capture(model, image, target: int, head=None,
-                formula: str = "official") -> tuple[KnnWeights, Capture]:
-    """`knn_pass`, cached. The key names everything w depends on (image, weights of the
-    model, bank fingerprint, class, formula), so equal keys mean equal w."""
-    head = head_of(model, head)
-    prepared = prepare(model, image)
-    key = ("daam-knn-capture", model.spec.id, model.random_weights, prepared.sha256, target,
-           head.fingerprint(), formula)
-    return CAPTURE_CACHE.get_or_compute(
-        key, lambda: knn_pass(model, prepared.pixels, target, head, formula))
-
-
 def _variant(head) -> str:
     return "knn" if head.kind == "knn" else "supervised"
 
@@ -326,8 +204,6 @@ def daam_result(capture: Capture, head, target: int, variant: str, relu: bool,
 def daam_uncached(model, pixels: torch.Tensor, target: int, head=None,
                   formula: str = "official", channel_relu: str = "auto") -> DaamResult:
     """DAAM for every block from one forward + one backward, no cache (benchmarks)."""
-    from ..capture import capture as run_model_capture
-
     started = time.perf_counter()
     head = head_of(model, head)
     variant = _variant(head)
@@ -347,9 +223,8 @@ def compute_daam(model, image, target: int, head=None, formula: str = "official"
     relu = _resolve_relu(channel_relu, variant)
     if formula not in KNN_FORMULAS:
         raise ValueError(f"Unknown eq. 13 formula '{formula}' ({', '.join(KNN_FORMULAS)}).")
-    sha = prepare(model, image).sha256
-    key = ("daam", model.spec.id, model.random_weights, sha, target, head.fingerprint(),
-           variant, formula if variant == "knn" else None, relu)
+    key = cache_key("daam", model, target, variant, formula if variant == "knn" else None, relu,
+                    image=prepare(model, image).sha256, head=head)
 
     def compute() -> DaamResult:
         started = time.perf_counter()
@@ -373,23 +248,16 @@ def result_score_fn(result: DaamResult, head):
 def display_frames(frames: np.ndarray, mode: str) -> np.ndarray:
     """Frames (B, rows, cols) scaled to [0, 1] for display, by one of DISPLAY_MODES."""
     frames = np.asarray(frames, dtype=np.float64)
+    each_frame = tuple(range(1, frames.ndim))
     if mode not in DISPLAY_MODES:
         raise ValueError(f"Unknown display mode '{mode}' ({', '.join(DISPLAY_MODES)}).")
     if mode == "official":
         top = frames.max()
         scaled = frames / top if top > 0 else np.zeros_like(frames)
-        return _min_max_each(1.0 / (1.0 + np.exp(-5.0 * scaled)) - 0.5)
+        return min_max(1.0 / (1.0 + np.exp(-5.0 * scaled)) - 0.5, each_frame)
     if mode == "frame":
-        return _min_max_each(frames)
-    low, high = frames.min(), frames.max()
-    return (frames - low) / (high - low) if high > low else np.zeros_like(frames)
-
-
-def _min_max_each(frames: np.ndarray) -> np.ndarray:
-    flat = frames.reshape(len(frames), -1)
-    low, high = flat.min(1, keepdims=True), flat.max(1, keepdims=True)
-    span = np.where(high > low, high - low, 1.0)
-    return ((flat - low) / span * (high > low)).reshape(frames.shape)
+        return min_max(frames, each_frame)
+    return min_max(frames)
 
 
 # --- channel inspector -----------------------------------------------------------------------
@@ -416,96 +284,6 @@ def top_channels(result: DaamResult, frame: int, count: int = 6) -> list[Channel
         views.append(ChannelView(channel, channel // head_dim, channel % head_dim,
                                  float(weights[channel]), feature, weights[channel] * feature))
     return views
-
-
-# --- sanity check (section 4.4): cascading randomisation --------------------------------------
-
-def sanity_steps(num_blocks: int, count: int = 4) -> list[int]:
-    """1-based first randomised block for each step, top down, ending with full (1).
-
-    12 blocks: [12, 9, 6, 3, 1] (the paper's 12, 9, 6, 3 plus full randomisation)."""
-    step = max(1, num_blocks // count)
-    firsts = [num_blocks - i * step for i in range(count) if num_blocks - i * step >= 1]
-    return list(dict.fromkeys(firsts + [1]))
-
-
-def attention_linears(block: torch.nn.Module) -> list[torch.nn.Linear]:
-    return [m for m in block.attn.modules() if isinstance(m, torch.nn.Linear)]
-
-
-@torch.no_grad()
-def randomise_attention(block: torch.nn.Module, seed: int) -> None:
-    """Scale-preserving Gaussian re-initialisation of the attention's linear layers
-    (each tensor gets N(0, its own std)); a local generator, never the global RNG."""
-    generator = torch.Generator().manual_seed(seed)
-    for layer in attention_linears(block):
-        for parameter in (layer.weight, layer.bias):
-            if parameter is None:
-                continue
-            std = float(parameter.float().std()) if parameter.numel() > 1 else 0.02
-            fresh = torch.randn(parameter.shape, generator=generator) * (std or 0.02)
-            parameter.copy_(fresh.to(parameter.device, parameter.dtype))
-
-
-@dataclass
-class SanityResult:
-    original: np.ndarray  # final accumulated map D_B of the trained model
-    maps: list[np.ndarray]  # final D_B after each step
-    first_randomised: list[int]  # 1-based block from which everything up to the top is random
-    num_blocks: int
-    rho: list[float]  # Spearman(original, step map)
-    seconds: float
-
-
-def private_copy(model) -> torch.nn.Module:
-    """A deep copy of the shared module, taken under its lock (hooks and flags are
-    shared state), so randomising it never touches what other sessions use."""
-    with model.lock:
-        return copy.deepcopy(model.module)
-
-
-def randomised_copies(module: torch.nn.Module, steps: list[int],
-                      seed: int = 0) -> Iterator[tuple[int, torch.nn.Module]]:
-    """Randomise `module` IN PLACE (pass a private copy), top down and cumulatively:
-    after the step for k, the attention linears of blocks k..B (1-based) are random.
-    Block n always gets seed*1000 + n, so a state does not depend on the path to it."""
-    blocks = [block for _, block in transformer_blocks(module)]
-    randomised = len(blocks) + 1  # blocks numbered >= this are random
-    for first in sorted(set(steps), reverse=True):
-        for number in range(first, randomised):
-            randomise_attention(blocks[number - 1], seed * 1000 + number)
-        randomised = min(randomised, first)
-        yield first, module
-
-
-def cascading_randomisation(model, image, target: int, head=None, formula: str = "official",
-                            channel_relu: str = "auto", steps: list[int] | None = None,
-                            seed: int = 0) -> SanityResult:
-    """Randomise attention linears from the top block down to block k (cumulative), and
-    compare the final DAAM map with the trained model's by rank correlation. Cached."""
-    head = head_of(model, head)
-    original = compute_daam(model, image, target, head, formula, channel_relu)
-    module_blocks = transformer_blocks(model.module)
-    steps = sorted(set(steps or sanity_steps(len(module_blocks))), reverse=True)
-    if any(not 1 <= k <= len(module_blocks) for k in steps):
-        raise ValueError(f"Sanity steps must lie in 1-{len(module_blocks)}.")
-    prepared = prepare(model, image)
-    key = ("daam-sanity", model.spec.id, model.random_weights, prepared.sha256, target,
-           head.fingerprint(), formula, original.channel_relu, tuple(steps), seed)
-
-    def compute() -> SanityResult:
-        from ..metrics import spearman  # (metrics imports the methods package)
-
-        started = time.perf_counter()
-        score_fn = result_score_fn(original, head)
-        maps = []
-        for _, clone in randomised_copies(private_copy(model), steps, seed):
-            capture = run_capture(clone, prepared.pixels.to(model.device), score_fn)
-            maps.append(daam_from_capture(capture, original.channel_relu)["D"][-1])
-        final = original.D[-1]
-        return SanityResult(final, maps, list(steps), len(module_blocks),
-                            [spearman(final, m) for m in maps], time.perf_counter() - started)
-    return CAPTURE_CACHE.get_or_compute(key, compute)
 
 
 # --- CLI / comparison registration -----------------------------------------------------------

@@ -30,10 +30,11 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ..cache import BoundedCache
+from ..cache import BoundedCache, cache_key
 from ..capture import Capture, CaptureError
+from ..errors import OptionError
 from ..pipeline import prepare, vit_capture
-from .base import ExplainRequest, ExplainResult, OptionError, register
+from .base import ExplainRequest, ExplainResult, register
 
 PREFIX_MODES = ("exclude", "centre")
 CONVENTION_NAMES = {
@@ -136,8 +137,7 @@ def capture_distances(capture: Capture, prefix: str = "exclude",
 
 def image_distances(model, image, prefix: str = "exclude", renormalise: bool = False):
     """`capture_distances` of one image, from the shared capture cache, memoised."""
-    key = ("mad", model.spec.id, model.random_weights, prepare(model, image).sha256, prefix,
-           renormalise)
+    key = cache_key("mad", model, prefix, renormalise, image=prepare(model, image).sha256)
     return DISTANCE_CACHE.get_or_compute(
         key, lambda: capture_distances(vit_capture(model, image), prefix, renormalise))
 

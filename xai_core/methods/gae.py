@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..cache import cache_key
 from ..capture import Capture, CaptureError
 from ..pipeline import head_of, prepare, vit_capture
 from .rollout import ROLLOUT_CACHE, token_row
@@ -67,8 +68,8 @@ def gae_map(capture: Capture, query: int | None = None, relevance=None):
 def image_gae_map(model, image, target: int, head=None, query: int | None = None):
     """`gae_map` for one image and target from the shared capture; R is memoised."""
     capture = vit_capture(model, image, target=target, head=head)
-    key = ("gae", model.spec.id, model.random_weights, prepare(model, image).sha256, target,
-           head_of(model, head).fingerprint())
+    key = cache_key("gae", model, target, image=prepare(model, image).sha256,
+                    head=head_of(model, head))
     relevance = ROLLOUT_CACHE.get_or_compute(key, lambda: gae_matrix(capture)[:2])
     return gae_map(capture, query, relevance)
 

@@ -26,10 +26,13 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from ..cache import cache_key
 from ..capture import CnnCapture, conv_layer_names
+from ..errors import OptionError
 from ..faults import StopCheck, check_stop, retry_with_smaller_batch
+from ..maps import min_max
 from ..pipeline import CAPTURE_CACHE, cnn_capture, default_batch_size, head_of, prepare
-from .base import ExplainRequest, ExplainResult, OptionError, register
+from .base import ExplainRequest, ExplainResult, register
 
 MINMAX_EPS = 1e-7  # pytorch-grad-cam divides by (max + 1e-7) after subtracting the min
 
@@ -61,16 +64,11 @@ def scale_like_pytorch_grad_cam(cam: np.ndarray, size: tuple[int, int]) -> np.nd
     cam = np.asarray(cam, dtype=np.float32)
     lead = cam.shape[:-2]
     flat = cam.reshape(-1, *cam.shape[-2:])
-    flat = _minmax(flat)
+    flat = min_max(flat, axis=(1, 2), eps=MINMAX_EPS, dtype=np.float32)
     up = F.interpolate(torch.from_numpy(flat)[:, None], size=tuple(size), mode="bilinear",
                        align_corners=False)[:, 0].numpy()
-    return _minmax(np.maximum(up, 0)).reshape(*lead, *size).astype(np.float32)
-
-
-def _minmax(maps: np.ndarray) -> np.ndarray:
-    """pytorch-grad-cam's per-map scaling of (N, h, w): (x - min) / (max + 1e-7)."""
-    maps = maps - maps.min(axis=(1, 2), keepdims=True)
-    return maps / (MINMAX_EPS + maps.max(axis=(1, 2), keepdims=True))
+    up = min_max(np.maximum(up, 0), axis=(1, 2), eps=MINMAX_EPS, dtype=np.float32)
+    return up.reshape(*lead, *size).astype(np.float32)
 
 
 def gradcam_steps(capture: CnnCapture) -> GradCamSteps:
@@ -275,8 +273,8 @@ def cam_family(model, image, target: int, layer: str | None = None,
     for name in names:
         if name not in CAM_NOTES:
             raise OptionError(f"Unknown CAM method '{name}'. Choose from: {', '.join(CAM_FAMILY)}.")
-        key = ("cam-family", model.spec.id, model.random_weights, prepared.sha256, target, layer,
-               name, head.fingerprint())
+        key = cache_key("cam-family", model, target, layer, name, image=prepared.sha256,
+                        head=head)
         results.append(CAPTURE_CACHE.get_or_compute(
             key, lambda name=name: timed_cam(model, prepared.pixels, target, layer, name, head,
                                              should_stop)))

@@ -28,12 +28,13 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ..cache import BoundedCache
+from ..cache import BoundedCache, cache_key
 from ..capture import Capture, CaptureError
+from ..errors import OptionError
 from ..pipeline import prepare, vit_capture
 from ..sinks import DEFINITION as SINK_DEFINITION
 from ..sinks import SinkAnalysis, image_sinks
-from .base import ExplainRequest, ExplainResult, OptionError, register
+from .base import ExplainRequest, ExplainResult, register
 
 # Final rollout matrices of recent (image, settings), so a page re-render is cheap.
 ROLLOUT_CACHE = BoundedCache(max_entries=64, max_bytes=96 * 2**20)
@@ -198,8 +199,8 @@ def attention_rollout(capture: Capture, start: int = 0, end: int | None = None,
 def image_rollout(model, image, start: int = 0, end: int | None = None, fusion: str = "mean",
                   discard: float = 0.0, convention: str = "oracle") -> Rollout:
     """`attention_rollout` of one image from the shared capture, memoised (final matrix only)."""
-    key = ("rollout", model.spec.id, model.random_weights, prepare(model, image).sha256, start,
-           end, fusion, float(discard), convention)
+    key = cache_key("rollout", model, start, end, fusion, float(discard), convention,
+                    image=prepare(model, image).sha256)
 
     def compute():
         rolled = attention_rollout(vit_capture(model, image), start, end, fusion, discard,

@@ -39,9 +39,11 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from ..cache import cache_key
 from ..capture import BlockRecord, Capture
+from ..errors import OptionError
 from ..pipeline import CAPTURE_CACHE, head_of, prepare, vit_capture
-from .base import ExplainRequest, ExplainResult, OptionError, register
+from .base import ExplainRequest, ExplainResult, register
 from .gradcam import scale_like_pytorch_grad_cam
 
 LOCATIONS = ("F1", "F2", "F3", "F4", "F5", "F6")
@@ -237,8 +239,7 @@ def vit_taxonomy(model, image, target: int, head=None) -> Taxonomy:
     """The taxonomy for (model, image, target), from the shared capture cache."""
     prepared = prepare(model, image)
     head = head_of(model, head)
-    key = ("vit-gradcam-taxonomy", model.spec.id, model.random_weights, prepared.sha256, target,
-           head.fingerprint())
+    key = cache_key("vit-gradcam-taxonomy", model, target, image=prepared.sha256, head=head)
     return CAPTURE_CACHE.get_or_compute(
         key, lambda: taxonomy(vit_capture(model, image, target=target, head=head)))
 

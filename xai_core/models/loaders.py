@@ -13,42 +13,12 @@ import torch
 from ..faults import (ModelLock, ModelOutOfMemory, free_memory, is_out_of_memory,
                       out_of_memory_message)
 from ..locks import FairLock
+from . import bundled
+from .heads import ImageNetHead, KnnHead
+from .knn import load_or_build_bank
 from .registry import ModelSpec, get_spec
-
-CACHE_ENV = "VIT_LENS_CACHE_DIR"
-WEIGHTS_ENV = "VIT_LENS_WEIGHTS_DIR"
-DEVICE_ENV = "VIT_LENS_DEVICE"
-
-
-class ModelUnavailableError(RuntimeError):
-    """A model whose weights cannot be had here; the message says why in words."""
-
-
-def cache_dir() -> Path:
-    """Where converted weights and memory banks live (XDG cache unless overridden). It is
-    created by the first write (models/disk_cache.py), which may fail without harm."""
-    base = os.environ.get(CACHE_ENV)
-    if not base:
-        xdg = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-        base = str(Path(xdg) / "vit-lens")
-    return Path(base)
-
-
-def default_device() -> torch.device:
-    wanted = os.environ.get(DEVICE_ENV)
-    if wanted:
-        return torch.device(wanted)
-    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-
-
-def hub_offline() -> bool:
-    return os.environ.get("HF_HUB_OFFLINE", "").lower() in {"1", "true", "yes"}
-
-
-@dataclass(frozen=True)
-class Availability:
-    available: bool
-    reason: str
+from .settings import (WEIGHTS_ENV, Availability, ModelUnavailableError, default_device,
+                       hub_offline)
 
 
 @dataclass
@@ -117,8 +87,6 @@ def availability(model_id: str) -> Availability:
     """Whether `model_id` can load here, and in words why or why not."""
     spec = get_spec(model_id)
     if spec.is_bundled:
-        from . import bundled
-
         return bundled.availability(spec)
     if model_id in _load_failures:
         return Availability(False, _load_failures[model_id])
@@ -213,8 +181,6 @@ def _prepare(module: torch.nn.Module, device: torch.device) -> torch.nn.Module:
 def _build(model_id: str, random_weights: bool, device: torch.device) -> LoadedModel:
     spec = get_spec(model_id)
     if spec.is_bundled:
-        from . import bundled
-
         if random_weights:
             raise ModelUnavailableError(f"{spec.display_name} is bundled; it has real weights.")
         module, source = bundled.create(spec)
@@ -224,15 +190,17 @@ def _build(model_id: str, random_weights: bool, device: torch.device) -> LoadedM
                          random_weights=random_weights, weights_source=source,
                          seed=random_weights_seed(spec.id) if random_weights else None)
     if spec.head == "imagenet":
-        from ..heads import ImageNetHead
-
         loaded.head = ImageNetHead(_imagenet_class_names())
         loaded.class_names = loaded.head.class_names
     elif spec.head == "knn":
-        from ..knn import attach_default_bank
-
         attach_default_bank(loaded)
     return loaded
+
+
+def attach_default_bank(model) -> None:
+    """Give a self-supervised model its class list and k-NN head."""
+    model.head = KnnHead(load_or_build_bank(model))
+    model.class_names = model.head.class_names
 
 
 _models: dict[tuple[str, bool, str], LoadedModel] = {}

@@ -1,9 +1,11 @@
 """`python -m xai_core metrics`: one faithfulness curve for one method's map.
 
-Registered in `cli.EXTENSIONS`; heavy imports happen only when the command runs.
+Added to the parser by `cli.main`; heavy imports happen only when the command runs.
 """
 
 from __future__ import annotations
+
+from .common import CliError, emit, method_model_image, parse_sets, run_meta
 
 METRIC_CHOICES = ("deletion", "insertion", "pos-perturb", "neg-perturb")
 BASELINE_CHOICES = ("zeros", "blur", "mean")
@@ -22,17 +24,16 @@ def add_metrics_command(add) -> None:
 
 
 def cmd_metrics(args) -> None:
-    from .cli import CliError, _emit, _meta, _parse_sets, method_model_image
-    from .methods import ExplainRequest, Options
-    from .metrics import check_curve_options, faithfulness
-    from .pipeline import resolve_target
+    from ..methods import ExplainRequest, Options
+    from ..metrics.faithfulness import check_curve_options, faithfulness
+    from ..pipeline import resolve_target
 
     check_curve_options(args.metric, args.baseline, args.steps)
     method, model, image = method_model_image(args)
     if model.head is None:
         raise CliError(f"{model.spec.display_name} has no class score to perturb.")
     target = resolve_target(model, args.target, image)  # metrics always score a class
-    options = Options(_parse_sets(args.set))
+    options = Options(parse_sets(args.set))
     result = method.run(ExplainRequest(model, image, target if method.needs_target else None,
                                        options))
     options.check_all_used()
@@ -43,9 +44,9 @@ def cmd_metrics(args) -> None:
         raise CliError(str(error)) from None
     payload = {**curve.as_dict(), "method": method.name, "options": options.as_dict(),
                "target_label": model.class_names[target],
-               "meta": _meta(model, image)}
+               "meta": run_meta(model, image)}
     text = (f"{curve.metric} AUC {curve.auc:.4f} ({method.name}, target {target} "
             f"'{model.class_names[target]}', {curve.score_kind}; baseline {curve.baseline}, "
             f"{len(curve.fractions)} points, full image {curve.full_score:.4f}, "
             f"baseline {curve.baseline_score:.4f})")
-    _emit(args, payload, text)
+    emit(args, payload, text)

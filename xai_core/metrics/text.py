@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .methods.rollout import fuse_heads, residual_step
+from ..methods.rollout import fuse_heads, residual_step
 
 # name -> (column title, what a high value means); the order is the table's order
 METRICS = {

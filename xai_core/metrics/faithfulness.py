@@ -1,4 +1,4 @@
-"""Faithfulness, agreement and localisation metrics for explanation maps.
+"""Faithfulness of explanation maps: deletion, insertion and perturbation curves.
 
 Faithfulness (Petsiuk et al. 2018 "RISE"; Chefer et al. 2021): rank the input by
 the map, then remove (deletion) or reveal (insertion) it in equal steps against
@@ -22,12 +22,6 @@ The class score is what the model's head calls the class's probability: the
 softmax probability for an ImageNet classifier, and for a k-NN head (DINOv2) the
 differentiable k-NN class score `head.score_fn` (mean cosine similarity to the
 class's nearest bank entries), because k-NN votes are a step function.
-
-Agreement: Spearman rank correlation and top-k % overlap, on the finer of the
-two maps' grids. Localisation (seed 001, Table 3 protocol): binarise the map at
-0.1 x its maximum, take the largest 8-connected region's tight box, IoU with a
-given box; and the pointing game (Zhang et al. 2016: the map's peak falls in
-the box, with a 15-pixel tolerance).
 """
 
 from __future__ import annotations
@@ -39,11 +33,12 @@ from typing import Callable
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
-from .faults import StopCheck, check_stop, retry_with_smaller_batch
-from .methods.base import OptionError
-from .pipeline import CAPTURE_CACHE, default_batch_size, head_of, prepare, resolve_target
+from ..cache import cache_key
+from ..errors import OptionError
+from ..faults import StopCheck, check_stop, retry_with_smaller_batch
+from ..maps import check_map, upsample
+from ..pipeline import CAPTURE_CACHE, default_batch_size, head_of, prepare, resolve_target
 
 METRICS = ("deletion", "insertion", "pos-perturb", "neg-perturb")
 BASELINES = ("zeros", "blur", "mean")
@@ -52,8 +47,6 @@ BASELINE_NAMES = {"zeros": "zeros in model-input space (the training mean colour
                   "mean": "the image's mean colour"}
 MIN_STEPS, MAX_STEPS = 2, 500
 BLUR_KERNEL, BLUR_SIGMA = 11, 5.0
-LOCALISATION_THRESHOLD = 0.1
-POINTING_TOLERANCE = 15
 
 Progress = Callable[[int, int], None]
 
@@ -89,12 +82,6 @@ def baseline_pixels(pixels: torch.Tensor, baseline: str) -> torch.Tensor:
     if baseline == "mean":
         return pixels.mean(dim=(-2, -1), keepdim=True).expand_as(pixels).clone()
     raise OptionError(f"Baseline '{baseline}' is not one of: {', '.join(BASELINES)}.")
-
-
-def upsample(saliency: np.ndarray, size: tuple[int, int]) -> np.ndarray:
-    """A grid-shaped map resized (bilinear, align_corners=False) to `size` (H, W)."""
-    grid = torch.as_tensor(np.asarray(saliency, dtype=np.float32))[None, None]
-    return F.interpolate(grid, size=tuple(size), mode="bilinear", align_corners=False)[0, 0].numpy()
 
 
 def _cell_of_pixel(grid: tuple[int, int], size: tuple[int, int]) -> np.ndarray:
@@ -162,13 +149,6 @@ def check_curve_options(metric: str, baseline: str, steps: int) -> None:
         raise OptionError(f"Steps must be between {MIN_STEPS} and {MAX_STEPS}, got {steps}.")
 
 
-def _check_map(saliency: np.ndarray) -> np.ndarray:
-    saliency = np.asarray(saliency, dtype=np.float64)
-    if saliency.ndim != 2 or saliency.size < 2:
-        raise ValueError(f"A map must be a 2-D grid with at least two cells; got {saliency.shape}.")
-    if not np.isfinite(saliency).all():
-        raise ValueError("The map contains NaN or infinite values.")
-    return saliency
 
 
 def compute_curve(model, pixels: torch.Tensor, saliency: np.ndarray, metric: str,
@@ -181,7 +161,7 @@ def compute_curve(model, pixels: torch.Tensor, saliency: np.ndarray, metric: str
     `should_stop()` is asked before every batch, and after running out of memory the
     curve is scored once more with smaller batches."""
     check_curve_options(metric, baseline, steps)
-    saliency = _check_map(saliency)
+    saliency = check_map(saliency)
     size = tuple(pixels.shape[-2:])
     ranks, units = pixel_ranks(saliency, size, metric)
     fractions = fractions_for(metric, steps)
@@ -243,12 +223,12 @@ def faithfulness(model, image, saliency: np.ndarray, metric: str, target: int | 
     """A faithfulness curve for `saliency` on (model, image), cached by content:
     (model, weights, image sha256, map sha256, target, head, metric, baseline, steps)."""
     check_curve_options(metric, baseline, steps)
-    saliency = _check_map(saliency)
+    saliency = check_map(saliency)
     head = head_of(model, head)
     target = resolve_target(model, target, image, head)
     prepared = prepare(model, image)
-    key = ("metric-curve", model.spec.id, model.random_weights, prepared.sha256,
-           map_digest(saliency), target, head.fingerprint(), metric, baseline, int(steps))
+    key = cache_key("metric-curve", model, map_digest(saliency), target, metric, baseline,
+                    int(steps), image=prepared.sha256, head=head)
     computed = []
 
     def compute() -> Curve:
@@ -262,131 +242,3 @@ def faithfulness(model, image, saliency: np.ndarray, metric: str, target: int | 
     if not computed and progress is not None:
         progress(1, 1)
     return curve
-
-
-# --- agreement between maps -------------------------------------------------------------------
-
-def common_grid(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Two maps on one grid: equal grids as they are; otherwise both resized (bilinear)
-    to the finer grid (more cells)."""
-    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
-    if a.shape == b.shape:
-        return a, b
-    shape = a.shape if a.size >= b.size else b.shape
-    return upsample(a, shape).astype(np.float64), upsample(b, shape).astype(np.float64)
-
-
-def spearman(a: np.ndarray, b: np.ndarray) -> float:
-    """Spearman rank correlation of two maps cell by cell (NaN when one is constant)."""
-    from scipy.stats import spearmanr
-
-    a, b = common_grid(a, b)
-    if np.ptp(a) == 0 or np.ptp(b) == 0:
-        return float("nan")
-    return float(spearmanr(a.ravel(), b.ravel()).statistic)
-
-
-def top_k_overlap(a: np.ndarray, b: np.ndarray, percent: float = 10.0) -> float:
-    """Share of the top `percent` % cells of map a that are also in b's top `percent` %."""
-    if not 0 < percent <= 100:
-        raise OptionError(f"Top-k percent must be in (0, 100], got {percent}.")
-    a, b = common_grid(a, b)
-    count = max(1, int(round(a.size * percent / 100)))
-    top_a = np.argsort(-a.ravel(), kind="stable")[:count]
-    top_b = np.argsort(-b.ravel(), kind="stable")[:count]
-    return len(np.intersect1d(top_a, top_b)) / count
-
-
-def agreement_matrices(maps: dict[str, np.ndarray], percent: float = 10.0):
-    """(names, spearman matrix, top-k overlap matrix) for every pair of maps."""
-    names = list(maps)
-    size = len(names)
-    rho, overlap = np.eye(size), np.eye(size)
-    for i in range(size):
-        for j in range(i + 1, size):
-            rho[i, j] = rho[j, i] = spearman(maps[names[i]], maps[names[j]])
-            overlap[i, j] = overlap[j, i] = top_k_overlap(maps[names[i]], maps[names[j]], percent)
-    return names, rho, overlap
-
-
-def patch_gradient_importance(input_grad: torch.Tensor, grid: tuple[int, int]) -> np.ndarray:
-    """Gradient importance per patch: the L2 norm over colour channels of d score / d pixel,
-    averaged over each patch's pixels (the saliency-map analogue of seed 004's
-    embedding-gradient norm)."""
-    norm = input_grad.detach().float()[0].norm(dim=0)  # (H, W)
-    return F.adaptive_avg_pool2d(norm[None, None], tuple(grid))[0, 0].numpy()
-
-
-# --- localisation -----------------------------------------------------------------------------
-
-Box = tuple[int, int, int, int]  # x0, y0, x1, y1 in pixels, half-open: [x0, x1) x [y0, y1)
-
-
-def largest_region_box(saliency: np.ndarray, size: tuple[int, int],
-                       threshold: float = LOCALISATION_THRESHOLD) -> Box | None:
-    """Binarise the upsampled map at threshold x max; the tight box of the largest
-    8-connected region. None when the map has no positive maximum."""
-    from scipy import ndimage
-
-    values = upsample(_check_map(saliency), size)
-    peak = float(values.max())
-    if peak <= 0:
-        return None
-    mask = values >= threshold * peak
-    labels, count = ndimage.label(mask, structure=np.ones((3, 3), dtype=bool))
-    sizes = ndimage.sum_labels(mask, labels, index=np.arange(1, count + 1))
-    ys, xs = np.nonzero(labels == int(np.argmax(sizes)) + 1)
-    return int(xs.min()), int(ys.min()), int(xs.max()) + 1, int(ys.max()) + 1
-
-
-def check_box(box, size: tuple[int, int]) -> Box:
-    x0, y0, x1, y1 = (int(v) for v in box)
-    height, width = size
-    if not (0 <= x0 < x1 <= width and 0 <= y0 < y1 <= height):
-        raise OptionError(f"A box needs 0 <= x0 < x1 <= {width} and 0 <= y0 < y1 <= {height}; "
-                          f"got ({x0}, {y0}, {x1}, {y1}).")
-    return x0, y0, x1, y1
-
-
-def box_iou(a: Box | None, b: Box) -> float:
-    """Intersection over union of two half-open pixel boxes (seed 001, eq. 15)."""
-    if a is None:
-        return 0.0
-    width = max(0, min(a[2], b[2]) - max(a[0], b[0]))
-    height = max(0, min(a[3], b[3]) - max(a[1], b[1]))
-    inter = width * height
-    union = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter
-    return inter / union if union else 0.0
-
-
-def map_peak(saliency: np.ndarray, size: tuple[int, int]) -> tuple[int, int]:
-    """(x, y) pixel of the upsampled map's maximum (first in raster order on ties)."""
-    values = upsample(_check_map(saliency), size)
-    y, x = np.unravel_index(int(np.argmax(values)), values.shape)
-    return int(x), int(y)
-
-
-def pointing_hit(saliency: np.ndarray, size: tuple[int, int], box: Box,
-                 tolerance: float = POINTING_TOLERANCE) -> bool:
-    """Pointing game: the peak lies inside the box or within `tolerance` pixels of it."""
-    x, y = map_peak(saliency, size)
-    dx = max(box[0] - x, 0, x - (box[2] - 1))
-    dy = max(box[1] - y, 0, y - (box[3] - 1))
-    return bool(np.hypot(dx, dy) <= tolerance)
-
-
-@dataclass(frozen=True)
-class Localisation:
-    box: Box | None  # the map's estimated box
-    iou: float
-    correct: bool  # IoU >= 0.5
-    peak: tuple[int, int]
-    pointing_hit: bool
-
-
-def localise(saliency: np.ndarray, size: tuple[int, int], box) -> Localisation:
-    box = check_box(box, size)
-    estimated = largest_region_box(saliency, size)
-    iou = box_iou(estimated, box)
-    return Localisation(estimated, iou, iou >= 0.5, map_peak(saliency, size),
-                        pointing_hit(saliency, size, box))

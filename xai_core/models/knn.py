@@ -16,6 +16,10 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
+from ..images import SAMPLES, fit_to_model, load_sample, to_model_tensor
+from . import disk_cache
+from .settings import cache_dir
+
 KNN_K = 20
 KNN_TEMPERATURE = 0.07
 CLASS_SCORE_NEIGHBOURS = 3
@@ -97,8 +101,6 @@ def _augmented_views(image, spec, views: int):
 
     from PIL import ImageOps
 
-    from .images import fit_to_model
-
     size = spec.input_size
     yield fit_to_model(image, size, spec.crop_pct, spec.interpolation)
     rng = random.Random(0)
@@ -116,8 +118,6 @@ def _augmented_views(image, spec, views: int):
 @torch.no_grad()
 def embed_images(model, images) -> torch.Tensor:
     """CLS features (model output) of model-sized PIL images, under the model's lock."""
-    from .images import to_model_tensor
-
     spec = model.spec
     batch = torch.cat([to_model_tensor(im, spec.mean, spec.std) for im in images])
     with model.lock:
@@ -125,8 +125,6 @@ def embed_images(model, images) -> torch.Tensor:
 
 
 def build_gallery_bank(model, views: int = VIEWS_PER_IMAGE) -> MemoryBank:
-    from .images import SAMPLES, load_sample
-
     features, labels, sources = [], [], []
     for sample in SAMPLES.values():
         images = list(_augmented_views(load_sample(sample.id), model.spec, views))
@@ -137,8 +135,6 @@ def build_gallery_bank(model, views: int = VIEWS_PER_IMAGE) -> MemoryBank:
 
 
 def _bank_file(model) -> Path:
-    from .models.loaders import cache_dir
-
     tag = "random" if model.random_weights else "pretrained"
     return cache_dir() / (f"knn-bank-{model.spec.id}-{tag}-{weights_fingerprint(model.module)}"
                           f"-v{BANK_VERSION}.safetensors")
@@ -156,8 +152,6 @@ def load_or_build_bank(model) -> MemoryBank:
     """The gallery bank, built once and then read from the cache directory (kept in memory
     only when the cache cannot be written)."""
     from safetensors.torch import load_file, save_file
-
-    from .models import disk_cache
 
     path = _bank_file(model)
     if not model.random_weights:
@@ -178,11 +172,3 @@ def load_or_build_bank(model) -> MemoryBank:
                                          metadata=metadata),
             f"the k-NN memory bank of {model.spec.display_name}")
     return bank
-
-
-def attach_default_bank(model) -> None:
-    """Give a self-supervised model its class list and k-NN head."""
-    from .heads import KnnHead
-
-    model.head = KnnHead(load_or_build_bank(model))
-    model.class_names = model.head.class_names

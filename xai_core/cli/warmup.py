@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import time
 
+from .common import CliError, emit
 
 
 def default_models() -> tuple[str, ...]:
-    from .models import DEFAULT_CNN, DEFAULT_TEXT, DEFAULT_VIT
+    from ..models import DEFAULT_CNN, DEFAULT_TEXT, DEFAULT_VIT
 
     return (DEFAULT_VIT, DEFAULT_CNN, DEFAULT_TEXT)
 
@@ -24,9 +25,9 @@ def warm_up(model_ids: tuple[str, ...] | None = None, sample: str = "chelsea") -
 
     Returns one row per model: id, whether it loaded, seconds, and the top class.
     """
-    from .images import load_sample
-    from .models import availability, get_model
-    from .pipeline import predict
+    from ..images import load_sample
+    from ..models import availability, get_model
+    from ..pipeline import predict
 
     model_ids = model_ids or default_models()
 
@@ -54,8 +55,7 @@ def add_warmup_command(add) -> None:
 
 
 def cmd_warmup(args) -> None:
-    from .cli import CliError, _emit
-    from .models import get_spec
+    from ..models import get_spec
 
     model_ids = tuple(args.models or default_models())
     for model_id in model_ids:
@@ -68,7 +68,7 @@ def cmd_warmup(args) -> None:
                                                   if row["top"] else "")
                                                if row["loaded"] else f"NOT loaded: {row['reason']}")
                      for row in rows)
-    _emit(args, {"models": rows, "cache": cache}, f"{text}\n{cache_line(cache)}")
+    emit(args, {"models": rows, "cache": cache}, f"{text}\n{cache_line(cache)}")
     if failed:
         raise CliError(f"{len(failed)} model(s) could not be loaded: "
                        + ", ".join(row["model"] for row in failed))
@@ -105,20 +105,18 @@ def add_health_command(add) -> None:
 
 
 def cmd_health(args) -> None:
-    from .cli import CliError, _emit
-
     cache = cache_report()  # this machine's cache folder, as the app's own settings name it
     if not wait_healthy(args.url, args.wait):
         raise CliError(f"{args.url} did not answer 'ok'"
                        + (f" within {args.wait:g} s." if args.wait else "."))
-    _emit(args, {"url": args.url, "healthy": True, "cache": cache},
+    emit(args, {"url": args.url, "healthy": True, "cache": cache},
           f"{args.url}: ok\n{cache_line(cache)}")
 
 
 def cache_report() -> dict:
     """Whether the cache folder takes files; an unwritable one is also said on stderr (the
     CLI prints disk_cache.notice() once), but it fails neither command: the app runs without."""
-    from .models import cache_dir, disk_cache
+    from ..models import cache_dir, disk_cache
 
     folder = cache_dir()
     reason = disk_cache.check_writable(folder)

@@ -8,66 +8,18 @@ prints one line to stderr and exits with status 2.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-from pathlib import Path
 
 import numpy as np
 
-USAGE_ERROR = 2
-FAULT = 1  # the machine failed the request (out of memory): one line, no traceback
-
-
-class CliError(Exception):
-    """Bad input: printed as one line, exit status 2."""
-
-
-def _load_image(spec: str):
-    from .images import ImageError, load_image_file, load_sample
-
-    try:
-        if spec.startswith("sample:"):
-            return load_sample(spec.split(":", 1)[1])
-        return load_image_file(spec)
-    except ImageError as error:
-        raise CliError(f"{spec}: {error}") from None
-
-
-def _load_model(args):
-    from .models import availability, get_model, get_spec
-
-    spec = get_spec(args.model)
-    if not getattr(args, "random_weights", False):
-        status = availability(spec.id)
-        if not status.available:
-            raise CliError(status.reason + " (use --random-weights to test shapes only)")
-    return get_model(spec.id, random_weights=getattr(args, "random_weights", False))
-
-
-def _meta(model, image, extra: dict | None = None) -> dict:
-    import timm
-    import torch
-
-    from . import __version__
-    from .images import image_sha256
-
-    meta = {"model": model.spec.id, "model_label": model.label,
-            "random_weights": model.random_weights, "random_weights_seed": model.seed,
-            "weights_source": model.weights_source,
-            "image_sha256": image_sha256(image), "image_size": list(image.size),
-            "input_size": list(model.spec.input_size), "device": str(model.device),
-            "versions": {"vit_lens": __version__, "torch": torch.__version__,
-                         "timm": timm.__version__}}
-    meta.update(extra or {})
-    return meta
-
-
-def _emit(args, payload: dict, text: str) -> None:
-    print(json.dumps(payload, indent=2) if args.json else text)
+from .common import (FAULT, USAGE_ERROR, CliError, emit, load_image, load_model,
+                     method_model_image, parse_sets, run_meta, save_npz)
+from .metrics import add_metrics_command
+from .warmup import add_health_command, add_warmup_command
 
 
 def cmd_models(args) -> None:
-    from .models import MODEL_SPECS, availability
+    from ..models import MODEL_SPECS, availability
 
     rows = []
     for spec in MODEL_SPECS.values():
@@ -77,13 +29,13 @@ def cmd_models(args) -> None:
                      "reason": status.reason})
     text = "\n".join(f"{r['id']:20} {r['family']:5} {r['source']:8} "
                      f"{'yes' if r['available'] else 'no ':4} {r['reason']}" for r in rows)
-    _emit(args, {"models": rows}, text)
+    emit(args, {"models": rows}, text)
 
 
 def cmd_predict(args) -> None:
-    from .pipeline import predict
+    from ..pipeline import predict
 
-    model, image = _load_model(args), _load_image(args.image)
+    model, image = load_model(args), load_image(args.image)
     if model.head is None:
         raise CliError(f"{model.spec.display_name} does not classify images.")
     top = predict(model, image, topk=args.topk)
@@ -91,32 +43,13 @@ def cmd_predict(args) -> None:
                "top": [{"index": p.index, "label": p.label, "probability": p.probability}
                        for p in top]}
     text = "\n".join(f"{p.probability:7.2%}  {p.label} ({p.index})" for p in top)
-    _emit(args, payload, text)
-
-
-def _save_npz(path: str, arrays: dict, meta: dict) -> None:
-    from .models.disk_cache import os_reason, replace_atomically
-
-    target = Path(path)
-    if target.parent and not target.parent.exists():
-        raise CliError(f"The folder {target.parent} does not exist.")
-    if target.suffix != ".npz":  # as numpy names it when given a path
-        target = target.with_name(target.name + ".npz")
-
-    def write(name: str) -> None:
-        with open(name, "wb") as handle:  # a file object: numpy adds no ".npz" to the name
-            np.savez_compressed(handle, **arrays, meta=np.array(json.dumps(meta)))
-
-    try:  # a full or read-only disk: one line, and no half-written file
-        replace_atomically(target, write)
-    except OSError as error:
-        raise CliError(f"Could not write {path}: {os_reason(error)}.") from None
+    emit(args, payload, text)
 
 
 def cmd_capture(args) -> None:
-    from .pipeline import vit_capture
+    from ..pipeline import vit_capture
 
-    model, image = _load_model(args), _load_image(args.image)
+    model, image = load_model(args), load_image(args.image)
     if not model.spec.is_vit:
         raise CliError("capture records transformer attention: choose a ViT model.")
     result = vit_capture(model, image)
@@ -126,54 +59,29 @@ def cmd_capture(args) -> None:
               "grid": np.array(layout.grid), "patch_size": np.array(layout.patch_size)}
     if any(b.kind == "class" for b in result.blocks):
         arrays["class_attentions"] = result.stacked("attn", kind="class")[:, 0].numpy()
-    _save_npz(args.out, arrays, _meta(model, image, {"seconds": result.seconds}))
-    _emit(args, {"out": args.out, "attentions_shape": list(arrays["attentions"].shape),
+    save_npz(args.out, arrays, run_meta(model, image, {"seconds": result.seconds}))
+    emit(args, {"out": args.out, "attentions_shape": list(arrays["attentions"].shape),
                  "grid": list(layout.grid), "num_prefix_tokens": layout.num_prefix_tokens},
           f"wrote {args.out}: attentions {arrays['attentions'].shape}, grid {layout.grid}, "
           f"{layout.num_prefix_tokens} prefix token(s)")
 
 
-def _parse_sets(pairs: list[str]) -> dict[str, str]:
-    options = {}
-    for pair in pairs or []:
-        for item in pair.split():
-            key, sep, value = item.partition("=")
-            if not sep or not key:
-                raise CliError(f"--set takes key=value, got '{item}'.")
-            options[key] = value
-    return options
-
-
-def method_model_image(args):
-    """The registered method named by --method, with a model of its family and the image."""
-    from .methods import METHODS
-
-    if args.method not in METHODS:
-        raise CliError(f"Unknown method '{args.method}'. Methods: {', '.join(sorted(METHODS))}.")
-    method = METHODS[args.method]
-    model, image = _load_model(args), _load_image(args.image)
-    if method.family != model.spec.family:
-        raise CliError(f"Method '{method.name}' needs a {method.family.upper()} model; "
-                       f"{model.spec.id} is a {model.spec.family.upper()}.")
-    return method, model, image
-
-
 def cmd_explain(args) -> None:
-    from .methods import ExplainRequest, Options
-    from .pipeline import resolve_target
+    from ..methods import ExplainRequest, Options
+    from ..pipeline import resolve_target
 
     method, model, image = method_model_image(args)
     target = resolve_target(model, args.target, image) if method.needs_target else None
-    options = Options(_parse_sets(args.set))
+    options = Options(parse_sets(args.set))
     result = method.run(ExplainRequest(model, image, target, options))
     options.check_all_used()
-    meta = _meta(model, image, {"method": method.name, "options": options.as_dict(),
+    meta = run_meta(model, image, {"method": method.name, "options": options.as_dict(),
                                 "target": target,
                                 "target_label": None if target is None
                                 else model.class_names[target], **result.meta})
     arrays = {"map": result.map.astype(np.float32), **result.arrays}
-    _save_npz(args.out, arrays, meta)
-    _emit(args, {"out": args.out, "map_shape": list(result.map.shape), "meta": meta},
+    save_npz(args.out, arrays, meta)
+    emit(args, {"out": args.out, "map_shape": list(result.map.shape), "meta": meta},
           f"wrote {args.out}: map {result.map.shape} ({method.name})")
 
 
@@ -203,30 +111,18 @@ def build_parser() -> argparse.ArgumentParser:
     explain.add_argument("--set", action="append", metavar="KEY=VALUE",
                          help="method option; repeatable")
     explain.add_argument("--out", required=True)
-    for extend in EXTENSIONS:
+    for extend in (add_metrics_command, add_warmup_command, add_health_command):
         extend(add)
     return parser
 
 
-EXTENSIONS: list = []  # functions (add) -> None that add more subcommands
-
-from .metrics_cli import add_metrics_command  # noqa: E402  (light: imports lazily)
-
-EXTENSIONS.append(add_metrics_command)
-
-from .warmup import add_health_command, add_warmup_command  # noqa: E402  (light)
-
-EXTENSIONS += [add_warmup_command, add_health_command]
-
-
 def main(argv: list[str] | None = None) -> int:
-    from .capture import CaptureError
-    from .faults import ModelOutOfMemory
-    from .images import ImageError
-    from .models import disk_cache
-    from .methods import OptionError
-    from .models import ModelUnavailableError, UnknownModelError
-    from .pipeline import TargetError
+    from ..capture import CaptureError
+    from ..errors import OptionError
+    from ..faults import ModelOutOfMemory
+    from ..images import ImageError
+    from ..models import ModelUnavailableError, UnknownModelError, disk_cache
+    from ..pipeline import TargetError
 
     args = build_parser().parse_args(argv)
     try:

@@ -1,0 +1,108 @@
+"""What every sub-command shares: the one-line error, loading the model and image named
+on the command line, run metadata, output (text or --json, .npz) and --set options.
+
+Heavy modules (torch, the models) are imported inside the functions that need them, so
+`python -m xai_core --help` answers at once.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+USAGE_ERROR = 2
+FAULT = 1  # the machine failed the request (out of memory): one line, no traceback
+
+
+class CliError(Exception):
+    """Bad input: printed as one line, exit status 2."""
+
+
+def load_image(spec: str):
+    from ..images import ImageError, load_image_file, load_sample
+
+    try:
+        if spec.startswith("sample:"):
+            return load_sample(spec.split(":", 1)[1])
+        return load_image_file(spec)
+    except ImageError as error:
+        raise CliError(f"{spec}: {error}") from None
+
+
+def load_model(args):
+    from ..models import availability, get_model, get_spec
+
+    spec = get_spec(args.model)
+    if not getattr(args, "random_weights", False):
+        status = availability(spec.id)
+        if not status.available:
+            raise CliError(status.reason + " (use --random-weights to test shapes only)")
+    return get_model(spec.id, random_weights=getattr(args, "random_weights", False))
+
+
+def run_meta(model, image, extra: dict | None = None) -> dict:
+    import timm
+    import torch
+
+    from .. import __version__
+    from ..images import image_sha256
+
+    meta = {"model": model.spec.id, "model_label": model.label,
+            "random_weights": model.random_weights, "random_weights_seed": model.seed,
+            "weights_source": model.weights_source,
+            "image_sha256": image_sha256(image), "image_size": list(image.size),
+            "input_size": list(model.spec.input_size), "device": str(model.device),
+            "versions": {"vit_lens": __version__, "torch": torch.__version__,
+                         "timm": timm.__version__}}
+    meta.update(extra or {})
+    return meta
+
+
+def emit(args, payload: dict, text: str) -> None:
+    print(json.dumps(payload, indent=2) if args.json else text)
+
+
+def save_npz(path: str, arrays: dict, meta: dict) -> None:
+    from ..models.disk_cache import os_reason, replace_atomically
+
+    target = Path(path)
+    if target.parent and not target.parent.exists():
+        raise CliError(f"The folder {target.parent} does not exist.")
+    if target.suffix != ".npz":  # as numpy names it when given a path
+        target = target.with_name(target.name + ".npz")
+
+    def write(name: str) -> None:
+        with open(name, "wb") as handle:  # a file object: numpy adds no ".npz" to the name
+            np.savez_compressed(handle, **arrays, meta=np.array(json.dumps(meta)))
+
+    try:  # a full or read-only disk: one line, and no half-written file
+        replace_atomically(target, write)
+    except OSError as error:
+        raise CliError(f"Could not write {path}: {os_reason(error)}.") from None
+
+
+def parse_sets(pairs: list[str]) -> dict[str, str]:
+    options = {}
+    for pair in pairs or []:
+        for item in pair.split():
+            key, sep, value = item.partition("=")
+            if not sep or not key:
+                raise CliError(f"--set takes key=value, got '{item}'.")
+            options[key] = value
+    return options
+
+
+def method_model_image(args):
+    """The registered method named by --method, with a model of its family and the image."""
+    from ..methods import METHODS
+
+    if args.method not in METHODS:
+        raise CliError(f"Unknown method '{args.method}'. Methods: {', '.join(sorted(METHODS))}.")
+    method = METHODS[args.method]
+    model, image = load_model(args), load_image(args.image)
+    if method.family != model.spec.family:
+        raise CliError(f"Method '{method.name}' needs a {method.family.upper()} model; "
+                       f"{model.spec.id} is a {model.spec.family.upper()}.")
+    return method, model, image

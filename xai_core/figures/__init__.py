@@ -1,0 +1,9 @@
+"""Plotly figure builders, grouped by what they draw (no streamlit here):
+
+- `overlays`: a heatmap over an image (one builder, `add_overlay`, for every such panel)
+- `matrices`: matrices and mosaics drawn as heatmaps
+- `curves`: curves, bars and scatter plots
+- `tokens`: the patch grid and the token sequence of an image
+- `text`: attention over the tokens of a sentence
+- `clicks`: click targets and reading a click back; `style`: shared colours; `export`: PNG
+"""

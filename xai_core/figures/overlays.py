@@ -1,0 +1,354 @@
+"""A heatmap over an image: single maps, rows of maps, the DAAM flow animation and the
+comparison matrix.
+
+Maps are sent at patch (or feature-map) resolution and drawn over the image with
+`x0/dx`, so a figure stays small (see STREAMLIT_NOTES.md) and every cell is one token.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+
+import numpy as np
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+from PIL import Image
+
+from ..maps import min_max
+from ..methods.vit_gradcam import Cell
+from .clicks import patch_click_targets
+from .style import DIVERGING, HEATMAP_SCALE, LINE_COLOURS, symmetric_bound
+
+FRAME_MS = 700
+DISPLAY_SIDE = 56
+
+
+def image_trace(image: Image.Image, compact: bool = False) -> go.Image:
+    """The image as a trace: its exact pixels, or (`compact`) a small JPEG, cheaper to send
+    when a figure or a page repeats the image."""
+    if compact:
+        return go.Image(source=image_data_uri(image), hoverinfo="skip")
+    return go.Image(z=np.asarray(image.convert("RGB")), hoverinfo="skip")
+
+
+def _panel(row: int | None, col: int | None) -> dict:
+    """Plotly's arguments for one subplot, or none for a figure of one panel."""
+    return {} if row is None else dict(row=row, col=col)
+
+
+def add_image(figure: go.Figure, image: Image.Image, row: int | None = None,
+              col: int | None = None, compact: bool = False) -> None:
+    """The image in pixel coordinates (y down) in one panel of `figure` (the subplot at
+    row, col when given), its axes hidden and locked to the image's aspect ratio."""
+    panel = _panel(row, col)
+    figure.add_trace(image_trace(image, compact), **panel)
+    x_axis = "x" if row is None else figure.get_subplot(row, col).xaxis.plotly_name
+    figure.update_xaxes(visible=False, range=[0, image.width], **panel)
+    figure.update_yaxes(visible=False, range=[image.height, 0],
+                        scaleanchor=x_axis.replace("axis", ""), **panel)
+
+
+def add_overlay(figure: go.Figure, image: Image.Image, values: np.ndarray,
+                cell_size: tuple[float, float], row: int | None = None, col: int | None = None,
+                compact: bool = False, **heatmap) -> go.Heatmap:
+    """THE heatmap over an image: the image (`add_image`), then the (rows, cols) map
+    `values` on top, each cell `cell_size` pixels (`grid_heatmap`, which takes `heatmap`).
+    Every figure that draws a map over an image draws each panel with this. Returns the
+    heatmap trace as stored in the figure, for per-panel tweaks."""
+    add_image(figure, image, row, col, compact)
+    figure.add_trace(grid_heatmap(values, cell_size, **heatmap), **_panel(row, col))
+    return figure.data[-1]
+
+
+def _titled(figure: go.Figure, title: str | None, height: int) -> go.Figure:
+    figure.update_layout(title=title, height=height, margin=dict(l=0, r=0, t=40 if title else 0,
+                                                                  b=0))
+    return figure
+
+
+def image_figure(image: Image.Image, title: str | None = None, height: int = 420,
+                 compact: bool = False) -> go.Figure:
+    """An RGB image in pixel coordinates (y down), ready for overlays."""
+    figure = go.Figure()
+    add_image(figure, image, compact=compact)
+    return _titled(figure, title, height)
+
+
+def image_data_uri(image: Image.Image) -> str:
+    """A small JPEG data URI: cheaper to send than a pixel array, for repeated images."""
+    buffer = io.BytesIO()
+    image.convert("RGB").save(buffer, format="JPEG", quality=85)
+    return "data:image/jpeg;base64," + base64.b64encode(buffer.getvalue()).decode()
+
+
+def grid_heatmap(values: np.ndarray, patch_size: tuple[int, int], opacity: float = 0.55,
+                 zmin: float | None = None, zmax: float | None = None,
+                 colorscale: str | list = HEATMAP_SCALE, name: str = "map",
+                 hovertemplate: str | None = None) -> go.Heatmap:
+    """A (rows, cols) patch-level map placed over the image's pixel coordinates."""
+    ph, pw = patch_size
+    return go.Heatmap(
+        z=np.asarray(values, dtype=float), x0=pw / 2, dx=pw, y0=ph / 2, dy=ph,
+        opacity=opacity, colorscale=colorscale, zmin=zmin, zmax=zmax, name=name,
+        hovertemplate=hovertemplate or "row %{y}, col %{x}<br>value %{z:.4g}<extra></extra>",
+        colorbar=dict(thickness=12))
+
+
+def overlay_figure(image: Image.Image, values: np.ndarray, patch_size: tuple[float, float],
+                   title: str | None = None, opacity: float = 0.55, height: int = 420,
+                   zmin: float | None = None, zmax: float | None = None,
+                   colorscale: str | list = HEATMAP_SCALE, compact: bool = False) -> go.Figure:
+    """One map over the image, in a figure of its own."""
+    figure = go.Figure()
+    add_overlay(figure, image, values, patch_size, compact=compact, opacity=opacity, zmin=zmin,
+                zmax=zmax, colorscale=colorscale)
+    return _titled(figure, title, height)
+
+
+def patch_grid_lines(figure: go.Figure, grid: tuple[int, int], patch_size: tuple[int, int],
+                     color: str = "rgba(255,255,255,0.6)") -> go.Figure:
+    """Draw the patch grid on an image figure (one shape path, cheap to send)."""
+    rows, cols = grid
+    ph, pw = patch_size
+    height, width = rows * ph, cols * pw
+    path = "".join(f"M{c * pw},0 L{c * pw},{height} " for c in range(cols + 1))
+    path += "".join(f"M0,{r * ph} L{width},{r * ph} " for r in range(rows + 1))
+    figure.add_shape(type="path", path=path, line=dict(color=color, width=1))
+    return figure
+
+
+def token_map_figure(image, values: np.ndarray, patch_size: tuple[int, int], title: str,
+                     marks=(), query: int | None = None, grid: tuple[int, int] | None = None,
+                     clickable: bool = False, height: int = 380, zmin=None,
+                     zmax=None, sink_keys=()) -> go.Figure:
+    """A patch-level map over the image, with high-norm tokens marked (x), attention-sink
+    keys ringed (`sink_keys`: (patch index, hover text) pairs; needs `grid`) and the query
+    patch (star); `clickable` adds invisible patch markers for clicks."""
+    figure = overlay_figure(image, values, patch_size, title, height=height, zmin=zmin,
+                            zmax=zmax)
+    ph, pw = patch_size
+    if sink_keys and grid is not None:
+        rows_cols = [divmod(patch, grid[1]) for patch, _ in sink_keys]
+        figure.add_trace(go.Scatter(
+            x=[c * pw + pw / 2 for _, c in rows_cols], y=[r * ph + ph / 2 for r, _ in rows_cols],
+            mode="markers", name="sink key",
+            marker=dict(symbol="circle-open", size=max(14, 2 * min(ph, pw)), color="magenta",
+                        line=dict(width=3)),
+            text=[text for _, text in sink_keys], hovertemplate="%{text}<extra></extra>",
+            showlegend=False))
+    if marks:
+        figure.add_trace(go.Scatter(
+            x=[t.col * pw + pw / 2 for t in marks], y=[t.row * ph + ph / 2 for t in marks],
+            mode="markers", name="high-norm token",
+            marker=dict(symbol="x-thin-open", size=max(8, min(ph, pw)), color="cyan",
+                        line=dict(width=3)),
+            customdata=[[t.patch, t.ratio, t.block, t.gap] for t in marks],
+            hovertemplate="high-norm token: patch %{customdata[0]}<br>norm "
+                          "%{customdata[1]:.1f}x the median patch norm in block "
+                          "%{customdata[2]}<br>%{customdata[3]:.1f}x the largest unflagged "
+                          "patch<extra></extra>",
+            showlegend=False))
+    if query is not None and grid is not None:
+        row, col = divmod(query, grid[1])
+        figure.add_trace(go.Scatter(
+            x=[col * pw + pw / 2], y=[row * ph + ph / 2], mode="markers", name="query",
+            marker=dict(symbol="star", size=max(10, min(ph, pw)), color="lime",
+                        line=dict(color="black", width=1)),
+            hovertemplate=f"query patch {query}<extra></extra>", showlegend=False))
+    if clickable and grid is not None:
+        figure.add_trace(patch_click_targets(grid, patch_size))
+    figure.update_layout(margin=dict(l=0, r=0, t=40, b=0))
+    return figure
+
+
+def difference_figure(image, difference: np.ndarray, patch_size: tuple[int, int],
+                      title: str, height: int = 380) -> go.Figure:
+    """A signed patch map (e.g. convention A minus convention B), symmetric colours."""
+    bound = symmetric_bound(difference)
+    figure = overlay_figure(image, difference, patch_size, title, height=height,
+                            zmin=-bound, zmax=bound)
+    figure.data[-1].update(colorscale="RdBu", reversescale=True, opacity=0.75)
+    return figure
+
+
+def query_attention_figure(model_image: Image.Image, values: np.ndarray,
+                           patch_size: tuple[int, int], query: tuple[int, int] | None,
+                           title: str, height: int = 460) -> go.Figure:
+    """One query's attention over the patch grid on the image, the query patch
+    outlined, with click targets on every patch."""
+    grid = values.shape
+    figure = overlay_figure(model_image, values, patch_size, title, opacity=0.6, height=height,
+                            zmin=0)
+    figure.data[1].update(hoverinfo="skip")
+    if query is not None:
+        ph, pw = patch_size
+        r, c = query
+        figure.add_shape(type="rect", x0=c * pw, x1=(c + 1) * pw, y0=r * ph, y1=(r + 1) * ph,
+                         line=dict(color="cyan", width=3))
+    targets = patch_click_targets(grid, patch_size, name="query")
+    targets.update(customdata=np.column_stack([targets.customdata, np.ravel(values)]).tolist(),
+                   hovertemplate="patch %{customdata[0]} (row %{customdata[1]}, col "
+                                 "%{customdata[2]})<br>attention %{customdata[3]:.4f}"
+                                 "<extra></extra>")
+    figure.add_trace(targets)
+    return figure
+
+
+def coarse(values: np.ndarray, side: int = DISPLAY_SIDE) -> tuple[np.ndarray, tuple[float, float]]:
+    """Area-average an (H, W) map down to at most `side` cells a side (for sending only).
+    Returns the small map and its cell size in pixels."""
+    values = np.asarray(values, dtype=np.float32)
+    height, width = values.shape
+    fy, fx = max(1, int(np.ceil(height / side))), max(1, int(np.ceil(width / side)))
+    rows, cols = height // fy, width // fx
+    small = values[:rows * fy, :cols * fx].reshape(rows, fy, cols, fx).mean(axis=(1, 3))
+    return small, (float(fy), float(fx))
+
+
+def overlay(image: Image.Image, values: np.ndarray, cell_size: tuple[float, float], title: str,
+            diverging: bool = False, zmin: float | None = None, zmax: float | None = None,
+            height: int = 340, opacity: float = 0.55) -> go.Figure:
+    """Page 5's map over the model input: feature-map (or patch) resolution, the photo
+    sent as a small JPEG; `diverging` centres a blue-red scale on 0."""
+    if diverging:
+        bound = symmetric_bound(values)
+        zmin, zmax = -bound, bound
+    return overlay_figure(image, values, cell_size, title, opacity, height, zmin, zmax,
+                          colorscale=DIVERGING if diverging else HEATMAP_SCALE, compact=True)
+
+
+def cell_overlay(image: Image.Image, cell: Cell, patch_size: tuple[int, int],
+                 height: int = 420) -> go.Figure:
+    """One taxonomy cell's raw map on the patch grid over the model input."""
+    title = f"{cell.variant.location} · block {cell.variant.block} (raw, after ReLU)"
+    return overlay(image, cell.map, patch_size, title, height=height)
+
+
+def map_row(image: Image.Image, maps: list[tuple[str, np.ndarray]], height: int = 330,
+            shared_scale: bool = True) -> go.Figure:
+    """Several full-resolution maps (H, W) over the same image, side by side, on one
+    colour scale [0, 1] (each map is min-max normalised first when not already)."""
+    count = len(maps)
+    figure = make_subplots(rows=1, cols=count, subplot_titles=[t for t, _ in maps],
+                           horizontal_spacing=0.01)
+    for i, (_, values) in enumerate(maps, start=1):
+        small, cell = coarse(min_max(values) if shared_scale else values)
+        add_overlay(figure, image, small, cell, row=1, col=i, compact=True, zmin=0, zmax=1,
+                    hovertemplate="%{z:.2f}<extra></extra>").update(showscale=(i == count))
+    figure.update_layout(height=height, margin=dict(l=0, r=0, t=50, b=0))
+    return figure
+
+
+def flow_figure(image: Image.Image, L: np.ndarray, D: np.ndarray, patch_size: tuple[int, int],
+                labels: list[str], opacity: float = 0.6, height: int = 480,
+                start: int | None = None) -> go.Figure:
+    """Animated DAAM flow: per-block map L_b (left) and accumulated D_b (right).
+
+    `L` and `D` are (B, rows, cols) already scaled to [0, 1] for display. One
+    frame per block updates only the two heatmap traces (indices 1 and 3); a play
+    button and a slider scrub the frames in the browser, no rerun.
+    """
+    count = len(L)
+    start = count - 1 if start is None else start
+    figure = make_subplots(rows=1, cols=2, horizontal_spacing=0.04,
+                           subplot_titles=("L_b: what block b adds",
+                                           "D_b: accumulated up to block b"))
+    hover = "row %{y}, col %{x}<br>display value %{z:.3f}<extra></extra>"
+    add_overlay(figure, image, L[start], patch_size, row=1, col=1, opacity=opacity, zmin=0.0,
+                zmax=1.0, name="L_b", hovertemplate=hover).update(showscale=False)
+    add_overlay(figure, image, D[start], patch_size, row=1, col=2, opacity=opacity, zmin=0.0,
+                zmax=1.0, name="D_b", hovertemplate=hover)
+    names = [f"{i + 1}" for i in range(count)]
+    figure.frames = [go.Frame(name=name, traces=[1, 3], data=[
+        go.Heatmap(z=np.asarray(L[i], dtype=float)), go.Heatmap(z=np.asarray(D[i], dtype=float))],
+        layout=dict(title_text=labels[i]))
+        for i, name in enumerate(names)]
+    still = dict(frame=dict(duration=0, redraw=True), mode="immediate",
+                 transition=dict(duration=0))
+    figure.update_layout(
+        height=height, title=dict(text=labels[start], x=0.5),
+        margin=dict(l=0, r=0, t=70, b=10),
+        updatemenus=[dict(type="buttons", direction="left", x=0.0, y=-0.02, xanchor="left",
+                          yanchor="top", showactive=False, buttons=[
+                              dict(label="▶ Play", method="animate",
+                                   args=[names, dict(frame=dict(duration=FRAME_MS, redraw=True),
+                                                     mode="immediate", fromcurrent=False,
+                                                     transition=dict(duration=0))]),
+                              dict(label="❚❚ Pause", method="animate",
+                                   args=[[None], dict(frame=dict(duration=0, redraw=False),
+                                                      mode="immediate")])])],
+        sliders=[dict(active=start, x=0.16, len=0.84, y=-0.02, yanchor="top",
+                      currentvalue=dict(prefix="block "),
+                      steps=[dict(label=name, method="animate", args=[[name], still])
+                             for name in names])])
+    return figure
+
+
+def map_row_figure(image: Image.Image, maps: list[np.ndarray], titles: list[str],
+                   patch_size: tuple[int, int], opacity: float = 0.6, height: int = 260,
+                   signed: bool = False) -> go.Figure:
+    """A row of maps over the same image, each min-max scaled for display; `signed`:
+    each divided by its largest |value| on a blue-white-red scale centred on 0."""
+    figure = make_subplots(rows=1, cols=len(maps), subplot_titles=titles,
+                           horizontal_spacing=0.01)
+    for i, values in enumerate(maps, start=1):
+        if signed:
+            shown, scale = np.asarray(values) / symmetric_bound(values), dict(
+                zmin=-1.0, zmax=1.0, colorscale=DIVERGING,
+                hovertemplate="row %{y}, col %{x}<br>%{z:.3f} of the largest |value|"
+                              "<extra></extra>")
+        else:
+            shown, scale = min_max(values), dict(
+                zmin=0.0, zmax=1.0, hovertemplate="row %{y}, col %{x}<br>%{z:.3f}<extra></extra>")
+        add_overlay(figure, image, shown, patch_size, row=1, col=i, opacity=opacity,
+                    **scale).update(showscale=(i == len(maps)))
+    figure.update_layout(height=height, margin=dict(l=0, r=0, t=50, b=0))
+    figure.update_annotations(font_size=11)
+    return figure
+
+
+def _cell_size(image: Image.Image, grid: tuple[int, int]) -> tuple[float, float]:
+    return image.height / grid[0], image.width / grid[1]
+
+
+def practical_matrix(rows: list[tuple[str, Image.Image, list[tuple[str, np.ndarray]]]],
+                     opacity: float = 0.6, height_per_row: int = 260) -> go.Figure:
+    """One row per model: its input image, then every method's map over it, on one scale.
+    `rows` = [(row label, model image, [(method name, grid map), ...]), ...]."""
+    columns = max(1, max(len(maps) for _, _, maps in rows)) + 1
+    titles = []
+    for label, _, maps in rows:
+        titles += [label] + [name for name, _ in maps] + [""] * (columns - 1 - len(maps))
+    figure = make_subplots(rows=len(rows), cols=columns, subplot_titles=titles,
+                           horizontal_spacing=0.01, vertical_spacing=0.08)
+    for r, (_, image, maps) in enumerate(rows, start=1):
+        add_image(figure, image, r, 1, compact=True)
+        for c, (name, values) in enumerate(maps, start=2):
+            add_overlay(figure, image, min_max(values), _cell_size(image, values.shape), r, c,
+                        compact=True, opacity=opacity, name=name,
+                        hovertemplate=f"{name}<br>row %{{y}}, col %{{x}}"
+                                      "<br>normalised %{z:.2f}<extra></extra>",
+                        ).update(coloraxis="coloraxis")
+    figure.update_layout(coloraxis=dict(colorscale=HEATMAP_SCALE, cmin=0, cmax=1,
+                                        colorbar=dict(title="min-max", thickness=12)),
+                         height=height_per_row * len(rows) + 40, margin=dict(l=0, r=0, t=40, b=0))
+    return figure
+
+
+def localisation_figure(image: Image.Image, user_box, boxes: dict, peaks: dict,
+                        title: str) -> go.Figure:
+    """The image with the given box (white, dashed) and every method's estimated box and peak."""
+    figure = image_figure(image, title, 420, compact=True)
+    x0, y0, x1, y1 = user_box
+    figure.add_shape(type="rect", x0=x0, y0=y0, x1=x1, y1=y1,
+                     line=dict(color="white", width=3, dash="dash"))
+    for i, (name, box) in enumerate(boxes.items()):
+        colour = LINE_COLOURS[i % len(LINE_COLOURS)]
+        if box is not None:
+            figure.add_shape(type="rect", x0=box[0], y0=box[1], x1=box[2], y1=box[3],
+                             line=dict(color=colour, width=2))
+        px, py = peaks[name]
+        figure.add_trace(go.Scatter(x=[px], y=[py], mode="markers", name=name,
+                                    marker=dict(color=colour, size=11, symbol="x")))
+    return figure

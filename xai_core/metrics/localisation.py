@@ -1,0 +1,89 @@
+"""Localisation of explanation maps (seed 001, Table 3 protocol): binarise the map at
+0.1 x its maximum, take the largest 8-connected region's tight box, IoU with a given box;
+and the pointing game (Zhang et al. 2016: the map's peak falls in the box, with a
+15-pixel tolerance).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import OptionError
+from ..maps import check_map, upsample
+
+LOCALISATION_THRESHOLD = 0.1
+POINTING_TOLERANCE = 15
+
+Box = tuple[int, int, int, int]  # x0, y0, x1, y1 in pixels, half-open: [x0, x1) x [y0, y1)
+
+
+def largest_region_box(saliency: np.ndarray, size: tuple[int, int],
+                       threshold: float = LOCALISATION_THRESHOLD) -> Box | None:
+    """Binarise the upsampled map at threshold x max; the tight box of the largest
+    8-connected region. None when the map has no positive maximum."""
+    from scipy import ndimage
+
+    values = upsample(check_map(saliency), size)
+    peak = float(values.max())
+    if peak <= 0:
+        return None
+    mask = values >= threshold * peak
+    labels, count = ndimage.label(mask, structure=np.ones((3, 3), dtype=bool))
+    sizes = ndimage.sum_labels(mask, labels, index=np.arange(1, count + 1))
+    ys, xs = np.nonzero(labels == int(np.argmax(sizes)) + 1)
+    return int(xs.min()), int(ys.min()), int(xs.max()) + 1, int(ys.max()) + 1
+
+
+def check_box(box, size: tuple[int, int]) -> Box:
+    x0, y0, x1, y1 = (int(v) for v in box)
+    height, width = size
+    if not (0 <= x0 < x1 <= width and 0 <= y0 < y1 <= height):
+        raise OptionError(f"A box needs 0 <= x0 < x1 <= {width} and 0 <= y0 < y1 <= {height}; "
+                          f"got ({x0}, {y0}, {x1}, {y1}).")
+    return x0, y0, x1, y1
+
+
+def box_iou(a: Box | None, b: Box) -> float:
+    """Intersection over union of two half-open pixel boxes (seed 001, eq. 15)."""
+    if a is None:
+        return 0.0
+    width = max(0, min(a[2], b[2]) - max(a[0], b[0]))
+    height = max(0, min(a[3], b[3]) - max(a[1], b[1]))
+    inter = width * height
+    union = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter
+    return inter / union if union else 0.0
+
+
+def map_peak(saliency: np.ndarray, size: tuple[int, int]) -> tuple[int, int]:
+    """(x, y) pixel of the upsampled map's maximum (first in raster order on ties)."""
+    values = upsample(check_map(saliency), size)
+    y, x = np.unravel_index(int(np.argmax(values)), values.shape)
+    return int(x), int(y)
+
+
+def pointing_hit(saliency: np.ndarray, size: tuple[int, int], box: Box,
+                 tolerance: float = POINTING_TOLERANCE) -> bool:
+    """Pointing game: the peak lies inside the box or within `tolerance` pixels of it."""
+    x, y = map_peak(saliency, size)
+    dx = max(box[0] - x, 0, x - (box[2] - 1))
+    dy = max(box[1] - y, 0, y - (box[3] - 1))
+    return bool(np.hypot(dx, dy) <= tolerance)
+
+
+@dataclass(frozen=True)
+class Localisation:
+    box: Box | None  # the map's estimated box
+    iou: float
+    correct: bool  # IoU >= 0.5
+    peak: tuple[int, int]
+    pointing_hit: bool
+
+
+def localise(saliency: np.ndarray, size: tuple[int, int], box) -> Localisation:
+    box = check_box(box, size)
+    estimated = largest_region_box(saliency, size)
+    iou = box_iou(estimated, box)
+    return Localisation(estimated, iou, iou >= 0.5, map_peak(saliency, size),
+                        pointing_hit(saliency, size, box))
