@@ -24,7 +24,7 @@ import pytest
 import safetensors.torch
 
 from apptest_helpers import open_app
-from xai_core.cli import main as cli_main
+from xai_core.cli.main import main as cli_main
 from xai_core.models import disk_cache, loaders, settings
 
 ROOT = Path(__file__).resolve().parent.parent

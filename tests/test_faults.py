@@ -13,7 +13,7 @@ from apptest_helpers import open_app
 from single_thread import one_torch_thread
 from tiny_models import images, tiny_cnn
 from xai_core import pipeline
-from xai_core.cli import main as cli_main
+from xai_core.cli.main import main as cli_main
 from xai_core.faults import (RETRY_BATCH_DIVISOR, Cancelled, ModelOutOfMemory,
                              retry_with_smaller_batch)
 from xai_core.methods import gradcam
@@ -189,7 +189,7 @@ def test_app_shows_a_sentence_and_the_other_model_still_works(monkeypatch):
 
 
 def deletion(cnn, image, **kwargs):
-    from xai_core.metrics import faithfulness
+    from xai_core.metrics.faithfulness import faithfulness
 
     saliency = np.arange(16, dtype=np.float32).reshape(4, 4)  # a map to rank pixels by
     return faithfulness(cnn, image, saliency, "deletion", 3, "zeros", steps=20, batch_size=16,
