@@ -73,8 +73,9 @@ def sidebar():
 
 
 def main() -> None:
-    # an emoji icon is drawn in the browser; a ":material/...:" one is fetched from Google
-    st.set_page_config(page_title="ViT Lens", page_icon="🔍", layout="wide")
+    # a local icon: a ":material/...:" favicon is fetched from fonts.gstatic.com
+    st.set_page_config(page_title="ViT Lens", page_icon=str(ROOT / "dashboard" / "favicon.png"),
+                       layout="wide")
     pages = [st.Page(PAGES / name, title=title, icon=icon, default=(name == "home.py"))
              for name, title, icon in existing_pages()]
     navigation = st.navigation(pages)

@@ -7,6 +7,7 @@ from pathlib import Path
 PAGES = Path(__file__).resolve().parent.parent / "pages"
 PAGE_LIST = [  # (file in pages/, title, icon); a page appears once its file exists
     ("home.py", "Home", ":material/home:"),
+    ("0_vit_explainer.py", "0 · ViT Explainer", ":material/school:"),
     ("1_tokenization.py", "1 · Tokenization", ":material/grid_on:"),
     ("2_self_attention.py", "2 · Self-attention toy", ":material/hub:"),
     ("3_attention_distance.py", "3 · Attention distance", ":material/straighten:"),

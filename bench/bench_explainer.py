@@ -1,0 +1,122 @@
+"""The ViT Explainer in Chromium (`streamlit run` + Playwright, as in tests/e2e), DINOv2:
+
+- bytes sent to the browser for one Explainer page view (target <= 2 MB): the WebSocket
+  messages of the view (the page, its payload and the component's code), and separately
+  the HTTP files of a first visit (Streamlit's own JavaScript, cached by the browser after);
+- bytes of opening another block (one fragment rerun);
+- hover-to-redraw, timed in the page with performance.now() from the mouse event to the
+  end of the redraw, and to the next painted frame (target <= 50 ms);
+- frames drawn per second while the blocks play (target >= 15 fps);
+- page open to interactive with a warm server cache (fresh browser tab: navigation start
+  until the component has drawn and the script is idle).
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+E2E = ROOT / "tests" / "e2e"
+
+
+def _percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+
+
+def _new_tab(browser):
+    context = browser.new_context(viewport={"width": 1500, "height": 1800})
+    return context, context.new_page()
+
+
+def _page_view(browser, app_url: str, driver) -> dict:
+    """One page view in a fresh browser context (nothing cached in the browser)."""
+    context, tab = _new_tab(browser)
+    traffic = driver.Traffic(tab)
+    started = time.perf_counter()
+    driver.open_explainer(tab, app_url)
+    seconds = time.perf_counter() - started
+    tab.wait_for_timeout(500)
+    view = {"ws": sum(traffic.received), "http": traffic.http_bytes, "seconds": seconds,
+            "foreign": traffic.foreign_hosts(app_url)}
+    # open another block: the only interaction that talks to Python
+    before = sum(traffic.received)
+    block = "3" if driver.state(tab)["block"] != "3" else "4"
+    opened = time.perf_counter()
+    tab.locator(f"{driver.ROOT} .vx-block[data-block='{block}']").click()
+    driver.wait_for_state(tab, "detail", lambda loaded: block in loaded.split(","))
+    view["block_seconds"] = time.perf_counter() - opened
+    tab.wait_for_timeout(300)
+    view["block_ws"] = sum(traffic.received) - before
+    context.close()
+    return view
+
+
+def _hover_and_play(browser, app_url: str, driver) -> dict:
+    context, tab = _new_tab(browser)
+    driver.open_explainer(tab, app_url)
+    rows, cols = (int(n) for n in driver.state(tab)["grid"].split("x"))
+    tab.evaluate("() => { window.__vitExplainer.hover = []; window.__vitExplainer.hoverFrame = []; }")
+    for i in range(80):  # a walk over many different patches
+        patch = (i * 37) % (rows * cols)
+        driver.hover_patch(tab, patch)
+        tab.wait_for_timeout(25)
+    tab.wait_for_timeout(200)
+    hover = driver.metrics(tab)
+    tab.mouse.move(1, 1)
+    tab.locator(f"{driver.ROOT} .vx-play").click()
+    tab.wait_for_timeout(4000)
+    frames = driver.metrics(tab)["frames"]
+    tab.locator(f"{driver.ROOT} .vx-play").click()
+    context.close()
+    span = (frames[-1] - frames[0]) / 1000 if len(frames) > 1 else float("inf")
+    return {"hover": hover["hover"], "frame": hover["hoverFrame"],
+            "fps": (len(frames) - 1) / span if span > 0 else 0.0}
+
+
+def run() -> list[dict]:
+    from playwright.sync_api import sync_playwright
+
+    sys.path.insert(0, str(E2E))
+    import explainer_driver as driver
+    from e2e_helpers import CHROMIUM_FLAGS, chromium_path, running_apps
+
+    with running_apps(1, log_name="bench-explainer") as apps, sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=chromium_path(), headless=True,
+                                             args=CHROMIUM_FLAGS)
+        app_url = apps[0].url
+        cold = _page_view(browser, app_url, driver)  # fills the server's caches
+        views = [_page_view(browser, app_url, driver) for _ in range(3)]
+        interaction = _hover_and_play(browser, app_url, driver)
+        browser.close()
+
+    if any(view["foreign"] for view in [cold, *views]):
+        raise RuntimeError(f"requests to other hosts: {cold['foreign']}")
+    median = lambda key: statistics.median(view[key] for view in views)  # noqa: E731
+    hover, frame = interaction["hover"], interaction["frame"]
+    return [
+        {"name": "Explainer page view: WebSocket bytes to the browser", "value": median("ws") / 1e6,
+         "unit": "MB", "note": "target <= 2 MB (page, payload, component code)"},
+        {"name": "Explainer first visit: HTTP bytes (Streamlit's static files)",
+         "value": median("http") / 1e6, "unit": "MB",
+         "note": "as sent (compressed); browser-cached after the first visit"},
+        {"name": "open another block: WebSocket bytes", "value": median("block_ws") / 1e6,
+         "unit": "MB", "note": "one fragment rerun"},
+        {"name": "open another block: click to detail drawn", "value": median("block_seconds"),
+         "unit": "s"},
+        {"name": "hover-to-redraw, median (event -> redraw done)",
+         "value": statistics.median(hover), "unit": "ms", "note": "target <= 50 ms"},
+        {"name": "hover-to-redraw, 95th percentile", "value": _percentile(hover, 0.95),
+         "unit": "ms", "note": f"{len(hover)} hovers over different patches"},
+        {"name": "hover to next painted frame, median", "value": statistics.median(frame),
+         "unit": "ms"},
+        {"name": "frames drawn per second while playing", "value": interaction["fps"],
+         "unit": "fps", "note": "target >= 15 fps (headless Chromium)"},
+        {"name": "page open to interactive, cold server cache", "value": cold["seconds"],
+         "unit": "s", "note": "new server process: model load, capture, DAAM, payload"},
+        {"name": "page open to interactive, warm cache", "value": median("seconds"),
+         "unit": "s", "note": "fresh tab, median of 3"},
+    ]

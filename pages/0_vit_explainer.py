@@ -1,0 +1,32 @@
+"""Page 0: the ViT Explainer - one forward pass, linked, animated, with a guided tour."""
+
+import streamlit as st
+
+from dashboard import state, ui
+from dashboard.explainer_component import explainer_view
+from dashboard.explainer_tour import TOUR
+from xai_core.explainer import QUANTISATION
+
+st.title("ViT Explainer")
+st.markdown(
+    "Follow your image through a Vision Transformer: pixels, patches, tokens, the blocks, "
+    "the feature and the answer, all in one picture. **Hover** a patch to see where it "
+    "looks, a block to see what [CLS] gathers there, a head to see its own map; **click** "
+    "a stage or a block to open it; press **▶** to play the blocks. New here? Start the "
+    f"guided tour: {len(TOUR)} steps, with ← → keys for a presenter's clicker.")
+
+image, model = ui.vit_page_inputs()
+head = state.session_head(model)
+if head is None:
+    st.warning(f"{model.label} has neither a classifier nor a k-NN memory bank, so there is "
+               "no prediction to follow.")
+    st.stop()
+
+explainer_view(model, image, head)
+
+st.caption(
+    "How to read it: colours on the image are scaled to each map's largest patch value "
+    "(Inferno: dark = low, yellow = high). What travels to your browser: "
+    + "; ".join(QUANTISATION.values())
+    + ". Rollout follows Chefer's row-normalised convention; DAAM explains the top "
+    "prediction.")

@@ -1,0 +1,85 @@
+"""Page 0 (ViT Explainer) in AppTest: what the page hands its browser component, the
+`?tour=N` deep link, a bad deep link, and the random-weight CaiT layout. (Hover, play and
+keys run in a real browser: tests/e2e/test_explainer_browser.py.)"""
+
+import json
+
+from apptest_helpers import ENTRY, element_text
+from streamlit.testing.v1 import AppTest
+
+from dashboard.explainer_tour import TOUR
+from xai_core.images import load_sample
+from xai_core import pipeline
+from xai_core.methods.rollout import attention_rollout, auto_start
+from xai_core.models import get_model
+from xai_core.sinks import image_sinks
+
+PAGE = "../pages/0_vit_explainer.py"
+
+
+def open_page(query: dict | None = None, **session_state) -> AppTest:
+    app = AppTest.from_file(ENTRY, default_timeout=300)
+    for key, value in session_state.items():
+        app.session_state[key] = value
+    for key, value in (query or {}).items():
+        app.query_params[key] = value
+    app.run()
+    return app.switch_page(PAGE).run()
+
+
+def component_data(app: AppTest) -> dict:
+    components = [e for e in app.get("bidi_component")
+                  if e.proto.component_name == "vit_lens.explainer"]
+    assert len(components) == 1
+    return json.loads(components[0].proto.json)
+
+
+def test_default_page_sends_overview_last_block_and_tour():
+    app = open_page()
+    assert not app.exception, app.exception
+    data = component_data(app)
+    overview = data["overview"]
+    assert overview["model"]["id"] == "dinov2-s14" and not overview["model"]["random"]
+    blocks = len(overview["blocks"])
+    assert data["detail"]["block"] == blocks - 1 == data["initial"]["block"]
+    assert data["tour"]["active"] is None and len(data["tour"]["steps"]) == len(TOUR)
+    assert data["presentation"] is False
+    # rollout frames start where page 4's start=auto starts, on this very image
+    model, image = get_model("dinov2-s14"), load_sample("chelsea")
+    start = auto_start(image_sinks(model, image)).start
+    capture = pipeline.vit_capture(model, image)
+    assert overview["rollout"]["blocks"] == attention_rollout(capture, start=start).block_indices
+    assert f"{len(TOUR)} steps" in element_text(app, "markdown")
+
+
+def test_tour_deep_link_opens_that_step_with_its_block():
+    app = open_page({"tour": "3"})
+    assert not app.exception, app.exception
+    data = component_data(app)
+    assert data["tour"]["active"] == 3
+    assert data["detail"]["block"] == data["tour"]["steps"][2]["block"]
+
+
+def test_bad_tour_link_says_so_and_still_draws():
+    app = open_page({"tour": "99"})
+    assert not app.exception, app.exception
+    assert f"steps 1-{len(TOUR)}" in element_text(app, "warning")
+    assert component_data(app)["tour"]["active"] is None
+
+
+def test_presentation_mode_reaches_the_component():
+    app = open_page(presentation=True)
+    assert component_data(app)["presentation"] is True
+
+
+def test_random_cait_layout_is_labelled_and_drawn():
+    app = open_page(vit_model="cait-s24", vit_random=True)
+    assert not app.exception, app.exception
+    assert "RANDOM WEIGHTS" in element_text(app, "error")
+    data = component_data(app)
+    overview = data["overview"]
+    assert overview["model"]["random"] and "RANDOM WEIGHTS" in overview["model"]["label"]
+    kinds = [b["kind"] for b in overview["blocks"]]
+    assert kinds.count("class") == 2 and kinds[-1] == "class"
+    assert data["detail"]["nq"] == 1  # the last block is a class-attention block
+    assert overview["layout"]["cls_joins_late"] is True

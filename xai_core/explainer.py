@@ -1,0 +1,396 @@
+"""Compact data for the ViT Explainer page (its browser component draws everything).
+
+Two payloads, both built from the shared cached capture and cached themselves:
+
+- the OVERVIEW (once per model, image and head): the pipeline's stages with their real
+  tensor shapes, every block's attention row of the [CLS] query per head (or, in a block
+  without [CLS], the mean over the patch rows), attention rollout so far and the DAAM
+  accumulated map after each block, per-token residual-stream norms, the prediction
+  (ImageNet logits or the k-NN vote) and the [CLS] feature of a k-NN head;
+- a BLOCK DETAIL (when the learner opens a block): that block's full attention, the
+  queries and keys of every token, and per-token norms at each step of the block.
+
+Arrays travel as base64 in JSON. Non-negative maps (attention, rollout, DAAM) are 8-bit
+with one scale per row (the row's largest patch value), so every value is within
+scale/510 of the captured one; queries, keys, prefix-token attention and norms are
+float16 (relative error <= 2^-11). `decode` turns a packed array back into numpy (the
+tests use it).
+
+Token layout comes from the capture: prefix tokens ([CLS], [DIST], registers), CaiT's
+class-attention blocks (one [CLS] query over [CLS] + patches, after patch blocks that
+have no [CLS]), any grid.
+"""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+import numpy as np
+import torch
+
+from .cache import BoundedCache, cache_key
+from .capture import Capture, transformer_blocks
+from .figures.overlays import image_data_uri
+from .figures.style import HEATMAP_SCALE
+from .methods.daam import compute_daam
+from .methods.rollout import AUTO_RULE, CONVENTION_NAMES, attention_rollout, auto_start, token_row
+from .models.knn import KNN_K, KNN_TEMPERATURE
+from .pipeline import head_of, predict, prepare, vit_capture
+from .sinks import image_sinks
+from .token_marks import RULE as HIGH_NORM_RULE
+from .token_marks import high_norm_tokens, largest_norm_ratio
+from .tokens import prefix_token_names
+
+# Payloads are a few MB at most; entries are keyed by content, shared by every session.
+EXPLAINER_CACHE = BoundedCache(max_entries=32, max_bytes=192 * 2**20)
+
+QUANTISATION = {
+    "attention": "attention over patch keys as 8-bit integers, one scale per row (its "
+                 "largest patch value): each value within (row max)/510 of the captured "
+                 "one; prefix keys as float16",
+    "qk": "queries and keys as float16 (relative error at most 0.05%)",
+    "maps": "rollout and DAAM maps as 8-bit integers, one scale per block: within "
+            "(block max)/510",
+    "norms": "norms as float16 (relative error at most 0.05%)",
+}
+# The component's vocabulary (the guided tour names these; tests check them).
+STAGE_IDS = ("image", "patches", "tokens", "blocks", "norm", "feature", "head", "top5")
+OVERLAYS = ("attention", "rollout", "daam")
+PACKED_DTYPES = {"u8": np.uint8, "f16": np.float16, "f32": np.float32}
+
+
+# --- packing ---------------------------------------------------------------------------------
+
+def quantise_unsigned(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Non-negative values -> (uint8 codes, float32 scale per row of the last axis)."""
+    values = np.asarray(values, dtype=np.float64)
+    scale = values.max(axis=-1, keepdims=True) if values.shape[-1] else np.zeros(
+        values.shape[:-1] + (1,))
+    safe = np.where(scale > 0, scale, 1.0)
+    codes = np.rint(np.clip(values / safe, 0.0, 1.0) * 255).astype(np.uint8)
+    return codes, scale[..., 0].astype(np.float32)
+
+
+def dequantise(codes: np.ndarray, scale: np.ndarray) -> np.ndarray:
+    """The inverse of `quantise_unsigned` (what the browser computes)."""
+    return codes.astype(np.float64) * (np.asarray(scale, dtype=np.float64)[..., None] / 255.0)
+
+
+def packed(array: np.ndarray, dtype: str) -> dict:
+    """A numpy array to send; it stays an array (counted by the bounded cache) until
+    `jsonable` turns it into {"dtype", "shape", "b64"}."""
+    return {"dtype": dtype, "array": np.ascontiguousarray(array, dtype=PACKED_DTYPES[dtype])}
+
+
+def decode(item: dict) -> np.ndarray:
+    """A packed array (as cached, or after `jsonable`) back to numpy."""
+    if "array" in item:
+        return item["array"]
+    raw = base64.b64decode(item["b64"])
+    return np.frombuffer(raw, dtype=PACKED_DTYPES[item["dtype"]]).reshape(item["shape"])
+
+
+def jsonable(value: Any) -> Any:
+    """Replace every packed array by {"dtype", "shape", "b64"} (little-endian bytes)."""
+    if isinstance(value, dict):
+        if "array" in value and "dtype" in value:
+            array = value["array"].astype(value["array"].dtype.newbyteorder("<"), copy=False)
+            return {"dtype": value["dtype"], "shape": list(array.shape),
+                    "b64": base64.b64encode(array.tobytes()).decode()}
+        return {key: jsonable(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [jsonable(item) for item in value]
+    return value
+
+
+def _unsigned_rows(values: np.ndarray) -> dict:
+    codes, scale = quantise_unsigned(values)
+    return {"codes": packed(codes, "u8"), "scale": packed(scale, "f32")}
+
+
+def _norms(tensor: torch.Tensor) -> np.ndarray:
+    """Per-token L2 norm of (tokens, C)."""
+    return tensor.double().norm(dim=-1).numpy()
+
+
+# --- the residual stream ---------------------------------------------------------------------
+
+def branch_scales(block: torch.nn.Module) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+    """The per-channel factors on the attention and MLP branches before each residual
+    add: timm's LayerScale (`ls1.gamma`, `ls2.gamma`), CaiT's `gamma_1`/`gamma_2`, or
+    None when the branch is added as it is."""
+    def read(module_name: str, parameter_name: str):
+        gamma = getattr(getattr(block, module_name, None), "gamma", None)
+        if gamma is None:
+            gamma = getattr(block, parameter_name, None)
+        return None if gamma is None else gamma.detach().float().cpu()
+    return read("ls1", "gamma_1"), read("ls2", "gamma_2")
+
+
+def residual_stream(block: torch.nn.Module, acts: dict[str, torch.Tensor]):
+    """(x_in, x_mid, x_out) of the query tokens, from the block output and its two branch
+    outputs: x_out = x_mid + s2*mlp and x_mid = x_in + s1*attn_out."""
+    scale_attn, scale_mlp = branch_scales(block)
+    x_out = acts["out"][0].double()
+    mlp, attn_out = acts["mlp"][0].double(), acts["attn_out"][0].double()
+    x_mid = x_out - (mlp if scale_mlp is None else mlp * scale_mlp.double())
+    x_in = x_mid - (attn_out if scale_attn is None else attn_out * scale_attn.double())
+    return x_in, x_mid, x_out
+
+
+# --- describing the model --------------------------------------------------------------------
+
+def _pooling(module: torch.nn.Module, prefix_names: list[str]) -> str:
+    pool = getattr(module, "global_pool", "token")
+    if "[DIST]" in prefix_names:
+        return "[CLS] and [DIST] through their own heads, averaged"
+    if pool == "avg":
+        return "mean of the patch tokens"
+    if pool == "token" and prefix_names:
+        return "the [CLS] token"
+    return f"pooling '{pool}'"
+
+
+def _block_facts(capture: Capture, module: torch.nn.Module) -> list[dict]:
+    modules = transformer_blocks(module)
+    facts = []
+    for record, (_, block) in zip(capture.blocks, modules):
+        attn = record.acts["attn"]
+        # numbered from 0 in forward order, as on the other pages and in the code
+        label = f"Block {record.index}" + (" (class attention)" if record.kind == "class" else "")
+        facts.append({"index": record.index, "kind": record.kind, "label": label,
+                      "prefix": record.num_prefix_tokens, "nq": int(attn.shape[2]),
+                      "nk": int(attn.shape[3]), "heads": int(attn.shape[1]),
+                      "talking_heads": hasattr(block.attn, "proj_w"),
+                      "layer_scale": any(s is not None for s in branch_scales(block))})
+    return facts
+
+
+def _dims(capture: Capture, module: torch.nn.Module) -> dict:
+    first = capture.blocks[0]
+    heads, head_dim = first.acts["q"].shape[1], first.acts["q"].shape[3]
+    block = transformer_blocks(module)[0][1]
+    fc1 = getattr(block.mlp, "fc1", None)
+    table = getattr(module, "pos_embed", None)
+    return {"width": int(first.acts["out"].shape[-1]), "heads": int(heads),
+            "head_dim": int(head_dim), "mlp_hidden": int(fc1.out_features) if fc1 else None,
+            "blocks": len(capture.blocks),
+            "self_blocks": sum(b.kind == "self" for b in capture.blocks),
+            "class_blocks": sum(b.kind == "class" for b in capture.blocks),
+            "pos_table": list(table.shape[1:]) if isinstance(table, torch.Tensor) else None}
+
+
+def _stages(layout, dims: dict, prefix_names: list[str], pooling: str, prediction: dict,
+            cls_joins_late: bool) -> list[dict]:
+    """The pipeline's stages in forward order, with the shapes of the real tensors."""
+    (height, width), (ph, pw) = layout.input_size, layout.patch_size
+    rows, cols = layout.grid
+    n_patch, width_d = layout.num_patches, dims["width"]
+    tokens = n_patch if cls_joins_late else layout.num_tokens
+    head = prediction["head"]
+    blocks = f"{dims['self_blocks']} self-attention"
+    if dims["class_blocks"]:
+        blocks += f" + {dims['class_blocks']} class-attention"
+    out_dim = prediction["output_shape"][-1]
+    return [
+        {"id": "image", "title": "Image", "shape": f"{height}×{width}×3"},
+        {"id": "patches", "title": "Patches", "shape": f"{rows}×{cols} of {ph}×{pw}×3"},
+        {"id": "tokens", "title": "Tokens",
+         "shape": f"{tokens}×{width_d}"
+                  + ("" if cls_joins_late or not prefix_names
+                     else f" ({len(prefix_names)} prefix + {n_patch})")},
+        {"id": "blocks", "title": "Blocks", "shape": blocks},
+        {"id": "norm", "title": "Final LayerNorm", "shape": f"{layout.num_tokens}×{width_d}"},
+        {"id": "feature", "title": "Feature", "shape": f"{width_d}", "note": pooling},
+        {"id": "head", "title": "k-NN vote" if head == "knn" else "Linear head",
+         "shape": (f"{prediction['bank_size']} bank entries" if head == "knn"
+                   else f"{width_d}→{out_dim}")},
+        {"id": "top5", "title": "Prediction", "shape": f"top-5 of {prediction['classes']}"},
+    ]
+
+
+def _prediction(model, image, head, capture: Capture) -> dict:
+    top = predict(model, image, topk=5, head=head)
+    result = {"head": head.kind, "classes": len(head.class_names),
+              "output_shape": list(capture.output.shape),
+              "top": [{"index": p.index, "label": p.label, "probability": p.probability}
+                      for p in top]}
+    if head.kind == "knn":
+        neighbours = head.neighbours(capture.output)
+        result.update(k=KNN_K, temperature=KNN_TEMPERATURE, bank_size=len(head.bank.labels),
+                      neighbours=[{"label": n.label, "source": n.source,
+                                   "similarity": round(n.similarity, 4)} for n in neighbours])
+    return result
+
+
+def _colormap() -> dict:
+    """Inferno as a 256-entry RGB table, from the same stops as every Plotly map."""
+    from plotly.colors import sample_colorscale, unlabel_rgb
+
+    colours = sample_colorscale(HEATMAP_SCALE, list(np.linspace(0, 1, 256)))
+    return packed(np.array([unlabel_rgb(c) for c in colours]).round().clip(0, 255), "u8")
+
+
+# --- per-block rows for the animation --------------------------------------------------------
+
+def _query_rows(capture: Capture) -> list[dict]:
+    """Per block and head: the [CLS] row (or the mean patch row) over the patch grid,
+    8-bit per head, and the prefix keys' values."""
+    grid = capture.layout.grid
+    rows = []
+    for record in capture.blocks:
+        attn = record.acts["attn"][0].double().numpy()  # (H, Nq, Nk)
+        maps, prefixes, what = [], [], ""
+        for head in attn:
+            # a class block's only query is [CLS]: token_row reads row 0 of the square block
+            square = head if head.shape[0] == head.shape[1] else np.pad(
+                head, ((0, head.shape[1] - head.shape[0]), (0, 0)))
+            grid_map, prefix_values, what = token_row(square, record.num_prefix_tokens, grid)
+            maps.append(grid_map.reshape(-1))
+            prefixes.append(prefix_values)
+        rows.append({"what": what, **_unsigned_rows(np.stack(maps)),
+                     "prefix": packed(np.stack(prefixes), "f16")})
+    return rows
+
+
+def _rollout_frames(capture: Capture, start: int) -> dict:
+    rolled = attention_rollout(capture, start=start)
+    maps, prefixes, what = [], [], ""
+    for matrix in rolled.matrices:
+        grid_map, prefix_values, what = rolled.query_row(None, matrix)
+        maps.append(grid_map.reshape(-1))
+        prefixes.append(prefix_values)
+    return {"blocks": rolled.block_indices, "what": what,
+            "convention": CONVENTION_NAMES["oracle"], **_unsigned_rows(np.stack(maps)),
+            "prefix": packed(np.stack(prefixes), "f16")}
+
+
+def _sink_facts(model, image) -> tuple[dict, int]:
+    """The sink analysis the app's rollout starts from (start=auto, as on page 4), with
+    block and head numbers as indices; and the rollout start position it implies."""
+    analysis = image_sinks(model, image)
+    auto = auto_start(analysis)
+    strongest = analysis.strongest()
+    sink = lambda s: {"block": s.block, "head": s.head, "score": round(s.score, 4),  # noqa: E731
+                      "key": s.key_name, "on_patch": s.on_patch}
+    facts = {"strongest": sink(strongest),
+             "dominated": [analysis.blocks[p] for p in analysis.sink_dominated()],
+             "left_out": [{"block": entry["block"],
+                           "heads": [{"head": h["head"], "score": h["score"], "key": h["key"]}
+                                     for h in entry["sink_heads"]]} for entry in auto.left_out],
+             "rule": AUTO_RULE}
+    return facts, auto.start
+
+
+def _high_norm(capture: Capture) -> dict:
+    marks = [{"patch": t.patch, "block": t.block, "ratio": round(t.ratio, 2),
+              "gap": round(t.gap, 2)} for t in high_norm_tokens(capture)]
+    top = largest_norm_ratio(capture)
+    return {"rule": HIGH_NORM_RULE, "flagged": marks,
+            "largest": {"patch": top.patch, "block": top.block, "ratio": round(top.ratio, 2),
+                        "gap": round(top.gap, 2)}}
+
+
+def _daam_frames(model, image, head, target: int) -> dict:
+    result = compute_daam(model, image, target, head)
+    frames = result.D.reshape(len(result.D), -1)
+    return {"blocks": result.block_indices, "labels": result.block_labels,
+            "target": result.target_label, "variant": result.variant,
+            "convention": result.meta()["convention"], **_unsigned_rows(frames)}
+
+
+# --- the two payloads ------------------------------------------------------------------------
+
+def build_overview(model, image, head=None) -> dict:
+    """Everything the Explainer draws before a block is opened (uncached)."""
+    head = head_of(model, head)
+    capture = vit_capture(model, image)
+    prepared = prepare(model, image)
+    module = model.module
+    layout = capture.layout
+    prefix_names = prefix_token_names(module)
+    dims = _dims(capture, module)
+    prediction = _prediction(model, image, head, capture)
+    cls_joins_late = bool(getattr(module, "blocks_token_only", None))
+    blocks = _block_facts(capture, module)
+    for fact, record in zip(blocks, capture.blocks):
+        fact["norm_out"] = packed(_norms(record.acts["out"][0]), "f16")
+    first_block = transformer_blocks(module)[0][1]
+    embeddings = residual_stream(first_block, capture.blocks[0].acts)[0]
+    overview = {
+        "model": {"id": model.spec.id, "label": model.label, "random": model.random_weights,
+                  "weights": model.weights_source},
+        "layout": {"prefix_names": prefix_names, "prefix": layout.num_prefix_tokens,
+                   "grid": list(layout.grid), "patch": list(layout.patch_size),
+                   "input": list(layout.input_size), "tokens": layout.num_tokens,
+                   "patches": layout.num_patches, "original": list(image.size),
+                   "cls_joins_late": cls_joins_late},
+        "dims": dims, "blocks": blocks, "prediction": prediction,
+        "stages": _stages(layout, dims, prefix_names, _pooling(module, prefix_names),
+                          prediction, cls_joins_late),
+        "image": image_data_uri(prepared.model_image),
+        "preprocess": {"mean": list(model.spec.mean), "std": list(model.spec.std),
+                       "crop_pct": model.spec.crop_pct,
+                       "interpolation": model.spec.interpolation},
+        "colormap": _colormap(),
+        "embedding_norms": packed(embeddings.norm(dim=-1).numpy(), "f16"),
+        "query_rows": _query_rows(capture),
+        "high_norm": _high_norm(capture),
+        "quantisation": QUANTISATION,
+    }
+    overview["sinks"], start = _sink_facts(model, image)
+    overview["rollout"] = _rollout_frames(capture, start)
+    overview["feature"] = (packed(capture.output[0].numpy(), "f16") if head.kind == "knn"
+                           else None)
+    try:
+        overview["daam"] = _daam_frames(model, image, head, prediction["top"][0]["index"])
+    except ValueError as error:  # e.g. no block with a [CLS] query
+        overview["daam"] = {"unavailable": str(error)}
+    return overview
+
+
+def build_block_detail(model, image, block: int) -> dict:
+    """One block's full attention, queries, keys and per-token norms (uncached)."""
+    capture = vit_capture(model, image)
+    if not 0 <= block < len(capture.blocks):
+        raise ValueError(f"Block must be 1-{len(capture.blocks)}; got {block + 1}.")
+    record = capture.blocks[block]
+    module_block = transformer_blocks(model.module)[block][1]
+    acts, prefix = record.acts, record.num_prefix_tokens
+    attn = acts["attn"][0].double().numpy()  # (H, Nq, Nk)
+    heads, nq, nk = attn.shape
+    x_in, x_mid, x_out = residual_stream(module_block, acts)
+    context = acts["context"][0].double()
+    head_dim = acts["q"].shape[-1]
+    context_heads = context.reshape(nq, heads, head_dim).norm(dim=-1).T.numpy()
+    scale_attn, scale_mlp = branch_scales(module_block)
+    return {
+        "block": block, "kind": record.kind, "nq": nq, "nk": nk, "prefix": prefix,
+        "heads": heads, "head_dim": int(head_dim),
+        "talking_heads": hasattr(module_block.attn, "proj_w"),
+        "layer_scale": scale_attn is not None or scale_mlp is not None,
+        "attention": {**_unsigned_rows(attn[:, :, prefix:]),
+                      "prefix": packed(attn[:, :, :prefix], "f16")},
+        "q": packed(acts["q"][0].numpy(), "f16"),
+        "k": packed(acts["k"][0].numpy(), "f16"),
+        "norms": {name: packed(values, "f16") for name, values in {
+            "x_in": _norms(x_in), "ln1": _norms(acts["ln1"][0]), "context": _norms(context),
+            "attn_out": _norms(acts["attn_out"][0]), "x_mid": _norms(x_mid),
+            "ln2": _norms(acts["ln2"][0]), "mlp": _norms(acts["mlp"][0]),
+            "x_out": _norms(x_out)}.items()},
+        "context_heads": packed(context_heads, "f16"),
+    }
+
+
+def overview_payload(model, image, head=None) -> dict:
+    """`build_overview`, cached by model, weights, head and image content."""
+    head = head_of(model, head)
+    key = cache_key("explainer-overview", model, image=prepare(model, image).sha256, head=head)
+    return EXPLAINER_CACHE.get_or_compute(key, lambda: build_overview(model, image, head))
+
+
+def block_payload(model, image, block: int) -> dict:
+    """`build_block_detail`, cached by model, weights, image content and block."""
+    key = cache_key("explainer-block", model, int(block), image=prepare(model, image).sha256)
+    return EXPLAINER_CACHE.get_or_compute(key, lambda: build_block_detail(model, image, block))
