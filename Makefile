@@ -11,8 +11,10 @@ $(VENV)/.installed: requirements.txt
 	$(PY) -m pip install --quiet -r requirements.txt
 	touch $@
 
+# Prepares the bundled models (converts DINOv2 and builds its k-NN bank on a fresh machine)
+# before the server listens, then serves the app from the same process.
 run: $(VENV)/.installed
-	$(VENV)/bin/streamlit run dashboard/app.py --server.port $(PORT)
+	$(PY) -m dashboard.serve --server.port $(PORT)
 
 test: $(VENV)/.installed system-deps
 	$(PY) -m pytest -q

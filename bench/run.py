@@ -15,11 +15,12 @@ import sys
 import time
 from pathlib import Path
 
-import torch
-
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import xai_core  # noqa: E402,F401  (before torch: it sets the threads' wait policy)
+import torch  # noqa: E402
 
 
 def device_name() -> str:
@@ -32,8 +33,11 @@ def main(selected: list[str]) -> None:
     modules = sorted(p.stem for p in HERE.glob("bench_*.py"))
     if selected:
         modules = [m for m in modules if m.removeprefix("bench_") in selected or m in selected]
-    results = {"device": device_name(), "torch": torch.__version__, "sections": {}}
-    print(f"ViT Lens benchmarks on {results['device']}")
+    results = {"device": device_name(), "torch": torch.__version__, "sections": {},
+               "load_average_at_start": os.getloadavg()[0]}
+    # a shared machine's other work slows every row alike: say how busy it was
+    print(f"ViT Lens benchmarks on {results['device']}, load average "
+          f"{results['load_average_at_start']:.1f} on {os.cpu_count()} cores")
     for name in modules:
         started = time.perf_counter()
         rows = importlib.import_module(f"bench.{name}").run()
@@ -42,6 +46,8 @@ def main(selected: list[str]) -> None:
         for row in rows:
             note = f"  {row['note']}" if row.get("note") else ""
             print(f"  {row['name']:<58} {row['value']:>10.3f} {row['unit']:<6}{note}")
+    results["load_average_at_end"] = os.getloadavg()[0]
+    print(f"\nload average at the end {results['load_average_at_end']:.1f}")
     out = HERE / f"results-{'cuda' if torch.cuda.is_available() else 'cpu'}.json"
     out.write_text(json.dumps(results, indent=2))
     print(f"\nwrote {out}")

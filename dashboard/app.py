@@ -9,14 +9,16 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # `streamlit run dashboard/app.py` from anywhere
     sys.path.insert(0, str(ROOT))
 
+import xai_core  # noqa: E402,F401,I001  (before torch: it sets the threads' wait policy)
 import streamlit as st  # noqa: E402
 import torch  # noqa: E402
 
-from dashboard import replica, state, ui  # noqa: E402
+from dashboard import links, replica, state, ui  # noqa: E402
 from dashboard.page_list import PAGES, existing_pages  # noqa: E402
 from xai_core.faults import Cancelled, ModelOutOfMemory  # noqa: E402
 from xai_core.images import COLLAGE_ID, SAMPLES, ImageError, load_upload  # noqa: E402
-from xai_core.models import MODEL_SPECS, availability, specs_of_family  # noqa: E402
+from xai_core.models import (DEFAULT_CNN, DEFAULT_VIT, MODEL_SPECS, availability,  # noqa: E402
+                             specs_of_family)
 
 
 
@@ -26,21 +28,23 @@ def _model_label(model_id: str) -> str:
     return f"{spec.display_name}{mark}"
 
 
-def _model_picker(family: str, key: str, label: str) -> None:
+def _model_picker(family: str, key: str, label: str, default: str) -> None:
     ids = [spec.id for spec in specs_of_family(family)]
-    chosen = st.selectbox(label, ids, key=key, format_func=_model_label, bind="query-params")
+    chosen = links.choice(st.selectbox, label, ids, key=key, default=default,
+                          format_func=_model_label, what=f"{family.upper()} model")
+    random_key = f"{key.split('_')[0]}_random"
     if not MODEL_SPECS[chosen].is_bundled:
-        st.checkbox("Random weights (shapes only)", key=f"{key.split('_')[0]}_random",
-                    help="Explore the token layout and code path of a model whose weights "
-                         "cannot be downloaded here. Every result is labelled as untrained.")
+        links.flag(st.checkbox, "Random weights (shapes only)", key=random_key,
+                   help="Explore the token layout and code path of a model whose weights "
+                        "cannot be downloaded here. Every result is labelled as untrained.")
     else:
-        st.session_state[f"{key.split('_')[0]}_random"] = False
+        st.session_state[random_key] = False
 
 
 def _image_picker() -> None:
     choices = list(SAMPLES) + [COLLAGE_ID, state.UPLOAD_CHOICE]
-    st.selectbox("Image", choices, key="image_choice", format_func=state.image_title,
-                 bind="query-params")
+    links.choice(st.selectbox, "Image", choices, key="image_choice", default=state.DEFAULT_IMAGE,
+                 format_func=state.image_title)
     if st.session_state.get("image_choice") == state.UPLOAD_CHOICE:
         uploaded = st.file_uploader("Your image (PNG, JPEG, WEBP, GIF, BMP, TIFF)",
                                     type=["png", "jpg", "jpeg", "webp", "gif", "bmp", "tif",
@@ -62,11 +66,11 @@ def _device_info() -> str:
 def sidebar():
     with st.sidebar:
         st.markdown("### ViT Lens")
-        _model_picker("vit", "vit_model", "Vision Transformer")
-        _model_picker("cnn", "cnn_model", "CNN (for Grad-CAM)")
+        _model_picker("vit", "vit_model", "Vision Transformer", DEFAULT_VIT)
+        _model_picker("cnn", "cnn_model", "CNN (for Grad-CAM)", DEFAULT_CNN)
         _image_picker()
-        st.toggle("Presentation mode", key="presentation", bind="query-params",
-                  help="Larger text and figure fonts for projecting in a lecture hall.")
+        links.flag(st.toggle, "Presentation mode", key="presentation",
+                   help="Larger text and figure fonts for projecting in a lecture hall.")
         st.caption(_device_info())
         replica.track_session()
         return st.empty()  # for the disk-cache notice, filled once the page has run
@@ -79,6 +83,7 @@ def main() -> None:
     pages = [st.Page(PAGES / name, title=title, icon=icon, default=(name == "home.py"))
              for name, title, icon in existing_pages()]
     navigation = st.navigation(pages)
+    links.start_run()
     cache_spot = sidebar()
     ui.cache_notice(cache_spot)
     ui.apply_presentation_css()
@@ -87,6 +92,8 @@ def main() -> None:
         navigation.run()
     except (ModelOutOfMemory, Cancelled) as fault:  # a part of a page without friendly_errors
         st.error(str(fault))
+    finally:  # also after st.stop(): the URL must not keep another page's choices
+        links.prune()
     ui.cache_notice(cache_spot)  # a write that failed during this run
 
 

@@ -21,6 +21,7 @@ from xai_core.models import (DEFAULT_CNN, DEFAULT_VIT, ModelUnavailableError, av
                              get_model, get_spec)
 
 UPLOAD_CHOICE = "upload"
+DEFAULT_IMAGE = "chelsea"
 # Everything a page can fail on because of user input, an unavailable model, or a fault of
 # the machine (out of memory) or a run that was stopped - each with a sentence to show.
 USER_ERRORS = (ImageError, ModelUnavailableError, pipeline.TargetError, CaptureError, ValueError,
@@ -52,7 +53,7 @@ def selection() -> Selection:
     return Selection(
         vit_id=state.get("vit_model", DEFAULT_VIT), vit_random=state.get("vit_random", False),
         cnn_id=state.get("cnn_model", DEFAULT_CNN), cnn_random=state.get("cnn_random", False),
-        image_choice=state.get("image_choice", "chelsea"),
+        image_choice=state.get("image_choice", DEFAULT_IMAGE),
         presentation=state.get("presentation", False))
 
 

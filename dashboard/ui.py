@@ -7,7 +7,7 @@ from contextlib import contextmanager
 import plotly.graph_objects as go
 import streamlit as st
 
-from . import state
+from . import links, state
 
 PRESENTATION_FONT = 22
 NORMAL_FONT = 13
@@ -69,8 +69,11 @@ def friendly_errors():
         st.error(str(error))
 
 
-def target_picker(model, image, key: str, label: str = "Target class", head=None) -> int | None:
-    """Top predictions first, then every class (searchable). Returns a class index."""
+def target_picker(model, image, key: str, label: str = "Target class", head=None,
+                  default_rank: int = 0) -> int | None:
+    """Top predictions first, then every class (searchable). Returns a class index; the
+    default is the prediction of rank `default_rank` (0 = top), and a link names the class
+    by `head.class_id`."""
     from xai_core.pipeline import predict
 
     head = head or model.head
@@ -79,8 +82,9 @@ def target_picker(model, image, key: str, label: str = "Target class", head=None
     names = head.class_names
     top = [p.index for p in predict(model, image, topk=5, head=head)]
     options = top + [i for i in range(len(names)) if i not in top]
-    return st.selectbox(
-        label, options, key=key,
+    return links.choice(
+        st.selectbox, label, options, key=key, default=top[min(default_rank, len(top) - 1)],
+        to_id=head.class_id, what="class",
         format_func=lambda i: f"{names[i]}" + ("  (top-5)" if i in top else ""),
         help="Pick a class from the top predictions, or type to search all classes.")
 

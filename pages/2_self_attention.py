@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from dashboard import state, ui
+from dashboard import links, state, ui
 from xai_core import pipeline, toy_attention as toy
 from xai_core.figures.clicks import clicked_index
 from xai_core.figures.curves import distribution_figure, entropy_curve_figure
@@ -161,6 +161,13 @@ st.header("4 · The same thing in the real model")
 image, model = ui.vit_page_inputs()
 
 
+MEAN_HEAD = "mean"  # the head option averaging all heads (in links: sa_head=mean, or an index)
+
+
+def _head_name(head) -> str:
+    return "mean of heads" if head == MEAN_HEAD else f"head {head + 1}"
+
+
 def _pick_query():
     patch = clicked_index(st.session_state.get("sa_chart"))
     if patch is not None:
@@ -175,14 +182,11 @@ with ui.friendly_errors():
     rows, cols = layout.grid
     blocks = capture.blocks
     c1, c2, c3 = st.columns(3)
-    if not 0 <= st.session_state.get("sa_block", -1) < len(blocks):
-        st.session_state["sa_block"] = len(blocks) - 1  # a new model may have fewer blocks
-    block = c1.slider("Block", 0, len(blocks) - 1, key="sa_block", bind="query-params")
+    block = links.number(c1.slider, "Block", 0, len(blocks) - 1, key="sa_block",
+                         default=len(blocks) - 1)
     record = blocks[block]
-    head_options = ["mean of heads"] + [f"head {h + 1}" for h in range(record.num_heads)]
-    if st.session_state.get("sa_head") not in head_options:
-        st.session_state["sa_head"] = "mean of heads"
-    head_choice = c2.selectbox("Head", head_options, key="sa_head", bind="query-params")
+    head_choice = links.choice(c2.selectbox, "Head", [MEAN_HEAD] + list(range(record.num_heads)),
+                               key="sa_head", format_func=_head_name)
     has_cls = record.num_prefix_tokens > 0
     use_cls = c3.toggle("Use [CLS] as the query", key="sa_use_cls", disabled=not has_cls)
     if record.kind == "class":
@@ -194,14 +198,13 @@ with ui.friendly_errors():
     query = st.number_input("Query patch (raster index; or click a patch on the image)", 0,
                             layout.num_patches - 1, key="sa_query", disabled=use_cls)
     per_head = query_attention(capture, block, None if use_cls else int(query))
-    values = per_head.mean(0) if head_choice == "mean of heads" else \
-        per_head[head_options.index(head_choice) - 1]
+    values = per_head.mean(0) if head_choice == MEAN_HEAD else per_head[head_choice]
     where = None if use_cls else divmod(int(query), cols)
     who = "[CLS]" if use_cls else f"patch {int(query)} (row {where[0]}, col {where[1]})"
     left, right = st.columns([1.3, 1])
     with left:
         ui.show_figure(query_attention_figure(prepared.model_image, values, layout.patch_size,
-                                              where, f"Block {block}, {head_choice}: where "
+                                              where, f"Block {block}, {_head_name(head_choice)}: where "
                                                      f"{who} looks"),
                        key="sa_chart", on_select=_pick_query, selection_mode="points")
     with right:
@@ -209,7 +212,7 @@ with ui.friendly_errors():
         st.markdown(
             f"The colours are one row of this block's attention matrix A: the weights the query "
             f"**{who}** gives to each of the {layout.num_patches} patch keys "
-            f"({'mean over' if head_choice == 'mean of heads' else 'one of'} "
+            f"({'mean over' if head_choice == MEAN_HEAD else 'one of'} "
             f"{record.num_heads} heads). The full row also covers the "
             f"{record.num_prefix_tokens} prefix key(s), which are not pixels: they take "
             f"**{prefix_share:.1%}** of it, the patches the other {1 - prefix_share:.1%}.")

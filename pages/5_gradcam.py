@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from dashboard import state, ui
+from dashboard import links, state, ui
 from xai_core import pipeline
 from xai_core.figures.curves import alpha_bars
 from xai_core.figures.matrices import per_head_maps, taxonomy_mosaic
@@ -12,9 +12,10 @@ from xai_core.methods.vit_gradcam import (HEAD_MODES, HEAD_NAMES, LOCATION_NAMES
                                           MULTI_HEAD, WEIGHT_NAMES, WEIGHTS, ZERO_GRADIENT)
 
 st.title("Grad-CAM, and why a ViT has more than a hundred of them")
-part = st.radio("Part", ["cnn", "vit"], key="gc_part", horizontal=True, bind="query-params",
-                format_func={"cnn": "Grad-CAM on a CNN", "vit": "Grad-CAM on a ViT: the taxonomy"}
-                .get, label_visibility="collapsed")
+part = links.choice(st.radio, "Part", ["cnn", "vit"], key="gc_part", horizontal=True,
+                    format_func={"cnn": "Grad-CAM on a CNN",
+                                 "vit": "Grad-CAM on a ViT: the taxonomy"}.get,
+                    label_visibility="collapsed")
 
 
 def cnn_part(image, model) -> None:
@@ -72,13 +73,12 @@ def cnn_part(image, model) -> None:
         "Plain gradient saliency (Simonyan et al.: the largest |∂y^c/∂pixel| over the colour "
         "channels) mostly traces the same edges whatever the class. Try the cat + coffee cup "
         "collage.")
-    top = [p.index for p in pipeline.predict(model, image, topk=2)]
-    st.session_state.setdefault("gc_class_b", top[-1])
     d1, d2 = st.columns(2)
     with d1:
         first = ui.target_picker(model, image, key="gc_class_a", label="Class A")
     with d2:
-        second = ui.target_picker(model, image, key="gc_class_b", label="Class B")
+        second = ui.target_picker(model, image, key="gc_class_b", label="Class B",
+                                  default_rank=1)
     pair = [gradcam.teaching_gradcam(model, image, t, layer) for t in (first, second)]
     saliency = [gradcam.vanilla_saliency(cap) for _, cap in pair]
     ui.show_figure(map_row(model_image, [
@@ -100,8 +100,8 @@ def cnn_part(image, model) -> None:
         "the channels of the same layer. All maps below share one colour scale; the time is the "
         "wall-clock time of one library call on this server.")
     slow = ", ".join(gradcam.SLOW_CAMS)
-    chosen = st.multiselect(
-        "Methods", list(gradcam.CAM_FAMILY), key="gc_family", persist_state="session",
+    chosen = links.choices(
+        st.multiselect, "Methods", list(gradcam.CAM_FAMILY), key="gc_family",
         default=[n for n in gradcam.CAM_FAMILY if n not in gradcam.SLOW_CAMS],
         help=f"{slow} run one masked or ablated forward pass per channel "
              f"({steps.alpha.size} here), so they take much longer.")
@@ -151,10 +151,10 @@ def vit_part(image, model) -> None:
            if counts["not defined here"] else ""))
 
     c1, c2 = st.columns(2)
-    weights = c1.radio("Weights", WEIGHTS, key="gc_weights", horizontal=True,
-                       persist_state="session", format_func=WEIGHT_NAMES.get)
-    heads = c2.radio("Heads (F2, F3)", HEAD_MODES, key="gc_heads", horizontal=True,
-                     persist_state="session", format_func=HEAD_NAMES.get)
+    weights = links.choice(c1.radio, "Weights", WEIGHTS, key="gc_weights", horizontal=True,
+                           format_func=WEIGHT_NAMES.get)
+    heads = links.choice(c2.radio, "Heads (F2, F3)", HEAD_MODES, key="gc_heads",
+                         horizontal=True, format_func=HEAD_NAMES.get)
     ui.show_figure(taxonomy_mosaic(result, weights, heads), key="gc_mosaic")
     st.caption("Every tile is one Grad-CAM of this image and class, min-max scaled on its own. "
                "'zero grad' tiles are blank on purpose: their weights come from a gradient that "
@@ -178,11 +178,8 @@ def cell_detail(result, model_image, weights: str, heads: str) -> None:
     st.subheader("One cell in detail")
     c1, c2 = st.columns([2, 1])
     last = result.num_blocks - 1
-    # default: the last block; and another model may have had more blocks
-    if not 0 <= st.session_state.get("gc_block", -1) <= last:
-        st.session_state["gc_block"] = last
-    block = c1.slider("Block", 0, last, key="gc_block", bind="query-params")
-    location = c2.selectbox("Location", LOCATIONS, key="gc_location", bind="query-params",
+    block = links.number(c1.slider, "Block", 0, last, key="gc_block", default=last)
+    location = links.choice(c2.selectbox, "Location", LOCATIONS, key="gc_location",
                             format_func=lambda loc: f"{loc} · {LOCATION_NAMES[loc]}")
     with ui.friendly_errors():
         cell = result.cell(block, location, weights, heads)

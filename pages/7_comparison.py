@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from dashboard import state, ui
+from dashboard import links, state, ui
 from xai_core import compare, pipeline
 from xai_core.figures.curves import attention_gradient_scatter, curves_figure
 from xai_core.figures.export import ExportUnavailable, comparison_png, find_browser
@@ -91,9 +91,9 @@ for column, model in zip(columns, models):
         if not names:
             st.info(f"No explanation method for a {FAMILY_LABEL[family]} is registered yet.")
         key = f"cmp_methods_{family}"
-        chosen = st.multiselect(
-            f"{FAMILY_LABEL[family]} methods", names, key=key,
-            default=None if key in st.session_state else compare.default_methods(model),
+        chosen = links.choices(
+            st.multiselect, f"{FAMILY_LABEL[family]} methods", names, key=key,
+            default=compare.default_methods(model), what="method",
             help="Every registered method for this kind of model. Off by default: " + "; ".join(
                 f"{name} ({why})" for name, why in compare.OFF_BY_DEFAULT.items()) + ".")
         with st.spinner(f"Running {len(chosen)} methods on {model.spec.display_name}..."):

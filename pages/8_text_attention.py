@@ -6,7 +6,7 @@ import math
 import pandas as pd
 import streamlit as st
 
-from dashboard import state, ui
+from dashboard import links, state, ui
 from xai_core import text
 from xai_core.figures import text as ft
 from xai_core.metrics import text as tm
@@ -54,9 +54,10 @@ def head_view(capture) -> None:
     n, layers, heads = capture.num_tokens, capture.num_layers, capture.num_heads
     view_options = ["one head", "mean of the heads", "all heads of the layer"]
     left, middle, right = st.columns(3)
-    layer = left.slider("Layer", 0, layers - 1, layers - 1, key="text_layer", bind="query-params")
+    layer = links.number(left.slider, "Layer", 0, layers - 1, key="text_layer",
+                         default=layers - 1)
     view = middle.radio("Show", view_options, key="text_view", horizontal=True)
-    head = right.slider("Head", 0, heads - 1, 0, key="text_head", bind="query-params",
+    head = links.number(right.slider, "Head", 0, heads - 1, key="text_head", default=0,
                         disabled=view != "one head")
 
     if view == "all heads of the layer":
@@ -118,8 +119,8 @@ st.markdown(
     "ones the output actually depends on.")
 
 TEXT_MODELS = [spec.id for spec in specs_of_family("text")]
-text_model = st.selectbox("Text model", TEXT_MODELS, key="text_model", persist_state="session",
-                          format_func=lambda i: get_spec(i).display_name,
+text_model = links.choice(st.selectbox, "Text model", TEXT_MODELS, key="text_model",
+                          format_func=lambda i: get_spec(i).display_name, what="text model",
                           help="The bundled MiniLM works offline; BERT-base needs the hub.")
 model = state.load_model_or_explain(text_model)
 if model is None:

@@ -7,3 +7,5 @@ sys.path.insert(0, str(ROOT))
 # No hub in tests: hub models must report "unavailable", never try the network.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("VIT_LENS_DEVICE", "cpu")
+
+import xai_core  # noqa: E402,F401  (before any test imports torch: the threads' wait policy)

@@ -44,22 +44,29 @@ def healthy(url: str) -> bool:
     return check(url, timeout=2)
 
 
-class AppProcess:
-    """One `streamlit run dashboard/app.py` on a free loopback port."""
+STREAMLIT_RUN = ("-m", "streamlit", "run", "dashboard/app.py")  # as deploy/systemd starts it
+MAKE_RUN = ("-m", "dashboard.serve")  # as `make run` starts it: models prepared first
 
-    def __init__(self, base_path: str = "", log_name: str = "app", port: int | None = None):
+
+class AppProcess:
+    """One app server on a free loopback port (`launcher`: the python arguments before the
+    Streamlit server options; `env`: the environment, `app_env()` by default)."""
+
+    def __init__(self, base_path: str = "", log_name: str = "app",
+                 launcher: tuple[str, ...] = STREAMLIT_RUN, env: dict[str, str] | None = None,
+                 port: int | None = None):
         self.port = port or free_port()
         self.base_path = base_path.strip("/")
         ARTIFACTS.mkdir(exist_ok=True)
         self.log_path = ARTIFACTS / f"{log_name}-{self.port}.log"
-        command = [sys.executable, "-m", "streamlit", "run", "dashboard/app.py",
+        command = [sys.executable, *launcher,
                    "--server.address", "127.0.0.1", "--server.port", str(self.port),
                    "--server.headless", "true"]
         if self.base_path:
             command += ["--server.baseUrlPath", self.base_path]
         self._log = open(self.log_path, "ab")  # a restart on the same port appends
-        self.process = subprocess.Popen(command, cwd=ROOT, env=app_env(), stdout=self._log,
-                                        stderr=subprocess.STDOUT)
+        self.process = subprocess.Popen(command, cwd=ROOT, env=env or app_env(),
+                                        stdout=self._log, stderr=subprocess.STDOUT)
 
     @property
     def url(self) -> str:

@@ -14,7 +14,7 @@ from e2e_helpers import ARTIFACTS, ROOT, running_apps, wait_app_idle
 from PIL import Image
 
 from dashboard.page_list import existing_pages
-from dashboard.state import UPLOAD_CHOICE, image_title
+from dashboard.state import UPLOAD_CHOICE
 
 SHOTS = ARTIFACTS / "screenshots"
 UPLOAD_SIZE = (320, 200)
@@ -47,8 +47,7 @@ def session(app, browser):
     page.set_default_timeout(240_000)
     errors: list[str] = []
     page.on("pageerror", lambda error: errors.append(str(error)))
-    # a bound selectbox takes the option's shown label in the URL
-    page.goto(app.url + "?image_choice=" + quote(image_title(UPLOAD_CHOICE)))
+    page.goto(app.url + "?image_choice=" + quote(UPLOAD_CHOICE))  # links carry option ids
     wait_app_idle(page)
     yield page, errors
     context.close()

@@ -18,6 +18,10 @@ class ImageNetHead:
     def probabilities(self, output: torch.Tensor) -> torch.Tensor:
         return output.float().softmax(-1)[0]
 
+    def class_id(self, class_index: int) -> str:
+        """A class's stable name in links: its index (names are edited, indices are not)."""
+        return str(int(class_index))
+
     def score_fn(self, class_index: int):
         def logit(output: torch.Tensor) -> torch.Tensor:
             return output[:, class_index].sum()
@@ -41,6 +45,11 @@ class KnnHead:
 
     def probabilities(self, output: torch.Tensor) -> torch.Tensor:
         return knn_vote(self.bank, output[0])[0]
+
+    def class_id(self, class_index: int) -> str:
+        """A class's stable name in links: its label (a bank's class is its label; the
+        index depends on which examples the bank holds)."""
+        return self.class_names[class_index]
 
     def neighbours(self, output: torch.Tensor):
         return knn_vote(self.bank, output[0])[1]

@@ -1,0 +1,116 @@
+"""Deep links carry stable ids (issue 16, item 0): a link opens the app on the image, models,
+methods, classes, block and head it names, the URL follows the widgets with ids, an old link
+with a displayed label still works, and a value the app does not have is refused in words."""
+
+import json
+
+import numpy as np
+from apptest_helpers import ENTRY, chart_specs, chart_title, no_problems, plotly_array
+from streamlit.testing.v1 import AppTest
+
+from xai_core import pipeline
+from xai_core.images import SAMPLES, load_sample
+from xai_core.methods.attention import query_attention
+from xai_core.models import get_model
+
+
+def open_link(page: str | None = None, **params) -> AppTest:
+    """The app opened from a URL with these query parameters (then `page`, as a click on the
+    menu would open it: the URL keeps its parameters)."""
+    app = AppTest.from_file(ENTRY, default_timeout=300)
+    for key, value in params.items():
+        app.query_params[key] = value
+    app.run()
+    if page is not None:
+        app.switch_page(f"../pages/{page}").run()
+    return app
+
+
+def home_image_title(app: AppTest) -> str:
+    found = [chart_title(json.loads(c.proto.spec)) for c in app.get("plotly_chart")
+             if "home_image" in c.proto.id]
+    assert len(found) == 1
+    return found[0]
+
+
+def test_sidebar_link_opens_the_named_image_and_the_url_follows_with_ids():
+    app = open_link(image_choice="motorcycle", presentation="true")
+    no_problems(app)
+    image = load_sample("motorcycle")
+    assert app.selectbox(key="image_choice").value == "motorcycle"
+    assert home_image_title(app) == f"{SAMPLES['motorcycle'].title} ({image.width}x{image.height})"
+    assert app.toggle(key="presentation").value is True
+    app.selectbox(key="image_choice").set_value("coffee").run()
+    assert app.query_params == {"image_choice": "coffee", "presentation": "true"}
+    app.selectbox(key="vit_model").set_value("deit-s16").run()
+    assert app.query_params["vit_model"] == "deit-s16"
+    # back to the defaults: a clean URL
+    app.selectbox(key="vit_model").set_value("dinov2-s14")
+    app.selectbox(key="image_choice").set_value("chelsea")
+    app.toggle(key="presentation").set_value(False).run()
+    assert app.query_params == {}
+
+
+def test_old_label_link_still_works_and_is_rewritten_to_the_id():
+    app = open_link(image_choice=SAMPLES["coffee"].title)
+    no_problems(app)
+    assert app.selectbox(key="image_choice").value == "coffee"
+    assert app.query_params == {"image_choice": "coffee"}
+
+
+def test_unknown_id_is_refused_in_words_and_dropped():
+    app = open_link(image_choice="unicorn", vit_model="no-such-model")
+    assert not app.exception
+    warnings = " ".join(w.value for w in app.warning)
+    assert "`unicorn`" in warnings and "`no-such-model`" in warnings
+    assert app.selectbox(key="image_choice").value == "chelsea"
+    assert app.selectbox(key="vit_model").value == "dinov2-s14"
+    assert app.query_params == {}
+
+
+def test_block_and_head_link_by_index_and_leave_the_url_with_their_page():
+    app = open_link("2_self_attention.py", sa_block="3", sa_head="1")
+    no_problems(app)
+    assert app.slider(key="sa_block").value == 3
+    assert app.selectbox(key="sa_head").value == 1  # 0-based: shown as "head 2"
+    capture = pipeline.vit_capture(get_model("dinov2-s14"), load_sample("chelsea"))
+    query = app.number_input(key="sa_query").value
+    z = [plotly_array(s["data"][1]["z"]) for s in chart_specs(app)
+         if chart_title(s).startswith("Block 3, head 2")]
+    assert len(z) == 1
+    np.testing.assert_allclose(z[0], query_attention(capture, 3, query)[1], atol=1e-6)
+    assert app.query_params == {"sa_block": "3", "sa_head": "1"}
+    app.switch_page("../pages/home.py").run()
+    assert app.query_params == {}  # another page's choices leave the URL ...
+    app.switch_page("../pages/2_self_attention.py").run()
+    assert app.slider(key="sa_block").value == 3  # ... but stay with the session
+    assert app.query_params == {"sa_block": "3", "sa_head": "1"}
+
+
+def test_class_and_method_links_on_the_cnn():
+    model = get_model("efficientnet-lite0")
+    names = model.head.class_names
+    tabby = names.index("tabby, tabby cat")
+    app = open_link("5_gradcam.py", image_choice="coffee", gc_cnn_target=str(tabby),
+                    gc_family="Grad-CAM,Eigen-CAM")
+    no_problems(app)
+    assert app.selectbox(key="gc_cnn_target").value == tabby
+    assert any(f"'{names[tabby]}'" in h.value for h in app.subheader)
+    assert app.multiselect(key="gc_family").value == ["Grad-CAM", "Eigen-CAM"]
+    assert list(app.table[0].value["method"]) == ["Grad-CAM", "Eigen-CAM"]
+    bad = open_link("5_gradcam.py", gc_cnn_target="5000", gc_family="Grad-CAM,Magic-CAM")
+    assert not bad.exception
+    warnings = " ".join(w.value for w in bad.warning)
+    assert "`5000`" in warnings and "`Grad-CAM,Magic-CAM`" in warnings
+
+
+def test_knn_class_links_by_its_label():
+    model = get_model("dinov2-s14")
+    cup = model.head.class_names.index("coffee cup")
+    app = open_link("5_gradcam.py", gc_part="vit", gc_vit_target="coffee cup")
+    no_problems(app)
+    assert app.radio(key="gc_part").value == "vit"
+    assert app.selectbox(key="gc_vit_target").value == cup
+    top = pipeline.predict(model, load_sample("chelsea"), topk=1)[0].index
+    assert top != cup  # so the link, not the default, chose it
+    assert app.query_params == {"gc_part": "vit", "gc_vit_target": "coffee cup"}
