@@ -16,7 +16,8 @@ import torch  # noqa: E402
 from dashboard import links, replica, state, ui  # noqa: E402
 from dashboard.page_list import PAGES, existing_pages  # noqa: E402
 from xai_core.faults import Cancelled, ModelOutOfMemory  # noqa: E402
-from xai_core.images import COLLAGE_ID, SAMPLES, ImageError, load_upload  # noqa: E402
+from xai_core.images import (COLLAGE_ID, IMAGE_SUFFIXES, SAMPLES, ImageError,  # noqa: E402
+                             load_upload)
 from xai_core.models import (DEFAULT_CNN, DEFAULT_VIT, MODEL_SPECS, availability,  # noqa: E402
                              specs_of_family)
 
@@ -47,8 +48,8 @@ def _image_picker() -> None:
                  format_func=state.image_title)
     if st.session_state.get("image_choice") == state.UPLOAD_CHOICE:
         uploaded = st.file_uploader("Your image (PNG, JPEG, WEBP, GIF, BMP, TIFF)",
-                                    type=["png", "jpg", "jpeg", "webp", "gif", "bmp", "tif",
-                                          "tiff"], key="uploader")
+                                    type=[suffix[1:] for suffix in IMAGE_SUFFIXES],
+                                    key="uploader")
         if uploaded is not None:
             try:
                 st.session_state["upload_image"] = load_upload(uploaded.getvalue())

@@ -8,6 +8,7 @@ from xai_core.figures.curves import alpha_bars
 from xai_core.figures.matrices import per_head_maps, taxonomy_mosaic
 from xai_core.figures.overlays import cell_overlay, coarse, map_row, overlay
 from xai_core.methods import gradcam, vit_gradcam
+from xai_core.methods.saliency import saliency_for_display, saliency_map
 from xai_core.methods.vit_gradcam import (HEAD_MODES, HEAD_NAMES, LOCATION_NAMES, LOCATIONS,
                                           MULTI_HEAD, WEIGHT_NAMES, WEIGHTS, ZERO_GRADIENT)
 
@@ -71,7 +72,7 @@ def cnn_part(image, model) -> None:
     st.markdown(
         "Grad-CAM is class-discriminative: the same image gives a different map for each class. "
         "Plain gradient saliency (Simonyan et al.: the largest |∂y^c/∂pixel| over the colour "
-        "channels) mostly traces the same edges whatever the class. Try the cat + coffee cup "
+        "channels, computed by Captum) mostly traces the same edges whatever the class. Try the cat + coffee cup "
         "collage.")
     d1, d2 = st.columns(2)
     with d1:
@@ -80,12 +81,12 @@ def cnn_part(image, model) -> None:
         second = ui.target_picker(model, image, key="gc_class_b", label="Class B",
                                   default_rank=1)
     pair = [gradcam.teaching_gradcam(model, image, t, layer) for t in (first, second)]
-    saliency = [gradcam.vanilla_saliency(cap) for _, cap in pair]
+    saliency = [saliency_map(model, image, t) for t in (first, second)]
     ui.show_figure(map_row(model_image, [
         (f"Grad-CAM: {names[first][:24]}", pair[0][0].upsampled),
         (f"Grad-CAM: {names[second][:24]}", pair[1][0].upsampled),
-        (f"Saliency: {names[first][:24]}", gradcam.saliency_for_display(saliency[0])),
-        (f"Saliency: {names[second][:24]}", gradcam.saliency_for_display(saliency[1]))]),
+        (f"Saliency: {names[first][:24]}", saliency_for_display(saliency[0])),
+        (f"Saliency: {names[second][:24]}", saliency_for_display(saliency[1]))]),
         key="gc_pair")
     st.caption(
         "How alike are the two classes' maps (Pearson correlation over pixels)? Grad-CAM: "

@@ -2,6 +2,7 @@
 agreement, localisation, export."""
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -9,10 +10,17 @@ import streamlit as st
 
 from dashboard import links, state, ui
 from xai_core import compare, pipeline
-from xai_core.figures.curves import attention_gradient_scatter, curves_figure
+from xai_core.benchmark import plan as bench_plan
+from xai_core.benchmark import run as bench_run
+from xai_core.benchmark import summary as bench_summary
+from xai_core.errors import OptionError
+from xai_core.figures.curves import (attention_gradient_scatter, curves_figure,
+                                     mean_curves_figure, ranking_figure)
 from xai_core.figures.export import ExportUnavailable, comparison_png, find_browser
 from xai_core.figures.matrices import agreement_heatmap
 from xai_core.figures.overlays import localisation_figure, practical_matrix
+from xai_core.images import SAMPLES
+from xai_core.methods import METHODS, base
 from xai_core.methods.attention import query_attention
 from xai_core.metrics.agreement import agreement_matrices, patch_gradient_importance, spearman
 from xai_core.metrics.faithfulness import (BASELINE_NAMES, BASELINES, MIN_STEPS, faithfulness,
@@ -27,8 +35,7 @@ st.markdown(
     "agree with each other (agreement), and does the map land on the object (localisation).")
 
 # What each method is, in our words. The cost row below the table is measured, not quoted.
-THEORY_ROWS = ["Mechanism", "Cost in principle", "Class specificity", "Spatial resolution",
-               "Supervision needed", "Best used for"]
+THEORY_ROWS = list(base.THEORY_ROWS)
 THEORY = {
     "attention": ("Reads the softmax(QKᵀ/√d) row of the [CLS] query in one block, heads "
                   "averaged.", "One forward pass; no gradient.",
@@ -95,7 +102,7 @@ for column, model in zip(columns, models):
             st.multiselect, f"{FAMILY_LABEL[family]} methods", names, key=key,
             default=compare.default_methods(model), what="method",
             help="Every registered method for this kind of model. Off by default: " + "; ".join(
-                f"{name} ({why})" for name, why in compare.OFF_BY_DEFAULT.items()) + ".")
+                f"{name} ({why})" for name, why in compare.off_by_default().items()) + ".")
         with st.spinner(f"Running {len(chosen)} methods on {model.spec.display_name}..."):
             runs = compare.run_methods(model, image, chosen, target, head)
         sections.append(compare.ModelSection(model, target, head.class_names[target],
@@ -121,10 +128,11 @@ for name in THEORY:
     run = next((r for (_, n), r in ok_runs.items() if n == name), None)
     table[name] += [run.cost_text() if run else "not run (not registered, not chosen, or n/a)",
                     "x".join(map(str, run.map.shape)) if run else "-"]
-for (_, name), run in ok_runs.items():  # methods registered after this table was written
+for (_, name), run in ok_runs.items():  # methods that bring their theory rows with them
     if name not in THEORY:
-        table[name] = [run.summary] + ["see the method's page"] * (len(THEORY_ROWS) - 1) + [
-            run.cost_text(), "x".join(map(str, run.map.shape))]
+        rows = METHODS[name].theory or (run.summary,) + ("see the method's page",) * (
+            len(THEORY_ROWS) - 1)
+        table[name] = list(rows) + [run.cost_text(), "x".join(map(str, run.map.shape))]
 st.table(pd.DataFrame(table, index=table_rows))
 
 # --- 2. practical matrix ----------------------------------------------------------------------
@@ -317,3 +325,94 @@ with right:
     if png and png[0] == digest:
         st.download_button("PNG: the whole comparison", png[1], file_name=f"{stem}.png",
                            mime="image/png", key="cmp_dl_png")
+
+# --- 7. over a data set -----------------------------------------------------------------------
+st.header("7 · Over a data set: the benchmark")
+st.markdown(
+    "One image proves little: a method can win on this photo by luck. The benchmark scores "
+    "methods on **many images** and reports, per model and metric, the **mean with a "
+    "bootstrap 95 % interval**, the **mean rank** (1 = best on an image) and a comparison "
+    "with a **random map** on the model's own grid - the floor every method must beat. It is "
+    "the same code as `python -m xai_core benchmark` (load its `results.json` here), and every "
+    "value equals what this page computes for one image.")
+source = st.radio("Benchmark results", ["run", "load"], key="cmp_bench_source", horizontal=True,
+                  format_func={"run": "Run a small one on the gallery",
+                               "load": "Load a results.json"}.get)
+if source == "load":
+    uploaded = st.file_uploader("results.json written by `python -m xai_core benchmark`",
+                                type=["json"], key="cmp_bench_file")
+    if uploaded is not None:
+        with ui.friendly_errors():
+            try:
+                data = json.loads(uploaded.getvalue())
+            except (UnicodeDecodeError, json.JSONDecodeError):
+                raise OptionError("The file is not JSON.") from None
+            st.session_state["cmp_bench"] = bench_summary.load_results(data)
+else:
+    ids = [m.spec.id for m in models]
+    left, middle, right = st.columns(3)
+    bench_images = left.multiselect("Gallery images", list(SAMPLES), key="cmp_bench_images",
+                                    default=list(SAMPLES)[:3])
+    choices = sorted({name for m in models for name in bench_plan.methods_for(m.spec.id, ("all",))
+                      if name != bench_plan.RANDOM_METHOD})
+    bench_methods = middle.multiselect(
+        "Methods", choices, key="cmp_bench_methods",
+        default=[n for n in ("gradcam", "saliency", "legrad", "attention") if n in choices],
+        help="The random floor is always added. Each method runs on the models it fits.")
+    bench_steps = right.number_input("Steps", min_value=2, max_value=50, value=10,
+                                     key="cmp_bench_steps")
+    st.caption("Deletion and insertion with the model-input zeros baseline; the class is each "
+               "image's top prediction (the k-NN head uses the gallery bank, not examples you "
+               "added). Every unit (image x model x method) costs a few forward passes per "
+               "step: a minute or more on a CPU.")
+    if st.button("Run the benchmark", key="cmp_bench_run", disabled=not (bench_images and
+                                                                         bench_methods)):
+        import tempfile
+
+        settings = bench_plan.Settings(
+            models=tuple(ids), images="sample:" + ",".join(bench_images),
+            methods=tuple(bench_methods), metrics=("deletion", "insertion"),
+            steps=int(bench_steps), random_weights=any(m.random_weights for m in models))
+        bar = st.progress(0.0, text="Benchmark...")
+        with ui.friendly_errors(), tempfile.TemporaryDirectory() as folder:
+            bench_run.run_benchmark(settings, folder, progress_bar=False, on_progress=lambda d, t:
+                                    bar.progress(d / max(t, 1), text=f"{d} of {t} units"))
+            data = json.loads((Path(folder) / "results.json").read_text())
+            st.session_state["cmp_bench"] = bench_summary.load_results(data)
+            bar.progress(1.0, text="Done.")
+
+loaded = st.session_state.get("cmp_bench")
+if loaded:
+    bench_settings, bench_rows = loaded
+    done_units = {(r["image"], r["model"], r["method"]) for r in bench_rows}
+    summary = bench_summary.summarise(bench_rows, bench_settings, len(done_units),
+                                      len(done_units))
+    if bench_settings.random_weights:
+        st.warning("These results come from RANDOM WEIGHTS (shapes only): they say nothing "
+                   "about a trained model.")
+    st.caption(f"{len(done_units)} units over {len({r['image'] for r in bench_rows})} images; "
+               f"baseline {bench_settings.baseline}, {bench_settings.steps} steps; intervals: "
+               f"{summary['interval']}.")
+    for table in summary["tables"]:
+        ui.show_figure(ranking_figure(table),
+                       key=f"cmp_bench_rank_{table['model']}_{table['metric']}")
+        beaten = [e["method"] for e in table["methods"]
+                  if e.get("vs_random", {}).get("verdict") not in (None, "better than random")]
+        if beaten:
+            st.caption(f"Not better than the random floor on {table['metric']}: "
+                       f"{', '.join(beaten)}.")
+    curves = bench_summary.mean_curves(bench_rows, bench_settings.steps)
+    for model_id in sorted({model for model, _ in curves}):
+        ui.show_figure(mean_curves_figure(curves, model_id),
+                       key=f"cmp_bench_curves_{model_id}")
+    st.subheader("Do the metrics agree?")
+    st.markdown(
+        "Spearman correlation between two metrics over every (image, method) pair both scored, "
+        "each turned so that higher is better (deletion's area negated). Near 1: the metrics "
+        "order the maps alike; near 0: they measure different things.")
+    for model_id, (names, matrix) in bench_summary.metric_agreement(bench_rows).items():
+        if len(names) >= 2:
+            ui.show_figure(agreement_heatmap(names, matrix, f"{model_id}: metric agreement"),
+                           key=f"cmp_bench_agree_{model_id}")
+    st.download_button("Summary (JSON)", json.dumps(summary, indent=2), key="cmp_bench_dl",
+                       file_name="benchmark-summary.json", mime="application/json")

@@ -68,10 +68,10 @@ class Jobs:
                 self.list.append(("capture", model, image_index, None))
                 self.list.append(("metrics", model, image_index, "rollout"))
                 self.list += [("method", model, image_index, name)
-                              for name, info in sorted(METHODS.items()) if info.family == "vit"]
+                              for name, info in sorted(METHODS.items()) if info.fits("vit")]
             self.list.append(("metrics", self.cnn, image_index, "gradcam"))
             self.list += [("method", self.cnn, image_index, name)
-                          for name, info in sorted(METHODS.items()) if info.family == "cnn"]
+                          for name, info in sorted(METHODS.items()) if info.fits("cnn")]
 
     def target(self, model, image) -> int:
         # a fixed, non-top class for one model so both code paths (given / top-1) run
@@ -158,7 +158,7 @@ def test_job_mix_covers_every_kind(jobs):
     names = {name for _, name in kinds}
     assert {"rollout", "daam", "gradcam"} <= names
     assert ("capture", None) in kinds and ("metrics", "rollout") in kinds
-    assert {name for name, info in METHODS.items() if info.family in ("vit", "cnn")} <= names
+    assert {name for name, info in METHODS.items() if info.family in ("vit", "cnn", "any")} <= names
 
 
 @pytest.mark.parametrize("cache_entries", [0, 6], ids=["cache-bypassed", "cache-thrashing"])

@@ -85,9 +85,9 @@ def test_comparison_page_renders_runs_metrics_and_exports(media):
     vit = manifest["models"][0]
     assert vit["model"] == "dinov2-s14" and [m["name"] for m in vit["methods"]] == [
         "attention", "rollout"]
-    cnn_methods = [i.name for i in METHODS.values() if i.family == "cnn"]
+    cnn_methods = [i.name for i in METHODS.values() if i.fits("cnn")]
     assert [m["name"] for m in manifest["models"][1]["methods"]] == [
-        n for n in cnn_methods if n not in compare.OFF_BY_DEFAULT]
+        n for n in cnn_methods if n not in compare.off_by_default()]
     # the exported rollout map is exactly what the registered method returns
     direct = METHODS["rollout"].run(ExplainRequest(model, image, None, Options()))
     np.testing.assert_array_equal(archive["dinov2-s14__rollout__map"], direct.map)

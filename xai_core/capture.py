@@ -231,14 +231,22 @@ def run_capture(module: torch.nn.Module, pixels: torch.Tensor, score_fn: ScoreFn
     (model output -> scalar) also one backward pass for all gradients."""
     layout = token_layout(module, pixels)
     blocks = transformer_blocks(module)
-    with (lock if lock is not None else _no_lock()):
-        recorders = [_Recorder(block, kind) for kind, block in blocks]
-        try:
-            with _unfused_attention(module):
-                return _forward_backward(module, pixels, score_fn, layout, blocks, recorders)
-        finally:
-            for recorder in recorders:
-                recorder.remove()
+    with (lock if lock is not None else _no_lock()), block_recorders(module) as recorders:
+        return _forward_backward(module, pixels, score_fn, layout, blocks, recorders)
+
+
+@contextmanager
+def block_recorders(module: torch.nn.Module):
+    """Hooks that keep what every block computes in the next forward pass (with its
+    autograd graph, when gradients are on), with fused attention off so the attention
+    matrix exists. `recorder.tensors()` names them. Hold the model's lock around it."""
+    recorders = [_Recorder(block, kind) for kind, block in transformer_blocks(module)]
+    try:
+        with _unfused_attention(module):
+            yield recorders
+    finally:
+        for recorder in recorders:
+            recorder.remove()
 
 
 def _timed_forward(module, pixels, score_fn):

@@ -53,6 +53,8 @@ class MethodRun:
     forwards: int = 0  # forward calls through the model during this run
     images: int = 0  # images in those forward calls
     backwards: int = 0  # backward passes through the model during this run
+    partial_backwards: int = 0  # short backward passes inside the model (LeGrad: block score
+    # to its own attention), counted by the method's hooks on those tensors
     error: str | None = None
 
     @property
@@ -63,6 +65,8 @@ class MethodRun:
         if not self.ok:
             return "n/a"
         passes = f"{self.forwards} fwd + {self.backwards} bwd"
+        if self.partial_backwards:
+            passes += f" + {self.partial_backwards} partial bwd"
         if self.images > self.forwards:
             passes += f" ({self.images} images)"
         return f"{passes}, {self.wall_ms:.0f} ms"
@@ -103,11 +107,18 @@ class PassCounter:
 
 
 def applicable_methods(model) -> list[MethodInfo]:
-    return [info for info in METHODS.values() if info.family == model.spec.family]
+    return [info for info in METHODS.values() if info.fits(model.spec.family)]
+
+
+def off_by_default() -> dict[str, str]:
+    """Registered methods the page lists but does not tick, and why."""
+    return OFF_BY_DEFAULT | {info.name: info.off_by_default for info in METHODS.values()
+                             if info.off_by_default}
 
 
 def default_methods(model) -> list[str]:
-    return [info.name for info in applicable_methods(model) if info.name not in OFF_BY_DEFAULT]
+    skipped = off_by_default()
+    return [info.name for info in applicable_methods(model) if info.name not in skipped]
 
 
 def _valid_map(values) -> np.ndarray | None:
@@ -145,6 +156,7 @@ def run_method(model, image, name: str, target: int | None, head=None,
         run.wall_ms = (time.perf_counter() - started) * 1000
         run.forwards, run.images, run.backwards = (counter.forwards, counter.images,
                                                    counter.backwards)
+        run.partial_backwards = int(result.meta.get("partial_backward_passes", 0))
         run.map = _valid_map(result.map)
         run.meta = _jsonable(result.meta)
         if run.map is None:

@@ -150,6 +150,8 @@ def _get_sample(sample_id: str) -> Sample:
 # ---------------------------------------------------------------------------
 
 UPLOAD_FORMATS = ("PNG", "JPEG", "WEBP", "GIF", "BMP", "TIFF")
+# file name endings of those formats (the uploader's list and the benchmark's folder scan)
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".webp", ".gif", ".bmp", ".tif", ".tiff")
 MIN_SIDE = 16  # smaller than one ViT patch is meaningless to explain
 MAX_ASPECT_RATIO = 10
 
@@ -406,3 +408,29 @@ def _check_input_size(input_size: Sequence[int]) -> tuple[int, int]:
     if len(input_size) != 2 or any(int(side) != side or side < 1 for side in input_size):
         raise ValueError(f"input_size must be (height, width) in pixels, got {input_size}")
     return int(input_size[0]), int(input_size[1])
+
+
+def model_input_box(
+    box: Sequence[float],
+    image_size: tuple[int, int],
+    input_size: tuple[int, int],
+    crop_pct: float = 1.0,
+) -> tuple[int, int, int, int] | None:
+    """A pixel box (x0, y0, x1, y1) on an image of `image_size` (W, H), carried through
+    `fit_to_model`'s resize and centre crop onto the model input (H, W), clipped to it.
+    None when the box falls wholly outside the crop."""
+    width, height = image_size
+    target_h, target_w = _check_input_size(input_size)
+    if crop_pct == 1:
+        resized_w, resized_h, left, top = target_w, target_h, 0, 0
+    else:
+        cover_h, cover_w = math.floor(target_h / crop_pct), math.floor(target_w / crop_pct)
+        resized_w, resized_h = _covering_size(width, height, cover_w, cover_h)
+        top = int(round((resized_h - target_h) / 2.0))
+        left = int(round((resized_w - target_w) / 2.0))
+    sx, sy = resized_w / width, resized_h / height
+    x0 = min(max(int(math.floor(box[0] * sx)) - left, 0), target_w)
+    y0 = min(max(int(math.floor(box[1] * sy)) - top, 0), target_h)
+    x1 = min(max(int(math.ceil(box[2] * sx)) - left, 0), target_w)
+    y1 = min(max(int(math.ceil(box[3] * sy)) - top, 0), target_h)
+    return (x0, y0, x1, y1) if x1 > x0 and y1 > y0 else None

@@ -102,7 +102,7 @@ def method_model_image(args):
         raise CliError(f"Unknown method '{args.method}'. Methods: {', '.join(sorted(METHODS))}.")
     method = METHODS[args.method]
     model, image = load_model(args), load_image(args.image)
-    if method.family != model.spec.family:
+    if not method.fits(model.spec.family):
         raise CliError(f"Method '{method.name}' needs a {method.family.upper()} model; "
                        f"{model.spec.id} is a {model.spec.family.upper()}.")
     return method, model, image

@@ -12,6 +12,7 @@ import sys
 
 import numpy as np
 
+from .benchmark import add_benchmark_command
 from .common import (FAULT, USAGE_ERROR, CliError, emit, load_image, load_model,
                      method_model_image, parse_sets, run_meta, save_npz)
 from .metrics import add_metrics_command
@@ -111,7 +112,8 @@ def build_parser() -> argparse.ArgumentParser:
     explain.add_argument("--set", action="append", metavar="KEY=VALUE",
                          help="method option; repeatable")
     explain.add_argument("--out", required=True)
-    for extend in (add_metrics_command, add_warmup_command, add_health_command):
+    for extend in (add_metrics_command, add_benchmark_command, add_warmup_command,
+                   add_health_command):
         extend(add)
     return parser
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from .common import CliError, emit, method_model_image, parse_sets, run_meta
 
 METRIC_CHOICES = ("deletion", "insertion", "pos-perturb", "neg-perturb")
-BASELINE_CHOICES = ("zeros", "blur", "mean")
+BASELINE_CHOICES = ("zeros", "blur", "rise-blur", "mean")
 
 
 def add_metrics_command(add) -> None:

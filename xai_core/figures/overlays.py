@@ -325,6 +325,7 @@ def practical_matrix(rows: list[tuple[str, Image.Image, list[tuple[str, np.ndarr
     for r, (_, image, maps) in enumerate(rows, start=1):
         add_image(figure, image, r, 1, compact=True)
         for c, (name, values) in enumerate(maps, start=2):
+            values = coarse(values)[0]  # pixel-level maps: area-averaged for sending only
             add_overlay(figure, image, min_max(values), _cell_size(image, values.shape), r, c,
                         compact=True, opacity=opacity, name=name,
                         hovertemplate=f"{name}<br>row %{{y}}, col %{{x}}"

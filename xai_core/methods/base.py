@@ -1,7 +1,8 @@
 """The method registry behind `python -m xai_core explain` and the comparison page.
 
 A method module defines a function `(request) -> ExplainResult` and decorates it
-with `@register(name, family=..., needs_target=...)`. `request` carries the
+with `@register(name, family=..., needs_target=...)` (family "any" for methods that
+work on every image classifier). `request` carries the
 loaded model, the image, the resolved target class index (or None) and the
 user's `--set key=value` options.
 """
@@ -93,20 +94,39 @@ class ExplainResult:
     meta: dict[str, Any] = field(default_factory=dict)
 
 
+ANY_FAMILY = "any"  # input-gradient and perturbation methods: every image classifier
+
+
 @dataclass(frozen=True)
 class MethodInfo:
     name: str
-    family: str  # "vit" or "cnn"
+    family: str  # "vit", "cnn", or "any"
     needs_target: bool
     run: Callable[[ExplainRequest], ExplainResult]
     summary: str
+    theory: tuple[str, ...] | None = None  # the comparison page's theory-matrix rows
+    off_by_default: str | None = None  # why the comparison page leaves it unticked
+
+    def fits(self, model_family: str) -> bool:
+        return self.family in (model_family, ANY_FAMILY)
 
 
 METHODS: dict[str, MethodInfo] = {}
 
 
-def register(name: str, family: str, needs_target: bool, summary: str):
+THEORY_ROWS = ("Mechanism", "Cost in principle", "Class specificity", "Spatial resolution",
+               "Supervision needed", "Best used for")
+
+
+def register(name: str, family: str, needs_target: bool, summary: str,
+             theory: tuple[str, ...] | None = None, off_by_default: str | None = None):
+    """`theory`: one sentence per `THEORY_ROWS` entry; `off_by_default`: why the
+    comparison page does not run it unless asked (e.g. it is slow)."""
+    if theory is not None and len(theory) != len(THEORY_ROWS):
+        raise ValueError(f"{name}: theory needs {len(THEORY_ROWS)} rows, got {len(theory)}")
+
     def decorate(function):
-        METHODS[name] = MethodInfo(name, family, needs_target, function, summary)
+        METHODS[name] = MethodInfo(name, family, needs_target, function, summary, theory,
+                                   off_by_default)
         return function
     return decorate

@@ -91,20 +91,6 @@ def gradcam_steps(capture: CnnCapture) -> GradCamSteps:
         score=float(capture.score))
 
 
-def vanilla_saliency(capture: CnnCapture) -> np.ndarray:
-    """Simonyan et al.'s gradient saliency: max over colour channels of |d y_c / d x|,
-    at input resolution (H, W). Raw, not normalised."""
-    if capture.input_grad is None:
-        raise ValueError("This capture ran without a target class, so it has no gradients.")
-    return capture.input_grad[0].abs().amax(dim=0).numpy().astype(np.float32)
-
-
-def saliency_for_display(saliency: np.ndarray, percentile: float = 99.0) -> np.ndarray:
-    """Gradient saliency is dominated by a few pixels; clip at a high percentile (the usual
-    display convention) so the rest stays visible. Display only: the raw map is unchanged."""
-    return np.minimum(saliency, np.percentile(saliency, percentile)).astype(np.float32)
-
-
 def map_correlation(a: np.ndarray, b: np.ndarray) -> float:
     """Pearson correlation of two maps of the same shape (0 when either is constant)."""
     a, b = np.asarray(a, dtype=np.float64).ravel(), np.asarray(b, dtype=np.float64).ravel()
@@ -306,11 +292,11 @@ def explain_gradcam(request: ExplainRequest) -> ExplainResult:
         raise OptionError(f"{model.spec.display_name} has no conv layer named "
                           f"'{request.options.values['layer']}' (the default is "
                           f"{model.spec.cnn_target_layer}).") from None
-    steps, capture = teaching_gradcam(model, request.image, request.target, layer)
+    steps, _ = teaching_gradcam(model, request.image, request.target, layer)
     return ExplainResult(
         map=steps.cam.astype(np.float32),
         arrays={"alpha": steps.alpha, "weighted_sum": steps.weighted_sum,
-                "upsampled": steps.upsampled, "saliency": vanilla_saliency(capture)},
+                "upsampled": steps.upsampled},
         meta={"layer": layer, "score": steps.score, "feature_map": list(steps.cam.shape),
               "convention": "Selvaraju Grad-CAM: alpha_k = spatial mean of d(logit)/dA_k; "
                             "map = ReLU(sum_k alpha_k A_k) at feature resolution (raw); "

@@ -87,3 +87,18 @@ def localise(saliency: np.ndarray, size: tuple[int, int], box) -> Localisation:
     iou = box_iou(estimated, box)
     return Localisation(estimated, iou, iou >= 0.5, map_peak(saliency, size),
                         pointing_hit(saliency, size, box))
+
+
+def energy_in_boxes(saliency: np.ndarray, size: tuple[int, int], boxes) -> float:
+    """Energy-based pointing game (Wang et al., Score-CAM): the share of the map's positive
+    mass, upsampled to the input, that falls inside the union of the boxes. NaN when the
+    map has no positive mass."""
+    values = np.clip(upsample(check_map(saliency), size).astype(np.float64), 0, None)
+    total = float(values.sum())
+    if total <= 0:
+        return float("nan")
+    inside = np.zeros(size, dtype=bool)
+    for box in boxes:
+        x0, y0, x1, y1 = check_box(box, size)
+        inside[y0:y1, x0:x1] = True
+    return float(values[inside].sum()) / total

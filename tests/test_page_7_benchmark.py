@@ -1,0 +1,70 @@
+"""Page 7's data-set view in AppTest: a results.json written by the benchmark command is
+loaded and shown as rankings whose numbers are the summary's; a small run started from the
+page draws the same kind of view; a file that is not a result gives a message."""
+
+import json
+
+import numpy as np
+import pytest
+from apptest_helpers import chart_specs, chart_title, element_text, open_app, plotly_array
+
+from xai_core.benchmark.plan import Settings
+from xai_core.benchmark.run import run_benchmark
+
+PAGE = "7_comparison.py"
+CHEAP = dict(image_choice="coffee", cmp_methods_vit=["attention"], cmp_methods_cnn=["gradcam"])
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory):
+    out = tmp_path_factory.mktemp("bench")
+    summary = run_benchmark(Settings(models=("efficientnet-lite0",),
+                                     images="sample:coffee,chelsea,rocket",
+                                     methods=("gradcam", "saliency"),
+                                     metrics=("deletion", "insertion"), steps=3),
+                            out, progress_bar=False)
+    return (out / "results.json").read_bytes(), summary
+
+
+def test_loaded_results_show_the_summary(results):
+    data, summary = results
+    app = open_app(PAGE, timeout=600, cmp_bench_source="load", **CHEAP)
+    app.get("file_uploader")[0].set_value(("results.json", data, "application/json")).run()
+    assert not app.exception, app.exception
+    assert not app.error, [e.value for e in app.error]
+    specs = chart_specs(app)
+    for table in summary["tables"]:
+        title = f"{table['model']} · {table['metric']} ({table['better']} is better)"
+        spec = next(s for s in specs if chart_title(s) == title)
+        trace = spec["data"][0]
+        shown = dict(zip(trace["y"], plotly_array(trace["x"])))
+        for entry in table["methods"]:
+            assert shown[entry["method"]] == pytest.approx(entry["mean"])
+        assert list(trace["y"]) == [e["method"] for e in table["methods"]]  # by mean rank
+    curves = next(s for s in specs if "curves averaged over images" in chart_title(s))
+    rows = json.loads(data)["rows"]
+    coffee_gradcam = [r["scores"] for r in rows if r["method"] == "gradcam"
+                      and r["metric"] == "deletion"]
+    line = next(t for t in curves["data"] if t["name"] == "gradcam")
+    np.testing.assert_allclose(plotly_array(line["y"]), np.mean(coffee_gradcam, axis=0),
+                               rtol=1e-6)
+    assert any("metric agreement" in chart_title(s) for s in specs)
+
+
+def test_a_file_that_is_not_a_result_gives_a_message():
+    app = open_app(PAGE, timeout=600, cmp_bench_source="load", **CHEAP)
+    app.get("file_uploader")[0].set_value(("x.json", b'{"rows": 3}', "application/json")).run()
+    assert not app.exception
+    assert "not a benchmark results.json" in element_text(app, "error")
+
+
+def test_a_small_run_from_the_page():
+    app = open_app(PAGE, timeout=600, cmp_bench_source="run", cmp_bench_images=["coffee"],
+                   cmp_bench_methods=["gradcam"], cmp_bench_steps=2, **CHEAP)
+    app.button(key="cmp_bench_run").click().run()
+    assert not app.exception, app.exception
+    assert not app.error, [e.value for e in app.error]
+    assert "Done." in app.get("progress")[-1].proto.text
+    titles = [chart_title(s) for s in chart_specs(app)]
+    assert "efficientnet-lite0 · deletion (lower is better)" in titles
+    assert "dinov2-s14 · insertion (higher is better)" in titles  # its random floor alone

@@ -1,0 +1,128 @@
+"""What the Captum-based methods share (Integrated Gradients, SmoothGrad, Input x Gradient,
+gradient saliency, Occlusion, KernelSHAP).
+
+- The forward function Captum differentiates is the model followed by our class score:
+  the target logit for an ImageNet head, the k-NN class score for a self-supervised ViT -
+  the same scalar every other gradient method uses - one value per image of the batch.
+- Every call is cached by content and runs under the model's lock; methods that draw
+  random numbers (SmoothGrad's noise, KernelSHAP's coalitions) do so from a seeded fork of
+  torch's generator, one such block at a time in the process, so a map is reproducible
+  even with many sessions at once.
+- Attributions come back as (3, H, W) on the model input; each method names how it
+  reduces the colour channels to one map.
+"""
+
+from __future__ import annotations
+
+import threading
+from contextlib import contextmanager
+from typing import Callable
+
+import numpy as np
+import torch
+
+from ..cache import cache_key
+from ..pipeline import CAPTURE_CACHE, head_of, prepare
+
+REFERENCES = ("zeros", "black", "blur", "rise-blur", "mean")
+REFERENCE_NAMES = {
+    "zeros": "zeros in model-input space (the training mean colour)",
+    "black": "a black image (pixel value 0 before normalisation)",
+    "blur": "the image under torchvision's Gaussian blur (11x11, sigma 5)",
+    "rise-blur": "the image under RISE's blur",
+    "mean": "the image's mean colour",
+}
+CNN_CELL = 16  # pixels per occlusion / superpixel cell on a CNN (it has no patches)
+
+
+def score_forward(model, target: int, head=None) -> Callable[[torch.Tensor], torch.Tensor]:
+    """x (B, 3, H, W) -> (B,) class score of each image (the head's score_fn sums over its
+    batch, so it is applied image by image)."""
+    score = head_of(model, head).score_fn(target)
+    module = model.module
+
+    def forward(pixels: torch.Tensor) -> torch.Tensor:
+        output = module(pixels)
+        return torch.stack([score(output[i:i + 1]) for i in range(output.shape[0])])
+
+    return forward
+
+
+def reference_pixels(model, pixels: torch.Tensor, name: str) -> torch.Tensor:
+    """The reference ("baseline") input of Integrated Gradients, Occlusion and KernelSHAP,
+    in model-input space, shaped like `pixels`."""
+    from ..metrics.faithfulness import baseline_pixels
+
+    pixels = pixels.detach()
+    if name == "black":
+        mean = torch.tensor(model.spec.mean, dtype=pixels.dtype, device=pixels.device)
+        std = torch.tensor(model.spec.std, dtype=pixels.dtype, device=pixels.device)
+        return (-mean / std)[None, :, None, None].expand_as(pixels).clone()
+    return baseline_pixels(pixels, name)
+
+
+def cell_size(model) -> int:
+    """Pixels per cell for window and superpixel options: a ViT's patch side (read from
+    the model), CNN_CELL for a CNN."""
+    patch = getattr(getattr(model.module, "patch_embed", None), "patch_size", None)
+    if patch is None:
+        return CNN_CELL
+    return int(patch if isinstance(patch, int) else patch[0])
+
+
+def cell_mask(size: tuple[int, int], cell: int) -> torch.Tensor:
+    """(1, 1, H, W) long: the index of the cell (superpixel) every pixel belongs to."""
+    rows = torch.arange(size[0]) // cell
+    cols = torch.arange(size[1]) // cell
+    columns = -(-size[1] // cell)
+    return (rows[:, None] * columns + cols[None, :])[None, None]
+
+
+def attribute(model, image, target: int, head, key: tuple,
+              compute: Callable[[Callable, torch.Tensor], tuple[torch.Tensor, dict]],
+              seed: int | None = None) -> tuple[np.ndarray, dict]:
+    """Run `compute(forward, pixels) -> (attributions (1, 3, H, W), extras)` once per
+    (method key, model, image, target, head), under the model's lock. Returns the
+    attributions as (3, H, W) float32 numpy and the extras."""
+    head = head_of(model, head)
+    prepared = prepare(model, image)
+    key = cache_key("attribution", model, *key, target, seed, image=prepared.sha256, head=head)
+
+    def run() -> tuple[np.ndarray, dict]:
+        # a leaf that asks for gradients (Captum would otherwise switch it on and warn)
+        pixels = prepared.pixels.to(model.device).clone().requires_grad_(True)
+        forward = score_forward(model, target, head)
+        with model.lock, seeded(model.device, seed):
+            attributions, extras = compute(forward, pixels)
+        return attributions.detach()[0].float().cpu().numpy(), extras
+
+    return CAPTURE_CACHE.get_or_compute(key, run)
+
+
+_GLOBAL_RNG = threading.Lock()  # torch's default generator is one per process
+
+
+@contextmanager
+def seeded(device: torch.device, seed: int | None):
+    """For the length of the block torch's default generator starts from `seed` and is
+    afterwards put back as it was; one seeded block at a time in the process (two threads
+    seeding and drawing at once would interleave their streams). Captum draws SmoothGrad's
+    noise and KernelSHAP's coalitions from that generator. No seed: nothing changes."""
+    if seed is None:
+        yield
+        return
+    devices = [device.index or 0] if device.type == "cuda" else []
+    with _GLOBAL_RNG, torch.random.fork_rng(devices=devices):
+        torch.manual_seed(seed)
+        yield
+
+
+def sum_channels(attributions: np.ndarray) -> np.ndarray:
+    """Signed attributions summed over colour: per-pixel contributions that add up to the
+    total (the completeness convention of Integrated Gradients and Input x Gradient)."""
+    return attributions.sum(axis=0).astype(np.float32)
+
+
+def max_abs_channels(attributions: np.ndarray) -> np.ndarray:
+    """The largest |value| over colour (Simonyan et al.'s saliency convention)."""
+    return np.abs(attributions).max(axis=0).astype(np.float32)
