@@ -9,13 +9,15 @@ import json
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import numpy as np
 import torch
 
 from apptest_helpers import open_app
-from xai_core.models import get_model
+from xai_core import rng
+from xai_core.models import get_model, loaders
 from xai_core.models.loaders import random_weights_seed
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -71,3 +73,19 @@ def test_the_page_states_the_seed():
     assert f"seed {seed}" in warnings and "derived from the model id" in warnings
     subheaders = " ".join(str(element.value) for element in app.subheader)
     assert f"RANDOM WEIGHTS, seed {seed}" in subheaders
+
+
+def test_the_build_waits_for_other_seeded_draws(monkeypatch):
+    """timm draws the initial weights from torch's one default generator; another thread's
+    seeded block (SmoothGrad's noise, KernelSHAP's coalitions) must not interleave with it,
+    so the build takes the same process-wide lock."""
+    monkeypatch.setattr(loaders, "_models", {})
+    built = []
+    with rng._GLOBAL_RNG:  # another seeded block is under way
+        worker = threading.Thread(target=lambda: built.append(
+            get_model("deit-s16", random_weights=True)))
+        worker.start()
+        worker.join(timeout=3)
+        assert worker.is_alive() and not built  # waiting for the generator
+    worker.join(timeout=120)
+    assert built and built[0].seed == expected_seed("deit-s16")

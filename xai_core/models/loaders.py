@@ -13,6 +13,7 @@ import torch
 from ..faults import (ModelLock, ModelOutOfMemory, free_memory, is_out_of_memory,
                       out_of_memory_message)
 from ..locks import FairLock
+from ..rng import seeded
 from . import bundled
 from .heads import ImageNetHead, KnnHead
 from .knn import load_or_build_bank
@@ -140,10 +141,7 @@ def _create_random_model(spec: ModelSpec) -> tuple[torch.nn.Module, str]:
         raise ModelUnavailableError(f"{spec.display_name} has no random-weight mode: its "
                                     "tokenizer also comes from the hub.")
     seed = random_weights_seed(spec.id)
-    # timm initialises from torch's global generator: seed it for this build only (model
-    # builds are serialised by _models_lock; the methods draw from generators of their own)
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
+    with seeded(torch.device("cpu"), seed):  # timm initialises from torch's default generator
         module = timm.create_model(spec.timm_name, pretrained=False, **_size_args(spec))
     return module, f"random initialisation, seed {seed} (from the model id)"
 
