@@ -117,7 +117,8 @@ def cam_family_rows() -> list[dict]:
     timed_cam(model, pixels, target, layer, "Grad-CAM", model.head)  # warm-up
     for name in CAM_FAMILY:
         result = timed_cam(model, pixels, target, layer, name, model.head)
-        note = "one forward per channel, batches of 64" if name in SLOW_CAMS else ""
+        note = (f"one forward per channel, batches of {pipeline.default_batch_size(model)}"
+                if name in SLOW_CAMS else "")
         rows.append({"name": f"{name} (efficientnet-lite0, {layer})", "value": result.seconds,
                      "unit": "s", "note": note})
     return rows

@@ -54,7 +54,7 @@ def run() -> list[dict]:
         model = get_model(model_id)
         target = pipeline.resolve_target(model, None, image)
         pixels = pipeline.prepare(model, image).pixels
-        batch = faithfulness.default_batch_size(model)
+        batch = pipeline.default_batch_size(model)
         runs = [r for r in compare.run_methods(model, image, compare.default_methods(model),
                                                target) if r.ok]
         if not runs:

@@ -13,8 +13,9 @@ import xai_core  # noqa: E402,F401,I001  (before torch: it sets the threads' wai
 import streamlit as st  # noqa: E402
 import torch  # noqa: E402
 
-from dashboard import links, state, ui  # noqa: E402
+from dashboard import links, replica, state, ui  # noqa: E402
 from dashboard.page_list import PAGES, existing_pages  # noqa: E402
+from xai_core.faults import Cancelled, ModelOutOfMemory  # noqa: E402
 from xai_core.images import (COLLAGE_ID, IMAGE_SUFFIXES, SAMPLES, ImageError,  # noqa: E402
                              load_upload)
 from xai_core.models import (DEFAULT_CNN, DEFAULT_VIT, MODEL_SPECS, availability,  # noqa: E402
@@ -63,7 +64,7 @@ def _device_info() -> str:
     return f"CPU ({torch.get_num_threads()} threads)"
 
 
-def sidebar() -> None:
+def sidebar():
     with st.sidebar:
         st.markdown("### ViT Lens")
         _model_picker("vit", "vit_model", "Vision Transformer", DEFAULT_VIT)
@@ -72,6 +73,8 @@ def sidebar() -> None:
         links.flag(st.toggle, "Presentation mode", key="presentation",
                    help="Larger text and figure fonts for projecting in a lecture hall.")
         st.caption(_device_info())
+        replica.track_session()
+        return st.empty()  # for the disk-cache notice, filled once the page has run
 
 
 def main() -> None:
@@ -82,12 +85,17 @@ def main() -> None:
              for name, title, icon in existing_pages()]
     navigation = st.navigation(pages)
     links.start_run()
-    sidebar()
+    cache_spot = sidebar()
+    ui.cache_notice(cache_spot)
     ui.apply_presentation_css()
+    replica.restart_notice()
     try:
         navigation.run()
+    except (ModelOutOfMemory, Cancelled) as fault:  # a part of a page without friendly_errors
+        st.error(str(fault))
     finally:  # also after st.stop(): the URL must not keep another page's choices
         links.prune()
+    ui.cache_notice(cache_spot)  # a write that failed during this run
 
 
 main()

@@ -15,14 +15,17 @@ from PIL import Image
 
 from xai_core import pipeline
 from xai_core.capture import CaptureError
+from xai_core.faults import Cancelled, ModelOutOfMemory
 from xai_core.images import COLLAGE_ID, COLLAGE_TITLE, SAMPLES, ImageError, load_sample
 from xai_core.models import (DEFAULT_CNN, DEFAULT_VIT, ModelUnavailableError, availability,
                              get_model, get_spec)
 
 UPLOAD_CHOICE = "upload"
 DEFAULT_IMAGE = "chelsea"
-# Everything a page can fail on because of user input or an unavailable model.
-USER_ERRORS = (ImageError, ModelUnavailableError, pipeline.TargetError, CaptureError, ValueError)
+# Everything a page can fail on because of user input, an unavailable model, or a fault of
+# the machine (out of memory) or a run that was stopped - each with a sentence to show.
+USER_ERRORS = (ImageError, ModelUnavailableError, pipeline.TargetError, CaptureError, ValueError,
+               ModelOutOfMemory, Cancelled)
 
 
 @dataclass(frozen=True)
@@ -83,12 +86,14 @@ def load_model_or_explain(model_id: str, random_weights: bool = False):
     try:
         with st.spinner(f"Loading {spec.display_name}..."):
             model = get_model(model_id, random_weights=random_weights)
-    except ModelUnavailableError as error:
+    except (ModelUnavailableError, ModelOutOfMemory) as error:
         st.warning(f"**{spec.display_name} is unavailable.** {error}")
         return None
     if model.random_weights:
-        st.error(f"{model.label}: this model has untrained random weights. Its maps show the "
-                 "token layout and the code path only - they explain nothing.")
+        st.error(f"{model.label}: this model has untrained random weights (seed {model.seed}, "
+                 "derived from the model id, so every server and every run builds the same "
+                 "one). Its maps show the token layout and the code path only - they explain "
+                 "nothing.")
     return model
 
 

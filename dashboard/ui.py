@@ -32,6 +32,35 @@ def apply_presentation_css() -> None:
             unsafe_allow_html=True)
 
 
+def cache_notice(spot) -> None:
+    """Fill the sidebar placeholder `spot` with the disk-cache notice, when there is one:
+    the app works without the cache, but the server's admin should know why it is slow
+    to start and how to fix it."""
+    from xai_core.models.disk_cache import notice
+
+    text = notice()
+    if text:
+        spot.caption(f":material/warning: {text}")
+
+
+def stop_check():
+    """`should_stop` for xai_core's long loops (Score-CAM batches, metric curves).
+
+    Streamlit acts on a pending Stop or rerun (the user pressed Stop, changed a widget or
+    left the page) only inside its next `st` call, and a torch loop makes none. Each check
+    makes one - it clears an empty placeholder - so Streamlit raises its own stop/rerun
+    exception right there, between two batches, and the run ends within one batch (the
+    model's lock and hooks are released on the way out). Nothing else asks to stop, so the
+    check itself answers False."""
+    spot = st.empty()
+
+    def should_stop() -> bool:
+        spot.empty()
+        return False
+
+    return should_stop
+
+
 @contextmanager
 def friendly_errors():
     """Turn bad input or an unavailable model into a message instead of a traceback."""

@@ -110,7 +110,8 @@ def cnn_part(image, model) -> None:
              f"({steps.alpha.size} here), so they take much longer.")
     if chosen:
         with st.spinner("Running pytorch-grad-cam..."):
-            family = gradcam.cam_family(model, image, target, layer, tuple(chosen))
+            family = gradcam.cam_family(model, image, target, layer, tuple(chosen),
+                                        should_stop=ui.stop_check())
         ui.show_figure(map_row(model_image, [(f"{r.name} · {r.seconds:.2f} s", r.map)
                                              for r in family]), key="gc_family_maps")
         st.table({"method": [r.name for r in family],

@@ -21,20 +21,15 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import timm
-import torch
 from PIL import Image
 from streamlit.testing.v1 import AppTest
 
 from single_thread import one_torch_thread
+from tiny_models import images, tiny_cnn, tiny_vit
 from xai_core import pipeline
-from xai_core.capture import conv_layer_names
-from xai_core.models.heads import ImageNetHead, KnnHead
-from xai_core.models.knn import build_gallery_bank
 from xai_core.methods import METHODS, distance, rollout
 from xai_core.methods.base import RESULT_CACHE
 from xai_core.metrics.faithfulness import faithfulness
-from xai_core.models import LoadedModel, ModelSpec
 
 import xai_core.methods  # noqa: E402
 
@@ -45,48 +40,6 @@ for _module in pkgutil.iter_modules(xai_core.methods.__path__):
 
 ENTRY = str(Path(__file__).resolve().parent.parent / "dashboard" / "app.py")
 THREADS, REQUESTS_PER_THREAD = 16, 10
-SIZE = 64  # model input side: 4x4 patches of 16 px
-
-
-# --- tiny models wired exactly like the registry's LoadedModel -----------------------------
-
-def tiny_vit(model_id: str, knn: bool) -> LoadedModel:
-    torch.manual_seed(0)
-    module = timm.create_model("vit_tiny_patch16_224", pretrained=False, img_size=SIZE, depth=3,
-                               num_classes=0 if knn else 10).eval()
-    for parameter in module.parameters():
-        parameter.requires_grad_(False)
-    spec = ModelSpec(id=model_id, display_name=model_id, family="vit", source="hub",
-                     timm_name="vit_tiny_patch16_224", input_size=(SIZE, SIZE), crop_pct=1.0,
-                     head="knn" if knn else "imagenet")
-    model = LoadedModel(spec, module, torch.device("cpu"), True, "random initialisation")
-    if knn:
-        model.head = KnnHead(build_gallery_bank(model, views=2))
-    else:
-        model.head = ImageNetHead([f"class {i}" for i in range(10)])
-    model.class_names = model.head.class_names
-    return model
-
-
-def tiny_cnn() -> LoadedModel:
-    torch.manual_seed(0)
-    module = timm.create_model("resnet10t", pretrained=False, num_classes=10).eval()
-    for parameter in module.parameters():
-        parameter.requires_grad_(False)
-    layer = [name for name in conv_layer_names(module) if name.startswith("layer4")][-1]
-    spec = ModelSpec(id="test-tiny-cnn", display_name="test-tiny-cnn", family="cnn",
-                     source="hub", timm_name="resnet10t", input_size=(SIZE, SIZE),
-                     crop_pct=1.0, cnn_target_layer=layer)
-    model = LoadedModel(spec, module, torch.device("cpu"), True, "random initialisation")
-    model.head = ImageNetHead([f"class {i}" for i in range(10)])
-    model.class_names = model.head.class_names
-    return model
-
-
-def images(count: int = 4) -> list[Image.Image]:
-    rng = np.random.default_rng(7)
-    return [Image.fromarray(rng.integers(0, 256, (40 + 8 * i, 56, 3), dtype=np.uint8))
-            for i in range(count)]
 
 
 # --- jobs: (kind, model, image index, method, target) -> a digest of every number -------------
@@ -288,3 +241,54 @@ def test_two_app_sessions_keep_their_own_state():
     assert upload.session_state["presentation"] is False
     assert upload.session_state["upload_image"].size == (96, 64)
     assert "upload_image" not in cat.session_state
+
+
+# --- a long method does not hold up other sessions ------------------------------------------
+
+def test_a_prediction_completes_while_score_cam_runs():
+    """Session A runs Score-CAM (one forward per batch of masked images); session B asks
+    for a prediction from the same model while A is under way. A holds the model's lock one
+    batch at a time, so B gets its turn after A's current batch and finishes first. A waits,
+    at the start of a later batch, until B is done: were the lock held for A's whole call,
+    B could never finish and that wait would run out."""
+    from xai_core.methods import gradcam
+
+    cnn, (cat, other) = tiny_cnn(), images(2)
+    pipeline.CAPTURE_CACHE.clear()
+    expected_map = gradcam.cam_family(cnn, cat, 3, names=("Score-CAM",))[0].map
+    expected_top = pipeline.predict(cnn, other, topk=3)
+    pipeline.CAPTURE_CACHE.clear()
+
+    b_may_ask, b_done = threading.Event(), threading.Event()
+    forwards, finished, results, waited = [], [], {}, []
+
+    def a_checks_before_each_forward() -> bool:
+        forwards.append(1)
+        if len(forwards) == 2:  # the image is done, the first batch starts
+            b_may_ask.set()
+        if len(forwards) == 4:  # two batches later: B must have been served by now
+            waited.append(b_done.wait(timeout=120))
+        return False
+
+    def session_a():
+        results["a"] = gradcam.cam_family(cnn, cat, 3, names=("Score-CAM",),
+                                          should_stop=a_checks_before_each_forward)[0]
+        finished.append("a")
+
+    def session_b():
+        b_may_ask.wait(timeout=120)
+        results["b"] = pipeline.predict(cnn, other, topk=3)
+        finished.append("b")
+        b_done.set()
+
+    threads = [threading.Thread(target=session_a), threading.Thread(target=session_b)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=300)
+    assert waited == [True] and finished == ["b", "a"]
+    channels = cnn.module.get_submodule(cnn.spec.cnn_target_layer).num_features
+    assert len(forwards) == 1 + channels // pipeline.default_batch_size(cnn)  # it went on
+    assert results["b"] == expected_top
+    np.testing.assert_allclose(results["a"].map, expected_map, atol=1e-6)
+    assert not cnn.lock._held and not cnn.lock._queue

@@ -32,14 +32,38 @@ def test_prefix_websocket_and_sticky_upstream():
     conf = directives(NGINX)
     prefix = re.search(r"--server\.baseUrlPath\s+(\S+)", UNIT)[1]
     assert re.search(rf"location /{prefix}/ \{{", conf)
-    assert re.search(r"proxy_pass http://vit_lens;", conf)  # no URI part: no rewrite
+    # a named upstream and no URI part: the path is passed through, no rewrite
+    assert re.search(r"proxy_pass http://\$vit_lens_upstream;", conf)
     assert "proxy_http_version 1.1;" in conf
     assert re.search(r"proxy_set_header Upgrade \$http_upgrade;", conf)
     assert re.search(r"proxy_set_header Connection \$vit_lens_connection;", conf)
     assert re.search(r"map \$http_upgrade \$vit_lens_connection \{\s*default upgrade;", conf)
     upstream = re.search(r"upstream vit_lens \{(.*?)\}", conf, re.S)[1]
     assert re.search(r"^\s*(hash \$remote_addr consistent|ip_hash);", upstream, re.M)
-    assert len(re.findall(r"^\s*server 127\.0\.0\.1:\d+;", upstream, re.M)) >= 2
+    assert len(re.findall(r"^\s*server 127\.0\.0\.1:\d+", upstream, re.M)) >= 2
+
+
+def test_the_replica_cookie_routes_to_that_replica_with_a_backup():
+    """The app names its replica in a cookie (dashboard/replica.py); every name the map
+    knows has an upstream whose first server is that replica and whose other is a backup."""
+    from dashboard.replica import COOKIE
+
+    conf = directives(NGINX)
+    routes = re.search(rf"map \$cookie_{COOKIE} \$vit_lens_upstream \{{(.*?)\}}", conf, re.S)[1]
+    assert re.search(r"^\s*default vit_lens;", routes, re.M)
+    pairs = re.findall(r"^\s*(\d+)\s+(\S+);", routes, re.M)
+    replicas = re.findall(r"server 127\.0\.0\.1:(\d+)",
+                          re.search(r"upstream vit_lens \{(.*?)\}", conf, re.S)[1])
+    assert sorted(name for name, _ in pairs) == sorted(replicas)
+    for name, group in pairs:
+        body = re.search(rf"upstream {group} \{{(.*?)\}}", conf, re.S)[1]
+        servers = re.findall(r"^\s*server 127\.0\.0\.1:(\d+)([^;]*);", body, re.M)
+        assert servers[0][0] == name and "backup" not in servers[0][1]
+        assert len(servers) >= 2 and all("backup" in rest for _, rest in servers[1:])
+    # a refused or silent replica is retried on the next one, quickly
+    assert re.search(r"proxy_next_upstream error timeout", conf)
+    timeout = re.search(r"proxy_connect_timeout (\d+)s;", conf)
+    assert timeout and int(timeout[1]) <= 5
 
 
 def test_units_run_the_app_from_the_venv_after_the_warm_up():

@@ -7,6 +7,7 @@ fed by a separate forward+backward hooked on that one tensor; hand-derived facts
 gradients must vanish (only [CLS] reaches a token-pooled head, only patches an avg-pooled one).
 """
 
+import copy
 import json
 
 import numpy as np
@@ -343,9 +344,12 @@ def test_cli_gradcam_and_bad_options(cnn, tmp_path, capsys):
 class SpyLock:
     def __init__(self):
         self.held = False
+        self.entries = 0
 
     def __enter__(self):
+        assert not self.held
         self.held = True
+        self.entries += 1
         return self
 
     def __exit__(self, *exc):
@@ -353,9 +357,12 @@ class SpyLock:
         return False
 
 
-def test_library_calls_hold_the_lock_and_leave_the_model_as_it_was():
-    """pytorch-grad-cam hooks (and, for Ablation-CAM, swaps) the shared model's layers: every
-    call runs under the model's lock, and an error half-way leaves no swap and no hook."""
+def test_library_calls_never_touch_the_shared_model():
+    """pytorch-grad-cam hooks (and, for Ablation-CAM, swaps) the model's layers: it works on
+    a private copy that shares the weights, so the shared model never carries a hook or a
+    swap, not even half-way. A gradient method holds the lock for the whole call; a batched
+    one for every forward (and between forwards other calls may go in); an error half-way
+    leaves the lock free."""
     from pytorch_grad_cam import AblationCAM
 
     torch.manual_seed(0)
@@ -365,17 +372,38 @@ def test_library_calls_hold_the_lock_and_leave_the_model_as_it_was():
     conv = net[0]
     lock, calls = SpyLock(), []
 
+    def shared_model_untouched():
+        assert net[0] is conv and not conv._forward_hooks and not net._forward_hooks
+
     def score_fn(output):
-        assert lock.held
-        calls.append(1)
-        if len(calls) > 2:  # fail inside Ablation-CAM's ablation loop
-            raise RuntimeError("boom")
+        shared_model_untouched()
+        calls.append(lock.held)
         return output[:, 1].sum()
 
     x = torch.randn(1, 3, 8, 8)
     cam = run_library_cam(GradCAM, net, [conv], x, score_fn, lock=lock)
-    assert cam.shape == (8, 8) and not lock.held
+    assert cam.shape == (8, 8) and not lock.held and all(calls) and lock.entries == 1
+
+    calls.clear()
+    lock.entries = 0
+    ablation = run_library_cam(AblationCAM, net, [conv], x, score_fn, lock=lock, batch_size=2)
+    # the copy, two forwards of the image (the library's and Ablation-CAM's own), then the
+    # 4 channels in batches of 2: a lock entry each; scores are read outside the lock
+    assert ablation.shape == (8, 8) and lock.entries == 1 + 2 + 2 and not any(calls)
+    shared_model_untouched()
+    # the same map as the library run directly on a copy of its own
+    own = copy.deepcopy(net)
+    direct = AblationCAM(model=own, target_layers=[own[0]], batch_size=2)
+    expected = direct(input_tensor=x.clone().requires_grad_(True),
+                      targets=[gradcam.ScoreTarget(lambda out: out[:, 1].sum())])[0]
+    np.testing.assert_allclose(ablation, expected, atol=1e-6)
+
+    def failing(output):
+        if len(calls) > 2:  # fail inside Ablation-CAM's ablation loop
+            raise RuntimeError("boom")
+        return score_fn(output)
+
     with pytest.raises(RuntimeError, match="boom"):
-        run_library_cam(AblationCAM, net, [conv], x, score_fn, lock=lock, batch_size=2)
-    assert net[0] is conv and not lock.held
-    assert not conv._forward_hooks and not net._forward_hooks
+        run_library_cam(AblationCAM, net, [conv], x, failing, lock=lock, batch_size=2)
+    assert not lock.held
+    shared_model_untouched()

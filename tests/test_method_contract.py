@@ -13,7 +13,7 @@ from contextlib import contextmanager
 import numpy as np
 import pytest
 from single_thread import one_torch_thread
-from test_concurrency import images, tiny_cnn, tiny_vit
+from tiny_models import images, tiny_cnn, tiny_vit
 
 from xai_core import models
 from xai_core.cli import common
@@ -26,7 +26,7 @@ MODEL_IDS = {"vit": "dinov2-s14", "cnn": "efficientnet-lite0"}  # what --model n
 
 
 @pytest.fixture(scope="module")
-def tiny_models():
+def tiny_pair():
     with one_torch_thread():
         yield {"vit": tiny_vit("test-tiny-vit", knn=False), "cnn": tiny_cnn()}
 
@@ -60,11 +60,11 @@ def no_model_may_load(monkeypatch):
 
 
 @pytest.fixture
-def loads_tiny(monkeypatch, tiny_models):
+def loads_tiny(monkeypatch, tiny_pair):
     """The CLI's loader hands out the tiny model of the asked family."""
     monkeypatch.setattr(common, "load_model",
-                        lambda args: tiny_models[models.get_spec(args.model).family])
-    return tiny_models
+                        lambda args: tiny_pair[models.get_spec(args.model).family])
+    return tiny_pair
 
 
 def bad_values(option: Option) -> list:

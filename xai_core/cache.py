@@ -66,15 +66,17 @@ class BoundedCache:
                 return self._items[key][0]
             key_lock = self._pending.setdefault(key, threading.Lock())
         with key_lock:  # the same key asked twice at once is computed once
-            with self._lock:
-                if key in self._items:
-                    self.hits += 1
-                    return self._items[key][0]
-            value = compute()
-            self._store(key, value)
-            with self._lock:
-                self._pending.pop(key, None)
-            return value
+            try:
+                with self._lock:
+                    if key in self._items:
+                        self.hits += 1
+                        return self._items[key][0]
+                value = compute()  # may fail or be stopped: then nothing is stored
+                self._store(key, value)
+                return value
+            finally:
+                with self._lock:
+                    self._pending.pop(key, None)
 
     def _store(self, key: Hashable, value: Any) -> None:
         size = approximate_bytes(value)

@@ -58,6 +58,13 @@ def head_of(model, head=None):
     return head
 
 
+def default_batch_size(model) -> int:
+    """Images per forward for batched methods (perturbation metrics, Score-CAM,
+    Ablation-CAM): a GPU wants large batches; on a CPU more than 16 gains little, and each
+    batch is one turn of the model's lock that another session may be waiting behind."""
+    return 64 if str(model.device).startswith("cuda") else 16
+
+
 def _plain_output(model, pixels: torch.Tensor) -> torch.Tensor:
     with model.lock, torch.inference_mode():
         return model.module(pixels.to(model.device)).float().cpu()

@@ -53,8 +53,9 @@ class AppProcess:
     Streamlit server options; `env`: the environment, `app_env()` by default)."""
 
     def __init__(self, base_path: str = "", log_name: str = "app",
-                 launcher: tuple[str, ...] = STREAMLIT_RUN, env: dict[str, str] | None = None):
-        self.port = free_port()
+                 launcher: tuple[str, ...] = STREAMLIT_RUN, env: dict[str, str] | None = None,
+                 port: int | None = None):
+        self.port = port or free_port()
         self.base_path = base_path.strip("/")
         ARTIFACTS.mkdir(exist_ok=True)
         self.log_path = ARTIFACTS / f"{log_name}-{self.port}.log"
@@ -63,7 +64,7 @@ class AppProcess:
                    "--server.headless", "true"]
         if self.base_path:
             command += ["--server.baseUrlPath", self.base_path]
-        self._log = open(self.log_path, "wb")
+        self._log = open(self.log_path, "ab")  # a restart on the same port appends
         self.process = subprocess.Popen(command, cwd=ROOT, env=env or app_env(),
                                         stdout=self._log, stderr=subprocess.STDOUT)
 
@@ -85,6 +86,11 @@ class AppProcess:
     def log(self) -> str:
         self._log.flush()
         return self.log_path.read_text(errors="replace")
+
+    def kill(self) -> None:
+        """Die the hard way (SIGKILL): no shutdown, no closing handshake."""
+        self.process.kill()
+        self.process.wait()
 
     def stop(self) -> None:
         if self.process.poll() is None:

@@ -24,6 +24,7 @@ from ..metrics.agreement import spearman
 from ..metrics.faithfulness import class_scorer, faithfulness, score_kind
 from ..metrics.localisation import energy_in_boxes, pointing_hit
 from ..pipeline import head_of, prepare, resolve_target
+from ..rng import seeded
 from .plan import BOX_METRICS, CURVE_METRICS, RANDOM_METHOD, ImageItem, Settings, load_item
 
 
@@ -154,8 +155,6 @@ def road_score(model, image, saliency: np.ndarray, target: int, seed: int) -> fl
     score change; higher is better. Its imputation draws noise from torch's global
     generator, so the call runs under a forked, seeded generator."""
     from pytorch_grad_cam.metrics.road import ROADCombined
-
-    from ..methods.attribution import seeded
 
     pixels = prepare(model, image).pixels.to(model.device)
     cam = min_max(upsample(saliency, tuple(pixels.shape[-2:])))[None].astype(np.float32)

@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 
 USAGE_ERROR = 2
+FAULT = 1  # the machine failed the request (out of memory): one line, no traceback
 
 
 class CliError(Exception):
@@ -49,7 +50,8 @@ def run_meta(model, image, extra: dict | None = None) -> dict:
     from ..images import image_sha256
 
     meta = {"model": model.spec.id, "model_label": model.label,
-            "random_weights": model.random_weights, "weights_source": model.weights_source,
+            "random_weights": model.random_weights, "random_weights_seed": model.seed,
+            "weights_source": model.weights_source,
             "image_sha256": image_sha256(image), "image_size": list(image.size),
             "input_size": list(model.spec.input_size), "device": str(model.device),
             "versions": {"vit_lens": __version__, "torch": torch.__version__,
@@ -63,10 +65,22 @@ def emit(args, payload: dict, text: str) -> None:
 
 
 def save_npz(path: str, arrays: dict, meta: dict) -> None:
+    from ..models.disk_cache import os_reason, replace_atomically
+
     target = Path(path)
     if target.parent and not target.parent.exists():
         raise CliError(f"The folder {target.parent} does not exist.")
-    np.savez_compressed(target, **arrays, meta=np.array(json.dumps(meta)))
+    if target.suffix != ".npz":  # as numpy names it when given a path
+        target = target.with_name(target.name + ".npz")
+
+    def write(name: str) -> None:
+        with open(name, "wb") as handle:  # a file object: numpy adds no ".npz" to the name
+            np.savez_compressed(handle, **arrays, meta=np.array(json.dumps(meta)))
+
+    try:  # a full or read-only disk: one line, and no half-written file
+        replace_atomically(target, write)
+    except OSError as error:
+        raise CliError(f"Could not write {path}: {os_reason(error)}.") from None
 
 
 def parse_sets(pairs: list[str]) -> dict[str, str]:

@@ -13,7 +13,7 @@ import sys
 import numpy as np
 
 from .benchmark import add_benchmark_command
-from .common import (USAGE_ERROR, CliError, emit, load_image, load_model,
+from .common import (FAULT, USAGE_ERROR, CliError, emit, load_image, load_model,
                      method_options_model_image, run_meta, save_npz)
 from .metrics import add_metrics_command
 from .warmup import add_health_command, add_warmup_command
@@ -132,8 +132,9 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     from ..capture import CaptureError
     from ..errors import OptionError
+    from ..faults import ModelOutOfMemory
     from ..images import ImageError
-    from ..models import ModelUnavailableError, UnknownModelError
+    from ..models import ModelUnavailableError, UnknownModelError, disk_cache
     from ..pipeline import TargetError
 
     args = build_parser().parse_args(argv)
@@ -143,4 +144,10 @@ def main(argv: list[str] | None = None) -> int:
             OptionError, CaptureError) as error:
         print(f"error: {error}", file=sys.stderr)
         return USAGE_ERROR
+    except ModelOutOfMemory as error:  # a fault of the machine, not of the input
+        print(f"error: {error}", file=sys.stderr)
+        return FAULT
+    finally:
+        if cache_problem := disk_cache.notice():  # the result is good; the admin should know
+            print(f"warning: {cache_problem}", file=sys.stderr)
     return 0

@@ -60,6 +60,7 @@ def cmd_warmup(args) -> None:
     model_ids = tuple(args.models or default_models())
     for model_id in model_ids:
         get_spec(model_id)  # unknown id: UnknownModelError, exit 2
+    cache = cache_report()
     rows = warm_up(model_ids)
     failed = [row for row in rows if not row["loaded"]]
     text = "\n".join(f"{row['model']:20} " + (f"loaded in {row['seconds']:.1f} s"
@@ -67,7 +68,7 @@ def cmd_warmup(args) -> None:
                                                   if row["top"] else "")
                                                if row["loaded"] else f"NOT loaded: {row['reason']}")
                      for row in rows)
-    emit(args, {"models": rows}, text)
+    emit(args, {"models": rows, "cache": cache}, f"{text}\n{cache_line(cache)}")
     if failed:
         raise CliError(f"{len(failed)} model(s) could not be loaded: "
                        + ", ".join(row["model"] for row in failed))
@@ -104,7 +105,24 @@ def add_health_command(add) -> None:
 
 
 def cmd_health(args) -> None:
+    cache = cache_report()  # this machine's cache folder, as the app's own settings name it
     if not wait_healthy(args.url, args.wait):
         raise CliError(f"{args.url} did not answer 'ok'"
                        + (f" within {args.wait:g} s." if args.wait else "."))
-    emit(args, {"url": args.url, "healthy": True}, f"{args.url}: ok")
+    emit(args, {"url": args.url, "healthy": True, "cache": cache},
+          f"{args.url}: ok\n{cache_line(cache)}")
+
+
+def cache_report() -> dict:
+    """Whether the cache folder takes files; an unwritable one is also said on stderr (the
+    CLI prints disk_cache.notice() once), but it fails neither command: the app runs without."""
+    from ..models import cache_dir, disk_cache
+
+    folder = cache_dir()
+    reason = disk_cache.check_writable(folder)
+    return {"dir": str(folder), "writable": reason is None, "reason": reason}
+
+
+def cache_line(cache: dict) -> str:
+    state = "writable" if cache["writable"] else f"NOT writable ({cache['reason']})"
+    return f"{'cache':20} {cache['dir']}: {state}"

@@ -14,8 +14,6 @@ gradient saliency, Occlusion, KernelSHAP).
 
 from __future__ import annotations
 
-import threading
-from contextlib import contextmanager
 from typing import Callable
 
 import numpy as np
@@ -23,6 +21,7 @@ import torch
 
 from ..cache import cache_key
 from ..pipeline import CAPTURE_CACHE, head_of, prepare
+from ..rng import seeded
 from .base import Choice, Int
 
 REFERENCES = ("zeros", "black", "blur", "rise-blur", "mean")
@@ -104,24 +103,6 @@ def attribute(model, image, target: int, head, key: tuple,
         return attributions.detach()[0].float().cpu().numpy(), extras
 
     return CAPTURE_CACHE.get_or_compute(key, run)
-
-
-_GLOBAL_RNG = threading.Lock()  # torch's default generator is one per process
-
-
-@contextmanager
-def seeded(device: torch.device, seed: int | None):
-    """For the length of the block torch's default generator starts from `seed` and is
-    afterwards put back as it was; one seeded block at a time in the process (two threads
-    seeding and drawing at once would interleave their streams). Captum draws SmoothGrad's
-    noise and KernelSHAP's coalitions from that generator. No seed: nothing changes."""
-    if seed is None:
-        yield
-        return
-    devices = [device.index or 0] if device.type == "cuda" else []
-    with _GLOBAL_RNG, torch.random.fork_rng(devices=devices):
-        torch.manual_seed(seed)
-        yield
 
 
 def sum_channels(attributions: np.ndarray) -> np.ndarray:

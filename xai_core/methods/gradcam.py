@@ -11,12 +11,14 @@ intermediate and still agree with the reference library:
                                                     when it aggregates the layers)
 
 The wider CAM family runs through pytorch-grad-cam itself. That library
-registers hooks on the model (and Ablation-CAM swaps a layer out), so every
-call holds the model's lock.
+registers hooks on the model (and Ablation-CAM swaps a layer out), so it runs on
+a private copy of the model's structure that shares the weights, under the
+model's lock (see run_library_cam).
 """
 
 from __future__ import annotations
 
+import copy
 import time
 from dataclasses import dataclass
 
@@ -27,8 +29,9 @@ import torch.nn.functional as F
 from ..cache import cache_key
 from ..capture import CnnCapture, conv_layer_names
 from ..errors import OptionError
+from ..faults import StopCheck, check_stop, retry_with_smaller_batch
 from ..maps import min_max
-from ..pipeline import CAPTURE_CACHE, cnn_capture, head_of, prepare
+from ..pipeline import CAPTURE_CACHE, cnn_capture, default_batch_size, head_of, prepare
 from .base import Choice, ExplainRequest, ExplainResult, FromModel, Theory, method
 
 MINMAX_EPS = 1e-7  # pytorch-grad-cam divides by (max + 1e-7) after subtracting the min
@@ -145,33 +148,75 @@ class ScoreTarget:
 
 
 def run_library_cam(cam_class, module: torch.nn.Module, target_layers: list, pixels: torch.Tensor,
-                    score_fn, lock=None, reshape_transform=None, batch_size: int | None = None
-                    ) -> np.ndarray:
-    """One pytorch-grad-cam call on a shared model, under its lock. Returns (H, W).
+                    score_fn, lock=None, reshape_transform=None, batch_size: int | None = None,
+                    should_stop: StopCheck | None = None) -> np.ndarray:
+    """One pytorch-grad-cam call for a shared model. Returns (H, W).
+
+    The library hooks the target layers (and Ablation-CAM swaps one out), so it runs on a
+    private copy of the module's structure that shares every parameter and buffer: the
+    shared model itself is never touched. Gradient methods (no `batch_size`) are quick and
+    hold the model's lock for the whole call. The batched ones (Score-CAM, Ablation-CAM,
+    `batch_size` set) take the lock for each batch's forward, so other sessions' calls go
+    in between (the lock is first come, first served); before each batch `should_stop()`
+    may end the run, and after running out of memory the call is retried once with a
+    smaller batch.
 
     The input requires grad because our models' parameters do not: without it
     the library's backward would have nothing to differentiate."""
-    pixels = pixels.detach().clone().requires_grad_(True)
+    lock = lock if lock is not None else _NoLock()
+    if batch_size is None:
+        with lock:
+            private, layers = _structure_copy(module, target_layers)
+            return _library_call(cam_class, private, layers, pixels, score_fn,
+                                 reshape_transform, None)
+
+    def attempt(size: int) -> np.ndarray:
+        with lock:  # copied while no other call has hooks on the module
+            private, layers = _structure_copy(module, target_layers)
+        return _library_call(cam_class, _TurnTaking(private, lock, should_stop), layers,
+                             pixels, score_fn, reshape_transform, size)
+
+    return retry_with_smaller_batch(attempt, batch_size)
+
+
+def _library_call(cam_class, model, target_layers, pixels, score_fn, reshape_transform,
+                  batch_size) -> np.ndarray:
     kwargs = {"reshape_transform": reshape_transform} if reshape_transform else {}
-    with (lock if lock is not None else _NoLock()):
-        cam = cam_class(model=module, target_layers=target_layers, **kwargs)
-        try:
-            if batch_size is not None:
-                cam.batch_size = batch_size
-            return cam(input_tensor=pixels, targets=[ScoreTarget(score_fn)])[0]
-        finally:
-            cam.activations_and_grads.release()
-            _restore_ablated_layer(cam, module, target_layers)
+    if cam_class.__name__ == "AblationCAM":  # its default ablation layer is one shared object
+        from pytorch_grad_cam.ablation_layer import AblationLayer
+
+        kwargs["ablation_layer"] = AblationLayer()
+    cam = cam_class(model=model, target_layers=target_layers, **kwargs)
+    try:
+        if batch_size is not None:
+            cam.batch_size = batch_size
+        pixels = pixels.detach().clone().requires_grad_(True)
+        return cam(input_tensor=pixels, targets=[ScoreTarget(score_fn)])[0]
+    finally:
+        cam.activations_and_grads.release()
 
 
-def _restore_ablated_layer(cam, module: torch.nn.Module, target_layers: list) -> None:
-    """Ablation-CAM swaps the target layer for its own and swaps it back only when it
-    finishes normally; after an error the shared model must not keep the swap."""
-    ablation = getattr(cam, "ablation_layer", None)
-    if ablation is not None and any(m is ablation for m in module.modules()):
-        from pytorch_grad_cam.utils.find_layers import replace_layer_recursive
+def _structure_copy(module: torch.nn.Module, target_layers: list):
+    """A copy of the module objects that shares (does not copy) every parameter and buffer,
+    and the copies of `target_layers` in it."""
+    shared = {id(tensor): tensor for tensor in (*module.parameters(), *module.buffers())}
+    private = copy.deepcopy(module, memo=shared)
+    names = {id(layer): name for name, layer in module.named_modules()}
+    return private, [private.get_submodule(names[id(layer)]) for layer in target_layers]
 
-        replace_layer_recursive(module, ablation, target_layers[0])
+
+class _TurnTaking(torch.nn.Module):
+    """A batched method's model: each forward checks `should_stop` and then holds the shared
+    model's lock for that forward only."""
+
+    def __init__(self, inner: torch.nn.Module, lock, should_stop: StopCheck | None):
+        super().__init__()
+        self.inner, self.turn, self.should_stop = inner, lock, should_stop
+
+    def forward(self, batch: torch.Tensor) -> torch.Tensor:
+        check_stop(self.should_stop)
+        with self.turn:
+            return self.inner(batch)
 
 
 class _NoLock:
@@ -191,9 +236,11 @@ class CamTiming:
 
 
 def cam_family(model, image, target: int, layer: str | None = None,
-               names: tuple[str, ...] = CAM_FAMILY, head=None) -> list[CamTiming]:
+               names: tuple[str, ...] = CAM_FAMILY, head=None,
+               should_stop: StopCheck | None = None) -> list[CamTiming]:
     """Each chosen pytorch-grad-cam method on the same layer, class and input, timed.
-    Results are cached per (model, image, class, layer, method)."""
+    Results are cached per (model, image, class, layer, method). `should_stop()` is asked
+    before every batch of Score-CAM and Ablation-CAM (see run_library_cam)."""
     layer = check_layer(model, layer)
     prepared = prepare(model, image)
     head = head_of(model, head)
@@ -204,16 +251,19 @@ def cam_family(model, image, target: int, layer: str | None = None,
         key = cache_key("cam-family", model, target, layer, name, image=prepared.sha256,
                         head=head)
         results.append(CAPTURE_CACHE.get_or_compute(
-            key, lambda name=name: timed_cam(model, prepared.pixels, target, layer, name, head)))
+            key, lambda name=name: timed_cam(model, prepared.pixels, target, layer, name, head,
+                                             should_stop)))
     return results
 
 
-def timed_cam(model, pixels, target, layer, name, head) -> CamTiming:
+def timed_cam(model, pixels, target, layer, name, head,
+              should_stop: StopCheck | None = None) -> CamTiming:
     module = model.module
     started = time.perf_counter()
     result = run_library_cam(_cam_class(name), module, [module.get_submodule(layer)],
                              pixels.to(model.device), head.score_fn(target), lock=model.lock,
-                             batch_size=64 if name in SLOW_CAMS else None)
+                             batch_size=default_batch_size(model) if name in SLOW_CAMS else None,
+                             should_stop=should_stop)
     return CamTiming(name, np.asarray(result, dtype=np.float32), time.perf_counter() - started,
                      CAM_NOTES[name])
 

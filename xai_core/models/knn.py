@@ -17,6 +17,7 @@ import torch
 import torch.nn.functional as F
 
 from ..images import SAMPLES, fit_to_model, load_sample, to_model_tensor
+from . import disk_cache
 from .settings import cache_dir
 
 KNN_K = 20
@@ -148,13 +149,12 @@ def weights_fingerprint(module: torch.nn.Module) -> str:
 
 
 def load_or_build_bank(model) -> MemoryBank:
-    """The gallery bank, built once and then read from the cache directory."""
-    import os
-
+    """The gallery bank, built once and then read from the cache directory (kept in memory
+    only when the cache cannot be written)."""
     from safetensors.torch import load_file, save_file
 
     path = _bank_file(model)
-    if path.is_file() and not model.random_weights:
+    if not model.random_weights:
         try:
             from safetensors import safe_open
 
@@ -162,12 +162,13 @@ def load_or_build_bank(model) -> MemoryBank:
                 meta = json.loads(handle.metadata()["bank"])
             return MemoryBank(load_file(str(path))["features"], tuple(meta["labels"]),
                               tuple(meta["sources"]))
-        except Exception:  # a corrupt or old file: rebuild it
+        except Exception:  # absent, unreadable, corrupt or old: build it
             pass
     bank = build_gallery_bank(model)
     if not model.random_weights:
-        temporary = path.with_suffix(f".tmp{os.getpid()}")
-        save_file({"features": bank.features.contiguous()}, str(temporary),
-                  metadata={"bank": json.dumps({"labels": bank.labels, "sources": bank.sources})})
-        os.replace(temporary, path)
+        metadata = {"bank": json.dumps({"labels": bank.labels, "sources": bank.sources})}
+        disk_cache.write_atomically(
+            path, lambda name: save_file({"features": bank.features.contiguous()}, name,
+                                         metadata=metadata),
+            f"the k-NN memory bank of {model.spec.display_name}")
     return bank

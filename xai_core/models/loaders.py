@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import threading
 from dataclasses import dataclass, field
@@ -9,7 +10,10 @@ from pathlib import Path
 
 import torch
 
+from ..faults import (ModelLock, ModelOutOfMemory, free_memory, is_out_of_memory,
+                      out_of_memory_message)
 from ..locks import FairLock
+from ..rng import seeded
 from . import bundled
 from .heads import ImageNetHead, KnnHead
 from .knn import load_or_build_bank
@@ -22,7 +26,8 @@ from .settings import (WEIGHTS_ENV, Availability, ModelUnavailableError, default
 class LoadedModel:
     """A ready-to-run model plus what every caller needs beside it.
 
-    `lock` guards every use of `module` (hooks and flags are shared state).
+    `lock` guards every use of `module` (hooks and flags are shared state); it also turns
+    running out of memory inside into `ModelOutOfMemory` (xai_core/faults.py).
     """
 
     spec: ModelSpec
@@ -32,14 +37,18 @@ class LoadedModel:
     weights_source: str
     class_names: list[str] = field(default_factory=list)
     head: object | None = None  # ImageNetHead / KnnHead; None for text models
-    lock: FairLock = field(default_factory=FairLock)
+    lock: FairLock = field(default_factory=ModelLock)
     extras: dict = field(default_factory=dict)
+    seed: int | None = None  # of a random initialisation (random_weights_seed)
 
     @property
     def label(self) -> str:
         """The name to show wherever this model's results appear."""
         name = self.spec.display_name
-        return f"{name} [RANDOM WEIGHTS - shapes only]" if self.random_weights else name
+        if not self.random_weights:
+            return name
+        seed = "" if self.seed is None else f", seed {self.seed}"
+        return f"{name} [RANDOM WEIGHTS{seed} - shapes only]"
 
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.module.parameters())
@@ -119,15 +128,27 @@ def _size_args(spec: ModelSpec) -> dict:
     return {"img_size": spec.input_size} if spec.is_vit else {}
 
 
-def _create_hub_model(spec: ModelSpec, random_weights: bool) -> tuple[torch.nn.Module, str]:
+def random_weights_seed(model_id: str) -> int:
+    """The seed of a model's random initialisation, from its id: every replica, every
+    run and every rerun of a command builds the same "random" model."""
+    return int.from_bytes(hashlib.sha256(model_id.encode()).digest()[:4], "big")
+
+
+def _create_random_model(spec: ModelSpec) -> tuple[torch.nn.Module, str]:
     import timm
 
+    if spec.family == "text":  # its tokenizer comes from the hub too
+        raise ModelUnavailableError(f"{spec.display_name} has no random-weight mode: its "
+                                    "tokenizer also comes from the hub.")
+    seed = random_weights_seed(spec.id)
+    with seeded(torch.device("cpu"), seed):  # timm initialises from torch's default generator
+        module = timm.create_model(spec.timm_name, pretrained=False, **_size_args(spec))
+    return module, f"random initialisation, seed {seed} (from the model id)"
+
+
+def _create_hub_model(spec: ModelSpec, random_weights: bool) -> tuple[torch.nn.Module, str]:
     if random_weights:
-        if spec.family == "text":  # its tokenizer comes from the hub too
-            raise ModelUnavailableError(f"{spec.display_name} has no random-weight mode: its "
-                                        "tokenizer also comes from the hub.")
-        return (timm.create_model(spec.timm_name, pretrained=False, **_size_args(spec)),
-                "random initialisation")
+        return _create_random_model(spec)
     status = availability(spec.id)
     if not status.available:
         raise ModelUnavailableError(status.reason)
@@ -164,7 +185,8 @@ def _build(model_id: str, random_weights: bool, device: torch.device) -> LoadedM
     else:
         module, source = _create_hub_model(spec, random_weights)
     loaded = LoadedModel(spec=spec, module=_prepare(module, device), device=device,
-                         random_weights=random_weights, weights_source=source)
+                         random_weights=random_weights, weights_source=source,
+                         seed=random_weights_seed(spec.id) if random_weights else None)
     if spec.head == "imagenet":
         loaded.head = ImageNetHead(_imagenet_class_names())
         loaded.class_names = loaded.head.class_names
@@ -193,5 +215,11 @@ def get_model(model_id: str, random_weights: bool = False,
     key = (model_id, random_weights, str(device))
     with _models_lock:  # one load at a time: loads are rare and memory-heavy
         if key not in _models:
-            _models[key] = _build(model_id, random_weights, device)
+            try:
+                _models[key] = _build(model_id, random_weights, device)
+            except Exception as error:
+                if not is_out_of_memory(error):
+                    raise
+                free_memory(error.__traceback__)
+                raise ModelOutOfMemory(out_of_memory_message(error)) from None
         return _models[key]

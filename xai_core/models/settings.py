@@ -26,14 +26,13 @@ class Availability:
 
 
 def cache_dir() -> Path:
-    """Where converted weights and memory banks live (XDG cache unless overridden)."""
+    """Where converted weights and memory banks live (XDG cache unless overridden). It is
+    created by the first write (models/disk_cache.py), which may fail without harm."""
     base = os.environ.get(CACHE_ENV)
     if not base:
         xdg = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
         base = str(Path(xdg) / "vit-lens")
-    path = Path(base)
-    path.mkdir(parents=True, exist_ok=True)
-    return path
+    return Path(base)
 
 
 def default_device() -> torch.device:

@@ -1,0 +1,120 @@
+"""nginx on loopback, configured by deploy/nginx/vit-lens.conf with only its ports
+changed, in front of app replicas started as deploy/systemd starts them."""
+
+from __future__ import annotations
+
+import contextlib
+import http.client
+import os
+import re
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from e2e_helpers import ARTIFACTS, ROOT, free_port
+
+RECIPE = ROOT / "deploy" / "nginx" / "vit-lens.conf"
+PREFIX = "vit-lens"
+RECIPE_PORTS = ("8501", "8502")  # the replicas the recipe names
+
+
+def recipe_for(listen_port: int, replica_ports: list[int]) -> str:
+    """deploy/nginx/vit-lens.conf listening on a loopback port, its replicas 8501/8502
+    (in server lines, upstream names and cookie values alike) moved to `replica_ports`."""
+    text = RECIPE.read_text()
+    assert re.findall(r"^\s*listen 80;", text, re.M), "the recipe listens on port 80"
+    text = re.sub(r"^(\s*)listen 80;", rf"\1listen 127.0.0.1:{listen_port};", text, flags=re.M)
+    assert len(re.findall(r"^\s*server 127\.0\.0\.1:\d+", text, re.M)) >= 2
+    moved = dict(zip(RECIPE_PORTS, (str(port) for port in replica_ports)))
+    return re.sub(r"\b(8501|8502)\b", lambda match: moved[match[1]], text)
+
+
+def main_conf(tmp: Path, site: Path) -> str:
+    user = "user root;\n" if os.geteuid() == 0 else ""  # temp dirs live in a private tmp
+    return f"""{user}worker_processes 1;
+pid {tmp}/nginx.pid;
+error_log {tmp}/error.log info;
+events {{ worker_connections 256; }}
+http {{
+    log_format upstream '$remote_addr "$request" $status $upstream_addr';
+    access_log {tmp}/access.log upstream;
+    client_body_temp_path {tmp}/body;
+    proxy_temp_path {tmp}/proxy;
+    fastcgi_temp_path {tmp}/fastcgi;
+    uwsgi_temp_path {tmp}/uwsgi;
+    scgi_temp_path {tmp}/scgi;
+    include {site};
+}}
+"""
+
+
+@dataclass
+class Proxy:
+    port: int
+    tmp: Path
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/{PREFIX}/"
+
+    def upstreams_in_log(self) -> list[tuple[str, str, str]]:
+        """(client address, request path, upstream address(es)) per proxied request."""
+        rows = []
+        for line in (self.tmp / "access.log").read_text().splitlines():
+            match = re.match(r'(\S+) "\S+ (\S+) [^"]*" (\d+) (.+)$', line)
+            if match:
+                rows.append((match[1], match[2], match[4]))
+        return rows
+
+
+@contextlib.contextmanager
+def nginx_in_front(apps, log_name: str = "nginx"):
+    nginx = shutil.which("nginx") or "/usr/sbin/nginx"
+    if not Path(nginx).exists():
+        pytest.fail("Debian's nginx is missing: run `make system-deps` (apt).")
+    tmp = Path(tempfile.mkdtemp(prefix="vit-lens-nginx-"))
+    port = free_port()
+    site = tmp / "vit-lens.conf"
+    site.write_text(recipe_for(port, [app.port for app in apps]))
+    conf = tmp / "nginx.conf"
+    conf.write_text(main_conf(tmp, site))
+    check = subprocess.run([nginx, "-t", "-p", str(tmp), "-c", str(conf)],
+                           capture_output=True, text=True)
+    assert check.returncode == 0, check.stderr
+    process = subprocess.Popen([nginx, "-p", str(tmp), "-c", str(conf), "-g", "daemon off;"],
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                assert process.poll() is None, process.stdout.read().decode()
+                assert time.monotonic() < deadline, "nginx did not start listening"
+                time.sleep(0.1)
+        yield Proxy(port, tmp)
+    finally:
+        process.terminate()
+        process.wait(timeout=15)
+        ARTIFACTS.mkdir(exist_ok=True)
+        for name in ("access.log", "error.log"):
+            if (tmp / name).exists():
+                shutil.copy(tmp / name, ARTIFACTS / f"{log_name}-{name}")
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def get(port: int, path: str, source: str = "127.0.0.1", headers: dict | None = None):
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30,
+                                            source_address=(source, 0))
+    connection.request("GET", path, headers=headers or {})
+    response = connection.getresponse()
+    body = response.read()
+    connection.close()
+    return response, body

@@ -1,0 +1,92 @@
+"""Faults of the machine, met in one place: running out of memory in a model call, and
+long runs that the user no longer wants.
+
+Every model call holds its model's lock (`LoadedModel.lock`), so the lock is where an
+out-of-memory error is caught: `ModelLock` releases the model, frees what it can (the
+failed call's tensors, the shared capture cache, CUDA's cached blocks) and raises
+`ModelOutOfMemory`, a sentence for the user. Batched methods (Score-CAM, Ablation-CAM,
+the perturbation metrics) retry once with a smaller batch (`retry_with_smaller_batch`);
+everything else shows the sentence. Either way the process and the other sessions go on.
+
+Long loops take a plain `should_stop()` callable (never Streamlit: the page supplies it)
+and call `check_stop` between batches, so a stopped run ends within one batch.
+"""
+
+from __future__ import annotations
+
+import gc
+import traceback
+from typing import Callable, TypeVar
+
+import torch
+
+from .locks import FairLock
+from .pipeline import CAPTURE_CACHE
+
+T = TypeVar("T")
+StopCheck = Callable[[], bool]
+RETRY_BATCH_DIVISOR = 4
+
+
+class ModelOutOfMemory(RuntimeError):
+    """A model call ran out of (GPU or CPU) memory; the message says what to do."""
+
+
+class Cancelled(Exception):
+    """The caller's should_stop() asked to stop between two batches."""
+
+
+def is_out_of_memory(error: BaseException) -> bool:
+    """CUDA's OutOfMemoryError, Python's MemoryError, or torch's CPU allocator failing
+    ("DefaultCPUAllocator: can't allocate memory"), which is a plain RuntimeError."""
+    if isinstance(error, (torch.OutOfMemoryError, MemoryError, ModelOutOfMemory)):
+        return True
+    text = str(error).lower()
+    return isinstance(error, RuntimeError) and ("can't allocate memory" in text
+                                                or "out of memory" in text)
+
+
+def free_memory(failed_traceback=None) -> None:
+    """Drop the failed call's tensors, the shared capture cache and CUDA's cached blocks."""
+    if failed_traceback is not None:
+        traceback.clear_frames(failed_traceback)  # finished frames still hold activations
+    CAPTURE_CACHE.clear()
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+
+
+def out_of_memory_message(error: BaseException) -> str:
+    where = "GPU" if isinstance(error, torch.OutOfMemoryError) else "memory"
+    return (f"The server ran out of {where} for this request, so it was stopped; the caches "
+            "were freed and the app keeps running. Try again in a moment, or ask for less at "
+            "once (a smaller image, fewer steps or methods).")
+
+
+class ModelLock(FairLock):
+    """The lock every model call holds (first come, first served). An out-of-memory error
+    inside it becomes ModelOutOfMemory, after the lock is released and memory freed."""
+
+    def __exit__(self, exc_type, error, tb) -> None:
+        self.release()
+        if error is not None and not isinstance(error, ModelOutOfMemory) \
+                and is_out_of_memory(error):
+            free_memory(tb)
+            raise ModelOutOfMemory(out_of_memory_message(error)) from None
+
+
+def retry_with_smaller_batch(run: Callable[[int], T], batch_size: int) -> T:
+    """run(batch_size); after an out-of-memory error, once more with a batch
+    RETRY_BATCH_DIVISOR times smaller. A second failure reaches the caller."""
+    try:
+        return run(batch_size)
+    except ModelOutOfMemory:
+        smaller = max(1, batch_size // RETRY_BATCH_DIVISOR)
+        if smaller == batch_size:
+            raise
+    return run(smaller)  # outside the except: the first error's frames are gone
+
+
+def check_stop(should_stop: StopCheck | None) -> None:
+    if should_stop is not None and should_stop():
+        raise Cancelled("Stopped before the end, as asked.")
