@@ -5,6 +5,11 @@ HTML, CSS and JavaScript are plain files in dashboard/explainer/, passed inline 
 component draws the overview, hover linking and animation in the browser; it talks to
 Python only through its `view` state (the opened block and tour step: one rerun of the
 fragment below) and its `navigate` trigger (the tour's "go deeper" button).
+
+Each rerun sends only what the browser lacks: the `view` state also names the overview
+the browser holds (its signature) and the blocks whose detail it keeps, so opening
+another block or moving through the tour sends that block's detail at most, never the
+overview and the tour again. The message is binary (`explainer.encode_message`).
 """
 
 from __future__ import annotations
@@ -20,6 +25,9 @@ from xai_core import explainer, pipeline
 
 ASSETS = Path(__file__).resolve().parent / "explainer"
 KEY = "vit_explainer"
+# The step the learner is on (or left the tour at, e.g. for a deeper page): this session's
+# own, so the Explainer can offer to resume when they come back.
+TOUR_STEP_KEY = "explainer_tour_step"
 
 _mount = st.components.v2.component(
     "vit_lens.explainer",
@@ -34,21 +42,35 @@ def _component_value(name: str):
 
 
 def _view() -> dict:
-    """What the browser asked for: {"block": int, "tour": int} (anything else ignored)."""
+    """What the browser reported: the block and tour step on screen, the signature of the
+    overview it holds ("have"), the blocks whose detail it keeps, and whether the learner
+    dismissed the tour. Anything else, or of another type, is ignored."""
     view = _component_value("view")
     if not isinstance(view, dict):
         return {}
-    return {key: value for key, value in view.items()
-            if key in ("block", "tour") and isinstance(value, int)}
+    clean = {key: view[key] for key in ("block", "tour")
+             if isinstance(view.get(key), int) and not isinstance(view.get(key), bool)}
+    if isinstance(view.get("have"), str):
+        clean["have"] = view["have"]
+    if isinstance(view.get("blocks"), list):
+        clean["blocks"] = {b for b in view["blocks"] if isinstance(b, int)}
+    clean["dismissed"] = view.get("dismissed") is True
+    return clean
 
 
-def _sync_tour_link() -> None:
-    """Keep `?tour=N` equal to the step on screen, so the address is a deep link."""
-    step = _view().get("tour")
+def _on_view() -> None:
+    """Keep `?tour=N` equal to the step on screen (a deep link), and the step in the
+    session until the learner closes the tour."""
+    view = _view()
+    step = view.get("tour")
     if step and 1 <= step <= len(TOUR):
         st.query_params["tour"] = str(step)
-    elif "tour" in st.query_params:
+        st.session_state[TOUR_STEP_KEY] = step
+        return
+    if "tour" in st.query_params:
         del st.query_params["tour"]
+    if view.get("dismissed"):
+        st.session_state.pop(TOUR_STEP_KEY, None)
 
 
 def _navigate() -> None:
@@ -57,28 +79,38 @@ def _navigate() -> None:
         st.session_state["explainer_goto"] = target
 
 
-def component_data(model, image, head) -> dict:
-    """Everything the component draws: the overview, the requested block's detail, the
-    tour with the step of a `?tour=N` link, and the presentation flag."""
+def signature(model, image, head) -> str:
+    """What the overview depends on: model, weights, image content and head."""
+    return "|".join([model.spec.id, str(model.random_weights),
+                     pipeline.prepare(model, image).sha256[:16], head.fingerprint()])
+
+
+def component_data(model, image, head) -> bytes:
+    """The message for the component: the overview and the tour (unless the browser holds
+    them), the shown block's detail (unless it keeps it), the step of a `?tour=N` link or
+    the one to offer resuming, and the presentation flag."""
     overview = explainer.overview_payload(model, image, head)
-    steps = resolve_steps(overview)
     step, problem = step_from_query(st.query_params.get("tour"))
     if problem:
         st.warning(problem)
+    view, sig = _view(), signature(model, image, head)
+    holds = view.get("have") == sig
+    steps = None if holds else resolve_steps(overview)
     last = len(overview["blocks"]) - 1
-    block = _view().get("block")
+    block = view.get("block")
     if block is None or not 0 <= block <= last:
-        block = steps[step - 1]["block"] if step else last
-    return {
-        "signature": "|".join([model.spec.id, str(model.random_weights),
-                               pipeline.prepare(model, image).sha256[:16],
-                               head.fingerprint()]),
+        block = (steps or resolve_steps(overview))[step - 1]["block"] if step else last
+    kept = holds and block in view.get("blocks", ())
+    saved = st.session_state.get(TOUR_STEP_KEY)
+    return explainer.encode_message({
+        "signature": sig,
         "presentation": state.selection().presentation,
-        "overview": explainer.jsonable(overview),
-        "detail": explainer.jsonable(explainer.block_payload(model, image, block)),
-        "tour": {"steps": steps, "active": step},
+        "overview": None if holds else overview,
+        "detail": None if kept else explainer.block_payload(model, image, block),
+        "tour": {"steps": steps, "active": step,
+                 "resume": saved if not step and saved in range(1, len(TOUR) + 1) else None},
         "initial": {"block": block, "stage": "blocks"},
-    }
+    })
 
 
 @st.fragment
@@ -87,7 +119,7 @@ def explainer_view(model, image, head) -> None:
     only this, not the page."""
     with ui.friendly_errors():
         _mount(key=KEY, data=component_data(model, image, head),
-               on_view_change=_sync_tour_link, on_navigate_change=_navigate)
+               on_view_change=_on_view, on_navigate_change=_navigate)
     goto = st.session_state.pop("explainer_goto", None)
     if goto:
         st.switch_page(PAGES / goto)

@@ -49,43 +49,42 @@ class Step:
 
 TOUR: list[Step] = [
     Step("One picture in, one answer out",
-         "This page follows **one forward pass** of {model} on your image, from the pixels on "
-         "the left to the answer on the right: **{top_label}** ({top_share}). Every shape and "
-         "number you see comes from this model and this very run. Move with Next and Back, "
-         "or with the "
-         "← → keys; hover anything at any time.",
+         "This page follows **one forward pass** of {model} on this picture, from the pixels "
+         "on the left to the answer on the right: **{top_label}** ({top_share}). {random_note}"
+         "Every shape and number you see comes from this model and this very run. Move with "
+         "Next and Back, or with the ← → keys; hover anything at any time.",
          "image", "last", "mean", None, "attention", ("pipeline",), "1_tokenization.py"),
     Step("What the model sees",
-         "Your {orig_w}×{orig_h} picture is resized and centre-cropped to **{H}×{W}** pixels. "
-         "With three colour channels that is {pixels} numbers, and nothing else: no "
-         "file name, no caption.",
-         "image", "last", "mean", None, "attention", ("stage:image", "image"),
+         "{picture_sentence} With three colour channels (red, green, blue) that is "
+         "{H}×{W}×3 = **{pixels} numbers**, and nothing else: no file name, no caption.",
+         "image", "last", "mean", None, "attention", ("stage:image", "detail"),
          "1_tokenization.py"),
     Step("Cut into patches",
          "A transformer reads sequences, so the image is cut into square tiles of "
          "{P}×{P} pixels: N = HW/P² = {H}·{W}/{P}² = **{patches} patches** in a "
          "{rows}×{cols} grid. Hover the image: the tile under your pointer is shown enlarged.",
-         "patches", "last", "mean", "centre", "attention", ("stage:patches", "image", "detail"),
+         "patches", "first", "mean", "centre", "attention", ("stage:patches", "image", "detail"),
          "1_tokenization.py"),
     Step("Patches become tokens",
          "Each patch's {P}·{P}·3 = {flat} numbers are multiplied by one learned matrix E "
-         "({flat}×{D}), giving a **token** of {D} numbers. {prefix_sentence} So this image "
-         "became **{token_sentence}**. In the token strip above the picture, hover a token to "
-         "find its patch, or a patch to find its token.",
+         "({flat}×{D}), giving a **token**: a list of {D} numbers. {prefix_sentence} So this "
+         "picture became **{token_sentence}**. In the token strip above the picture, hover a "
+         "token to find its patch, or a patch to find its token.",
          "tokens", "first", "mean", "centre", "attention", ("stage:tokens", "sequence"),
          "1_tokenization.py"),
     Step("Where did each patch come from?",
          "Attention on its own treats the tokens as an unordered set: shuffle the patches and "
          "it computes the same thing. So a learned **position vector** (one per slot, table "
-         "{pos_table}) is added to every token before the first block. The small map shows "
-         "how long each token is when it enters the first block (block 0; blocks and heads "
-         "are numbered from 0 here, as on the other pages).",
+         "{pos_table}) is added to every token before the first block. The small map beside "
+         "this text shows each patch token's length ‖x‖ (the size of its {D} numbers taken "
+         "together) as it enters the first block. Blocks and heads are numbered from 0 here, "
+         "as on the other pages.",
          "tokens", "first", "mean", "centre", "attention", ("detail",), "1_tokenization.py"),
     Step("Inside a block",
          "{blocks_sentence} Every block does the same two moves: **attention** (tokens "
          "exchange information) and an **MLP** (each token is processed on its own), each "
-         "added back onto its input. The ten cards show each step with its real shape; the "
-         "small maps show every patch token's length after that step.",
+         "added back onto its input. The ten cards show each step with its real shape; each "
+         "small map shows every patch token's length ‖x‖ after that step.",
          "blocks", "first", "mean", "centre", "attention", ("stage:blocks", "steps"),
          "2_self_attention.py"),
     Step("Queries and keys",
@@ -100,16 +99,19 @@ TOUR: list[Step] = [
          "are positive and **sum to 1**: one row of the attention matrix. Hover a patch of "
          "the image: its row is drawn over the picture at once. Does the marked patch look "
          "mostly at its neighbours in this early block, or far away?",
-         "blocks", "first", "first", "centre", "attention", ("matrix", "image"),
+         "blocks", "first", "first", "centre", "attention", ("image", "matrix"),
          "2_self_attention.py"),
     Step("Many heads ask different questions",
          "Each block has {heads} heads, each with its own queries and keys. Hover the head "
          "chips under the image: do the heads of {middle_label} look at the same places? "
-         "Head {sharpest} has the most focused [CLS] row here. The outputs of all heads are "
-         "put side by side ({heads}×{d} = {D}) and mixed by one projection.",
-         "blocks", "middle", "mean", None, "attention", ("heads",), "4_rollout_heads.py"),
+         "Head {sharpest} has the most focused {middle_row} here: its attention is packed into "
+         "the fewest patches. The "
+         "outputs of all heads are put side by side ({heads}×{d} = {D}) and mixed by one "
+         "projection.",
+         "blocks", "middle", "mean", None, "attention", ("image", "heads"), "4_rollout_heads.py"),
     Step("Near in early blocks, far in late ones",
-         "Keep the pointer on a patch and drag the block slider. In trained ViTs, early blocks "
+         "Click a patch to pin it, then drag the block slider under the image. In trained "
+         "ViTs, early blocks "
          "mix heads that look only at close neighbours, like a small convolution, with heads "
          "that already look far away; in the last blocks almost every head spreads over the "
          "whole image. A CNN cannot do that: its view grows a little with every layer.",
@@ -122,34 +124,33 @@ TOUR: list[Step] = [
     Step("The residual stream",
          "A block never replaces its input; it **adds** to it: x + attention(x), then "
          "x + MLP(x). This running sum is the residual stream. The chart shows the tokens' "
-         "lengths after every block: the median patch token grows from {embed_norm} to "
-         "{final_norm}. {outlier_sentence}",
-         "norm", "last", "mean", "longest", "attention", ("stage:norm", "detail"),
+         "lengths ‖x‖ after every block: {growth_sentence} {outlier_sentence}",
+         "norm", "last_self", "mean", "longest", "attention", ("stage:norm", "detail"),
          "4_rollout_heads.py"),
     Step("What [CLS] gathers, block by block",
          "{cls_sentence} Press ▶ to watch it block by block, or hover the block thumbnails "
          "in the pipeline: where does it spread out, and where does it settle?",
-         "blocks", "last", "mean", None, "attention", ("player", "stage:blocks"),
+         "blocks", "last", "mean", None, "attention", ("image", "player", "stage:blocks"),
          "4_rollout_heads.py"),
     Step("Rollout: attention through all blocks",
          "One block's attention ignores the blocks before it and the residual path. "
          "**Attention rollout** (Abnar & Zuidema) averages the heads, adds the identity for "
          "the residual, normalises each row and multiplies the blocks in order. {rollout_start} "
          "Press ▶ to see it accumulate up to {rollout_last}.",
-         "blocks", "last_self", "mean", None, "rollout", ("overlay", "image"),
+         "blocks", "last_self", "mean", None, "rollout", ("image", "overlay"),
          "4_rollout_heads.py"),
     Step("DAAM: where the decision is built",
          "{daam_sentence}",
-         "blocks", "last", "mean", None, "daam", ("overlay", "image", "player"),
+         "blocks", "last", "mean", None, "daam", ("image", "overlay", "player"),
          "6_daam_flow.py"),
     Step("From tokens to one feature",
-         "After the last block a final LayerNorm rescales every token. The image's summary is "
-         "{pooling}: **{D} numbers**. {feature_sentence}",
+         "After the last block a final LayerNorm rescales every token. {summary_sentence} "
+         "{feature_sentence}",
          "feature", "last", "mean", None, "attention", ("stage:norm", "stage:feature", "detail"),
          "6_daam_flow.py"),
     Step("The prediction",
-         "{head_sentence} Here: **{top_label}** ({top_share}), then {second_label}. Try your "
-         "own photo in the sidebar: every number on this page follows it.",
+         "{head_sentence} Here: **{top_label}** ({top_share}), then {second_label}. "
+         "{answer_note}Try your own photo in the sidebar: every number on this page follows it.",
          "top5", "last", "mean", None, "attention", ("stage:head", "stage:top5", "detail"),
          "7_comparison.py"),
     Step("Looking is not the same as deciding",
@@ -166,6 +167,11 @@ TOUR: list[Step] = [
 
 def _share(probability: float) -> str:
     return f"{100 * probability:.1f}%"
+
+
+def percent(share: float) -> str:
+    """A share of attention in words: never "100%" for a share that is not all of it."""
+    return "over 99.9%" if share >= 0.9995 else f"{100 * share:.1f}%"
 
 
 def _entropy(row: np.ndarray) -> float:
@@ -212,57 +218,111 @@ def tour_facts(overview: dict) -> dict[str, str]:
     late = layout["cls_joins_late"]
     middle = resolve_block("middle", overview)
     blocks = overview["blocks"]
-    norms = [decode(b["norm_out"]).astype(np.float64) for b in blocks]
-    first_norm = decode(overview["embedding_norms"]).astype(np.float64)
-    stage_note = {s["id"]: s for s in overview["stages"]}["feature"]["note"]
+    random = overview["model"]["random"]
     return {
         "model": overview["model"]["label"], "H": str(height), "W": str(width),
-        "orig_w": str(layout["original"][0]), "orig_h": str(layout["original"][1]),
         "pixels": f"{height * width * 3:,}", "P": str(ph), "rows": str(rows), "cols": str(cols),
         "patches": str(layout["patches"]), "flat": str(ph * ph * 3), "D": str(dims["width"]),
         "heads": str(dims["heads"]), "d": str(dims["head_dim"]),
         "sqrt_d": f"{math.sqrt(dims['head_dim']):.3g}",
         "tokens_block": str(blocks[0]["nk"]),
+        "random_note": ("The weights are random, so that answer means nothing; the shapes "
+                        "are real. " if random else ""),
+        "picture_sentence": _picture_sentence(overview),
         "prefix_sentence": _prefix_sentence(names, late, dims),
         "token_sentence": _token_sentence(layout, names, late),
         "pos_table": "×".join(map(str, dims["pos_table"])) if dims["pos_table"] else "none",
         "blocks_sentence": _blocks_sentence(dims, late),
         "middle_label": blocks[middle]["label"].lower(),
+        "middle_row": "[CLS] row" if blocks[middle]["prefix"] else "mean patch row",
         "sharpest": str(resolve_head("sharpest", overview, middle)),
-        "embed_norm": f"{np.median(first_norm):.3g}",
-        "final_norm": f"{np.median(norms[-1]):.3g}",
+        "growth_sentence": _growth_sentence(overview),
         "outlier_sentence": _outlier_sentence(overview),
         "sink_sentence": _sink_sentence(overview),
         "rollout_start": _rollout_start(overview),
         "cls_sentence": _cls_sentence(late, dims),
         "rollout_last": blocks[resolve_block("last_self", overview)]["label"].lower(),
         "daam_sentence": _daam_sentence(overview),
-        "pooling": stage_note,
-        "feature_sentence": _feature_sentence(prediction),
+        "summary_sentence": _summary_sentence(overview),
+        "feature_sentence": _feature_sentence(prediction, names),
         "head_sentence": _head_sentence(prediction),
         "top_label": top[0]["label"], "top_share": _share(top[0]["probability"]),
         "second_label": (f"{top[1]['label']} ({_share(top[1]['probability'])})"
                          if len(top) > 1 else "nothing else"),
+        "answer_note": _answer_note(overview),
     }
+
+
+def _picture_sentence(overview: dict) -> str:
+    picture, (height, width) = overview["picture"], overview["layout"]["input"]
+    (w, h), (source_w, source_h) = picture["size"], picture["source"]
+    text = f"This {w}×{h} picture"
+    if (source_w, source_h) != (w, h):
+        text = f"Your {source_w}×{source_h} photo was shrunk to {w}×{h} on upload; it"
+    if picture["squashed"]:
+        return (f"{text} is squeezed to **{height}×{width}** pixels, whole: its proportions "
+                "change, nothing is cut off.")
+    if picture["kept"] < 0.995:
+        return (f"{text} is resized and its centre cut out: the model sees **{height}×{width}"
+                f"** pixels covering {100 * picture['kept']:.0f}% of the picture (the box "
+                "in the Image panel). The rest never reaches the model.")
+    return f"{text} is resized to **{height}×{width}** pixels."
+
+
+def _median_patch_norm(overview: dict, values) -> float:
+    return float(np.median(decode(values).astype(np.float64)[-overview["layout"]["patches"]:]))
+
+
+def _growth_sentence(overview: dict) -> str:
+    """How the median patch token's length changes from the embeddings to the output of
+    the last block that still has patch tokens."""
+    patches = overview["layout"]["patches"]
+    last = [b for b in overview["blocks"] if b["nq"] >= patches][-1]
+    before = _median_patch_norm(overview, overview["embedding_norms"])
+    after = _median_patch_norm(overview, last["norm_out"])
+    where = f"from the first block's input to the output of {last['label'].lower()}"
+    if abs(after - before) <= 0.02 * before:
+        return f"the median patch token stays at about {before:.3g} {where}."
+    verb = "grows" if after > before else "shrinks"
+    return f"the median patch token {verb} from {before:.3g} to {after:.3g} {where}."
+
+
+def _answer_note(overview: dict) -> str:
+    if overview["model"]["random"]:
+        return "The weights are random, so this answer means nothing. "
+    neighbours = overview["prediction"].get("neighbours") or []
+    if neighbours and neighbours[0]["similarity"] > 0.999:
+        return ("The bank holds this very picture (its nearest entry has cosine similarity "
+                f"{neighbours[0]['similarity']:.3f}), so this is no fair test. ")
+    return ""
 
 
 def _prefix_sentence(names: list[str], late: bool, dims: dict) -> str:
     if late:
-        return (f"This model adds no token in front yet: its [CLS] token joins only in the "
+        return (f"This model puts no token in front yet: its [CLS] token joins only in the "
                 f"{dims['class_blocks']} class-attention blocks at the end.")
     if not names:
         return "This model puts no extra token in front of the patches."
-    extra = {"[CLS]": "[CLS], a learned token with no pixels that will gather a summary",
-             "[DIST]": "[DIST], a distillation token trained to match a teacher network"}
-    described = [extra.get(n, f"{n}, a register token that gives the model scratch space")
-                 for n in names]
-    return ("In front go " + "; ".join(described) + ".")
+    described = []
+    if "[CLS]" in names:
+        described.append("[CLS], a learned token with no pixels that gathers a summary")
+    if "[DIST]" in names:
+        described.append("[DIST], a distillation token that learns, in training, to copy "
+                         "a teacher network's answer")
+    registers = [n for n in names if n not in ("[CLS]", "[DIST]")]
+    if registers:
+        listed = (registers[0] if len(registers) == 1
+                  else f"{registers[0]}…{registers[-1]}")
+        described.append(f"{listed}, {len(registers)} register token"
+                         f"{'s' if len(registers) > 1 else ''} with no pixels that give the "
+                         "model scratch space")
+    return "In front go " + "; ".join(described) + "."
 
 
 def _token_sentence(layout: dict, names: list[str], late: bool) -> str:
     if late or not names:
         return f"{layout['patches']} patch tokens"
-    return f"{layout['patches']} patch tokens + {len(names)} ({', '.join(names)})"
+    return f"{layout['tokens']} tokens: {layout['patches']} patches + {', '.join(names)}"
 
 
 def _blocks_sentence(dims: dict, late: bool) -> str:
@@ -276,10 +336,10 @@ def _outlier_sentence(overview: dict) -> str:
     marks, cols = overview["high_norm"], overview["layout"]["grid"][1]
     where = lambda t: (f"row {t['patch'] // cols}, column {t['patch'] % cols}: "  # noqa: E731
                        f"{t['ratio']}× the median in block {t['block']}")
-    rule = (f"at least {HIGH_NORM_RATIO:g}× the median and {HIGH_NORM_GAP:g}× longer than any "
-            "unmarked patch, the rule page 4 uses")
+    rule = (f"page 4's rule: at least {HIGH_NORM_RATIO:g}× the median and {HIGH_NORM_GAP:g}× every "
+            "unmarked patch")
     if not marks["flagged"]:
-        return (f"The marked patch is the longest ({where(marks['largest'])}), yet it does not "
+        return (f"The marked patch is the longest ({where(marks['largest'])}) but does not "
                 f"stand apart ({rule}). Darcet et al. (2024) found large ViTs re-using a few "
                 "patches as scratch space; those stand far apart.")
     count = len(marks["flagged"])
@@ -291,7 +351,7 @@ def _outlier_sentence(overview: dict) -> str:
 def _sink_sentence(overview: dict) -> str:
     strongest = overview["sinks"]["strongest"]
     block = overview["blocks"][strongest["block"]]["label"].lower()
-    share = f"{100 * strongest['score']:.0f}%"
+    share = percent(strongest["score"])
     if strongest["score"] < SINK_THRESHOLD:
         return (f"Does any head pour most of its attention into one key? Not here: the most "
                 f"concentrated head ({block}, head {strongest['head']}) gives its favourite "
@@ -338,11 +398,24 @@ def _daam_sentence(overview: dict) -> str:
             "Press ▶ to watch the decision's evidence accumulate.")
 
 
-def _feature_sentence(prediction: dict) -> str:
+def _summary_sentence(overview: dict) -> str:
+    width, names = overview["dims"]["width"], overview["layout"]["prefix_names"]
+    if "[DIST]" in names:
+        return (f"The image's summary is two tokens, [CLS] and [DIST], of **{width} numbers** "
+                "each.")
+    pooling = {s["id"]: s for s in overview["stages"]}["feature"]["sentence"]
+    return f"The image's summary is {pooling}: **{width} numbers**."
+
+
+def _feature_sentence(prediction: dict, names: list[str]) -> str:
     if prediction["head"] == "knn":
         return ("This model learned without labels (self-supervised), so the feature is its "
                 "whole output; the stripe shows its numbers, red positive and blue negative.")
-    return f"A linear layer turns it into {prediction['output_shape'][-1]} class scores."
+    classes = prediction["output_shape"][-1]
+    if "[DIST]" in names:
+        return (f"Each goes through its own linear layer to {classes} class scores, and the "
+                "two lists of scores are averaged.")
+    return f"A linear layer turns it into {classes} class scores."
 
 
 def _head_sentence(prediction: dict) -> str:

@@ -9,11 +9,12 @@ from xai_core.explainer import QUANTISATION
 
 st.title("ViT Explainer")
 st.markdown(
-    "Follow your image through a Vision Transformer: pixels, patches, tokens, the blocks, "
-    "the feature and the answer, all in one picture. **Hover** a patch to see where it "
-    "looks, a block to see what [CLS] gathers there, a head to see its own map; **click** "
-    "a stage or a block to open it; press **▶** to play the blocks. New here? Start the "
-    f"guided tour: {len(TOUR)} steps, with ← → keys for a presenter's clicker.")
+    "Follow a picture through a Vision Transformer: pixels, patches, tokens, the blocks, "
+    "the summary and the answer, all in one view. **Hover** a patch of the picture to see "
+    "where it looks; **click** a stage or a block to open it; press **▶** to play the "
+    f"blocks one after another. New here? Start the guided tour: {len(TOUR)} steps, with "
+    "← → keys for a presenter's clicker. Pick your own photo in the sidebar (Image → Your "
+    "upload).")
 
 image, model = ui.vit_page_inputs()
 head = state.session_head(model)

@@ -3,7 +3,6 @@ tensors within the stated quantisation error, for DINOv2 and the random-weight l
 a distilled DeiT (two prefix tokens) and CaiT (patch blocks without [CLS], class-attention
 blocks); the residual stream it shows adds up; the tour is data naming real controls."""
 
-import json
 import re
 from pathlib import Path
 
@@ -27,8 +26,8 @@ F16 = 2.0 ** -11  # float16's relative rounding error
 
 
 def as_sent(payload: dict) -> dict:
-    """The payload exactly as the browser receives it (JSON with base64 arrays)."""
-    return json.loads(json.dumps(explainer.jsonable(payload)))
+    """The payload exactly as the browser receives it (one binary message), read back."""
+    return explainer.decode_message(explainer.encode_message(payload))
 
 
 def unsigned(item: dict) -> tuple[np.ndarray, np.ndarray]:
@@ -287,8 +286,9 @@ def test_tour_resolves_with_live_numbers_for_every_layout(case):
         assert f"**{layout.num_patches} patch tokens**" in tokens_step["text"]
     else:
         names = overview["layout"]["prefix_names"]
-        assert (f"**{layout.num_patches} patch tokens + {layout.num_prefix_tokens} "
-                f"({', '.join(names)})**") in tokens_step["text"]
+        assert len(names) == layout.num_prefix_tokens
+        assert (f"**{layout.num_tokens} tokens: {layout.num_patches} patches + "
+                f"{', '.join(names)}**") in tokens_step["text"]
     top = overview["prediction"]["top"][0]["label"]
     assert top in text
     rollout_step = next(s for s in steps if s["overlay"] == "rollout")
@@ -330,7 +330,8 @@ def test_sink_and_residual_steps_point_at_measured_tokens():
     sink = steps["Attention sinks"]
     assert (sink["block"], sink["head"]) == (block, head)
     share = float(received[block, head, key])
-    assert share > 0.5 and f"{100 * share:.0f}%" in sink["text"]
+    assert share > 0.5 and tour.percent(share) in sink["text"]
+    assert "100.0%" not in sink["text"]  # a softmax share is never all of it
     cols, patch = capture.layout.grid[1], key - capture.layout.num_prefix_tokens
     assert f"patch {patch} (row {patch // cols}, col {patch % cols})" in sink["text"]
     residual = steps["The residual stream"]

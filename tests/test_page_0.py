@@ -2,14 +2,13 @@
 `?tour=N` deep link, a bad deep link, and the random-weight CaiT layout. (Hover, play and
 keys run in a real browser: tests/e2e/test_explainer_browser.py.)"""
 
-import json
-
 from apptest_helpers import ENTRY, element_text
 from streamlit.testing.v1 import AppTest
 
+from dashboard.explainer_component import KEY, TOUR_STEP_KEY
 from dashboard.explainer_tour import TOUR
 from xai_core.images import load_sample
-from xai_core import pipeline
+from xai_core import explainer, pipeline
 from xai_core.methods.rollout import attention_rollout, auto_start
 from xai_core.models import get_model
 from xai_core.methods import sinks as sink_method
@@ -31,7 +30,7 @@ def component_data(app: AppTest) -> dict:
     components = [e for e in app.get("bidi_component")
                   if e.proto.component_name == "vit_lens.explainer"]
     assert len(components) == 1
-    return json.loads(components[0].proto.json)
+    return explainer.decode_message(components[0].proto.bytes)
 
 
 def test_default_page_sends_overview_last_block_and_tour():
@@ -83,3 +82,53 @@ def test_random_cait_layout_is_labelled_and_drawn():
     assert kinds.count("class") == 2 and kinds[-1] == "class"
     assert data["detail"]["nq"] == 1  # the last block is a class-attention block
     assert overview["layout"]["cls_joins_late"] is True
+
+
+def test_block_reply_sends_only_what_the_browser_lacks():
+    """Once the browser reports the overview it holds (its signature) and the blocks it
+    keeps, opening another block sends that block's detail only: no overview, no tour."""
+    app = open_page()
+    first = component_data(app)
+    full = len(app.get("bidi_component")[0].proto.bytes)
+    holds = {"have": first["signature"], "blocks": [first["detail"]["block"]]}
+
+    app.session_state[KEY] = {"view": {"block": 3, "tour": 0, **holds}}
+    app.run()
+    reply = component_data(app)
+    assert reply["overview"] is None and reply["tour"]["steps"] is None
+    assert reply["detail"]["block"] == 3
+    assert reply["signature"] == first["signature"]
+    model, image = get_model("dinov2-s14"), load_sample("chelsea")
+    alone = len(explainer.encode_message({"detail": explainer.block_payload(model, image, 3)}))
+    smaller = len(app.get("bidi_component")[0].proto.bytes)
+    assert smaller < alone + 2_000  # the detail and a few flags, nothing else
+    assert full - smaller > len(explainer.encode_message(
+        {"overview": explainer.overview_payload(model, image)})) - 2_000
+
+    # a block the browser keeps already: nothing but flags
+    app.session_state[KEY] = {"view": {"block": 3, "tour": 0, "have": first["signature"],
+                                       "blocks": [3, first["detail"]["block"]]}}
+    app.run()
+    assert component_data(app)["detail"] is None
+    assert len(app.get("bidi_component")[0].proto.bytes) < 1_000
+
+    # a browser that holds another image's overview gets everything again
+    app.session_state[KEY] = {"view": {"block": 3, "tour": 0, "have": "another|image",
+                                       "blocks": [3]}}
+    app.run()
+    again = component_data(app)
+    assert again["overview"] is not None and again["detail"]["block"] == 3
+    assert len(again["tour"]["steps"]) == len(TOUR)
+
+
+def test_tour_step_kept_in_the_session_is_offered_for_resuming():
+    """Back from a deeper page (no ?tour=N), the component is told which step to offer;
+    a deep link wins over the saved step."""
+    app = open_page(**{TOUR_STEP_KEY: 7})
+    data = component_data(app)
+    assert data["tour"]["active"] is None and data["tour"]["resume"] == 7
+    linked = open_page({"tour": "3"}, **{TOUR_STEP_KEY: 7})
+    assert component_data(linked)["tour"]["active"] == 3
+    assert component_data(linked)["tour"]["resume"] is None
+    fresh = open_page()
+    assert component_data(fresh)["tour"]["resume"] is None

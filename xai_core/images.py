@@ -174,7 +174,10 @@ def load_upload(
     max_pixels: int = 40_000_000,
     max_side: int = 1024,
 ) -> Image.Image:
-    """Validate uploaded bytes and return a new RGB image, longer side <= max_side."""
+    """Validate uploaded bytes and return a new RGB image, longer side <= max_side.
+
+    `info["source_size"]` keeps the file's own (width, height), upright, so a page can
+    say how big the photo was before it was shrunk."""
     if not isinstance(data, (bytes, bytearray, memoryview)):
         raise TypeError(f"load_upload expects bytes, got {type(data).__name__}")
     data = bytes(data)
@@ -184,9 +187,10 @@ def load_upload(
         raise ImageError(
             f"The file is {_megabytes(len(data))}; the limit is {_megabytes(max_bytes)}."
         )
-    image = _decode_first_frame(data, max_pixels, max_side)
-    image = _to_rgb(image)
-    return _shrink_to(image, max_side)
+    image, source_size = _decode_first_frame(data, max_pixels, max_side)
+    image = _shrink_to(_to_rgb(image), max_side)
+    image.info["source_size"] = source_size
+    return image
 
 
 def load_image_file(
@@ -213,8 +217,10 @@ def load_image_file(
     return load_upload(data, max_bytes=max_bytes, max_pixels=max_pixels, max_side=max_side)
 
 
-def _decode_first_frame(data: bytes, max_pixels: int, max_side: int) -> Image.Image:
+def _decode_first_frame(data: bytes, max_pixels: int,
+                        max_side: int) -> tuple[Image.Image, tuple[int, int]]:
     """Open, check the header, decode the first frame fully, apply EXIF orientation.
+    Returns the image and the file's own (width, height), upright.
 
     Every decoder failure becomes an ImageError: PIL raises OSError, SyntaxError,
     ValueError, EOFError, struct.error and more on hostile input.
@@ -224,10 +230,14 @@ def _decode_first_frame(data: bytes, max_pixels: int, max_side: int) -> Image.Im
         try:
             with Image.open(BytesIO(data), formats=list(UPLOAD_FORMATS)) as image:
                 _check_dimensions(image.size, max_pixels)  # before any pixel is decoded
+                source_size = image.size
                 _request_reduced_jpeg_decode(image, max_side)
                 image.load()
                 _check_dimensions(image.size, max_pixels)  # GIF frames may grow the canvas
-                return ImageOps.exif_transpose(image)  # a new, fully loaded image
+                upright = ImageOps.exif_transpose(image)  # a new, fully loaded image
+                if upright.size != image.size:  # turned a quarter
+                    source_size = source_size[::-1]
+                return upright, source_size
         except ImageError:
             raise
         except UnidentifiedImageError:
@@ -368,13 +378,35 @@ def fit_to_model(
     img = img if img.mode == "RGB" else img.convert("RGB")
     if crop_pct == 1:
         return img.resize((target_w, target_h), resample)
-    cover_h, cover_w = math.floor(target_h / crop_pct), math.floor(target_w / crop_pct)
-    resized_w, resized_h = _covering_size(img.width, img.height, cover_w, cover_h)
+    (resized_w, resized_h), (left, top) = _resize_and_crop(img.size, target_h, target_w, crop_pct)
     resized = img.resize((resized_w, resized_h), resample)
+    return resized.crop((left, top, left + target_w, top + target_h))
+
+
+def model_crop_box(size: tuple[int, int], input_size: tuple[int, int],
+                   crop_pct: float = 1.0) -> tuple[float, float, float, float]:
+    """The part of a picture of `size` (width, height) that `fit_to_model` keeps, as
+    (left, top, right, bottom) in the picture's own pixels: all of it when crop_pct == 1
+    (the picture is squashed instead)."""
+    width, height = size
+    target_h, target_w = _check_input_size(input_size)
+    if crop_pct == 1:
+        return 0.0, 0.0, float(width), float(height)
+    (resized_w, resized_h), (left, top) = _resize_and_crop(size, target_h, target_w, crop_pct)
+    x_scale, y_scale = width / resized_w, height / resized_h
+    return (left * x_scale, top * y_scale, (left + target_w) * x_scale,
+            (top + target_h) * y_scale)
+
+
+def _resize_and_crop(size: tuple[int, int], target_h: int, target_w: int,
+                     crop_pct: float) -> tuple[tuple[int, int], tuple[int, int]]:
+    """timm's eval transform: the covering size, then the centre crop's (left, top)."""
+    cover_h, cover_w = math.floor(target_h / crop_pct), math.floor(target_w / crop_pct)
+    resized_w, resized_h = _covering_size(size[0], size[1], cover_w, cover_h)
     # Same rounding as torchvision's CenterCrop, which timm uses.
     top = int(round((resized_h - target_h) / 2.0))
     left = int(round((resized_w - target_w) / 2.0))
-    return resized.crop((left, top, left + target_w, top + target_h))
+    return (resized_w, resized_h), (left, top)
 
 
 def _covering_size(width: int, height: int, cover_w: int, cover_h: int) -> tuple[int, int]:

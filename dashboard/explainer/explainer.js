@@ -1,18 +1,22 @@
 /* ViT Explainer: one forward pass of a Vision Transformer, drawn in the browser.
  *
  * Loaded by Streamlit's components v2 as an ES module. Python sends `data`
- * (dashboard/explainer_component.py): the overview payload, one block's detail, the tour
- * and the presentation flag. Everything hover- and play-related is drawn here on plain
- * canvases, with no request to the server: only opening another block's detail, moving
- * through the tour and "go deeper" call setStateValue / setTriggerValue (one rerun of the
- * page's fragment). No library, no network.
+ * (dashboard/explainer_component.py) as one binary message (xai_core/explainer.py,
+ * encode_message): a JSON header, then the arrays' raw bytes. It holds the overview and
+ * the tour (only when this browser lacks them), one block's detail (only when it does not
+ * keep it), the tour step to open or to offer resuming, and the presentation flag.
+ * Everything hover- and play-related is drawn here on plain canvases, with no request to
+ * the server: only opening another block's detail, moving through the tour and "go
+ * deeper" call setStateValue / setTriggerValue (one rerun of the page's fragment), and the
+ * `view` state they send names what this browser already holds. No library, no network.
  */
 
 const controllers = new WeakMap();
 const BLOCKS_PER_SECOND = 1.25;  // animation speed: slow enough to read each block
+const DETAILS_KEPT = 8;  // opened blocks kept in the browser (about 0.8 MB each)
 // timings read by the real-browser tests and bench/bench_explainer.py
 const METRICS = (window.__vitExplainer = window.__vitExplainer ||
-  { hover: [], hoverFrame: [], frames: [], readyAt: null, updates: 0 });
+  { hover: [], hoverFrame: [], frames: [], readyAt: null, updates: 0, messages: [] });
 
 export default function mount({ parentElement, data, setStateValue, setTriggerValue }) {
   let explainer = controllers.get(parentElement);
@@ -38,20 +42,39 @@ function halfToFloat() {
   return f16Table;
 }
 
-function unpack(item) {
-  if (!item) return null;
-  const text = atob(item.b64);
-  const bytes = new Uint8Array(text.length);
-  for (let i = 0; i < text.length; i++) bytes[i] = text.charCodeAt(i);
-  let values = bytes;
-  if (item.dtype === "f32") values = new Float32Array(bytes.buffer);
-  else if (item.dtype === "f16") {
-    const half = new Uint16Array(bytes.buffer), table = halfToFloat();
-    values = new Float32Array(half.length);
-    for (let i = 0; i < half.length; i++) values[i] = table[half[i]];
-  }
-  return { values, shape: item.shape };
+/** A message from Python: "VXB1", the header's length (uint32 LE), the JSON header, then
+ * the arrays, each at an 8-byte aligned offset after the header. Every array
+ * {dtype, shape, offset} in the header becomes {values, shape} (typed arrays). */
+function readMessage(data) {
+  const bytes = data instanceof Uint8Array ? data.slice() : new Uint8Array(data);  // own, aligned buffer
+  const magic = String.fromCharCode(...bytes.subarray(0, 4));
+  if (magic !== "VXB1") throw new Error("ViT Explainer: unexpected message");
+  const length = new DataView(bytes.buffer).getUint32(4, true), body = 8 + length;
+  const header = JSON.parse(new TextDecoder().decode(bytes.subarray(8, body)));
+  const size = (shape) => shape.reduce((a, b) => a * b, 1);
+  const walk = (value) => {
+    if (Array.isArray(value)) return value.map(walk);
+    if (!value || typeof value !== "object") return value;
+    if ("offset" in value && "dtype" in value && "shape" in value) {
+      const at = body + value.offset, n = size(value.shape);
+      let values;
+      if (value.dtype === "u8") values = new Uint8Array(bytes.buffer, at, n);
+      else if (value.dtype === "f32") values = new Float32Array(bytes.buffer, at, n);
+      else {
+        const half = new Uint16Array(bytes.buffer, at, n), table = halfToFloat();
+        values = new Float32Array(n);
+        for (let i = 0; i < n; i++) values[i] = table[half[i]];
+      }
+      return { values, shape: value.shape };
+    }
+    return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, walk(v)]));
+  };
+  const message = walk(header);
+  METRICS.messages.push(bytes.length);
+  return message;
 }
+
+const unpack = (item) => item || null;
 
 /** Rows of 8-bit codes with one scale per row: value = code * scale / 255. */
 class QRows {
@@ -149,17 +172,20 @@ class Explainer {
 
   /* ---------- data in ---------- */
 
-  update(data) {
+  update(raw) {
     METRICS.updates += 1;
     if (!this.root.isConnected) return;
-    const fresh = data.signature !== this.signature;
+    const data = readMessage(raw);
     this.root.classList.toggle("present", !!data.presentation);
-    if (fresh) {
+    if (data.signature !== this.signature) {
+      // Python believed this browser held the overview (a page element remounted us):
+      // ask again, saying we hold nothing.
+      if (!data.overview) return this.requestEverything();
       this.signature = data.signature;
       this.details.clear();
       this.rowCache.clear();
       this.model = this.decodeOverview(data.overview);
-      this.tour = data.tour;
+      this.tour = { steps: data.tour.steps, resume: null };
       const st = this.state;
       Object.assign(st, { block: data.initial.block, stage: data.initial.stage, head: -1,
         overlay: "attention", hover: null, hoverPrefix: null, pinned: null, playing: false,
@@ -168,10 +194,28 @@ class Explainer {
       this.build();
       if (data.tour.active) this.applyStep(data.tour.active, false);
     }
-    this.tour = data.tour;
-    if (data.detail) this.details.set(data.detail.block, this.decodeDetail(data.detail));
+    if (data.tour.steps) this.tour.steps = data.tour.steps;
+    this.tour.resume = data.tour.resume;
+    if (data.detail) this.keepDetail(data.detail);
     this.renderAll();
     if (METRICS.readyAt === null) METRICS.readyAt = performance.now();
+  }
+
+  /** Keep a block's detail; forget the oldest beyond DETAILS_KEPT (never the shown one). */
+  keepDetail(detail) {
+    this.details.delete(detail.block);
+    this.details.set(detail.block, this.decodeDetail(detail));
+    for (const block of this.details.keys()) {
+      if (this.details.size <= DETAILS_KEPT) break;
+      if (block !== this.state.block) this.details.delete(block);
+    }
+  }
+
+  requestEverything() {
+    this.asked = (this.asked || 0) + 1;
+    if (!this.send || this.asked > 3) return;
+    this.root.textContent = "Loading the ViT Explainer…";
+    this.send.setStateValue("view", { block: null, tour: null, have: null, blocks: [], ask: this.asked });
   }
 
   decodeOverview(ov) {
@@ -190,6 +234,9 @@ class Explainer {
     m.image = new Image();
     m.image.onload = () => this.renderAll();
     m.image.src = ov.image;
+    m.picture = new Image();
+    m.picture.onload = () => this.drawPicture();
+    m.picture.src = ov.picture.image;
     return m;
   }
 
@@ -373,9 +420,7 @@ class Explainer {
     }
     this.tourBox = el("div", "vx-tour hidden");
     this.root.appendChild(this.tourBox);
-    this.tourStart = el("button", "vx-btn primary vx-tour-start",
-      `▶ Start the guided tour: ${this.tour.steps.length} steps from pixels to prediction`);
-    this.tourStart.addEventListener("click", () => this.goTo(1));
+    this.tourStart = el("div", "vx-tour-offer");
     this.root.appendChild(this.tourStart);
     this.root.appendChild(this.buildPipeline());
     this.root.appendChild(this.buildSequence());
@@ -413,9 +458,10 @@ class Explainer {
     box.appendChild(row);
     const strip = el("div", "vx-blockstrip");
     strip.dataset.part = "blocks";
+    const hoverText = m.ov.layout.cls_joins_late ? "its attention map" : "what [CLS] attends to";
     strip.appendChild(el("div", "vx-blockstrip-label",
-      `<b>The ${m.blocks.length} blocks</b> (0–${m.blocks.length - 1})<br><span class="muted">hover: what [CLS] attends to · ` +
-      `click: open · bar: token length ‖x‖</span>`));
+      `<b>The ${m.blocks.length} blocks</b> (0–${m.blocks.length - 1})<br><span class="muted">hover: ${hoverText} · ` +
+      `click: open · bar: mean token length ‖x‖</span>`));
     strip.appendChild(this.buildBlockRow());
     box.appendChild(strip);
     return box;
@@ -428,7 +474,7 @@ class Explainer {
       const node = el("div", "vx-block" + (b.kind === "class" ? " class-attn" : ""));
       node.dataset.block = b.index;
       node.title = `${b.label}: ${b.kind === "class" ? "class attention" : "self-attention"}, ` +
-        `${b.nq} quer${b.nq === 1 ? "y" : "ies"} × ${b.nk} keys. Hover: what [CLS] attends to; click: open it.`;
+        `${b.nq} quer${b.nq === 1 ? "y" : "ies"} × ${b.nk} keys. Hover: ${b.prefix ? "what [CLS] attends to" : "the mean attention of its patches"}; click: open it.`;
       const canvas = el("canvas");
       canvas.width = cols * 4;
       canvas.height = rows * 4;
@@ -466,8 +512,9 @@ class Explainer {
     this.caption = el("div", "vx-caption");
     card.appendChild(this.caption);
     const legend = el("div", "vx-legend");
-    legend.innerHTML = `<span>0</span><canvas width="256" height="1"></canvas><span class="vx-legend-max"></span>`;
+    legend.innerHTML = `<span class="vx-legend-min"></span><canvas width="256" height="1"></canvas><span class="vx-legend-max"></span>`;
     this.legendMax = legend.querySelector(".vx-legend-max");
+    this.legendMin = legend.querySelector(".vx-legend-min");
     this.legend = legend;
     this.paintLegend(legend.querySelector("canvas"));
     card.appendChild(legend);
@@ -486,6 +533,7 @@ class Explainer {
     seg.querySelectorAll("button").forEach((button) => button.addEventListener("click", () => {
       this.state.overlay = button.dataset.overlay;
       this.state.position = this.frameIndexOf(this.state.block);
+      this.showBlocks();
       this.renderAll();
     }));
     this.overlayButtons = seg.querySelectorAll("button");
@@ -494,6 +542,7 @@ class Explainer {
     const heads = el("div", "vx-row");
     heads.dataset.part = "heads";
     heads.innerHTML = `<span class="vx-label">Head</span>`;
+    this.headRow = heads;
     const chips = el("div", "vx-heads");
     this.headChips = [];
     const [rows, cols] = m.grid;
@@ -508,16 +557,19 @@ class Explainer {
       chip.title = h < 0 ? "Average of all heads" : `Head ${h}: hover to preview, click to choose`;
       chip.addEventListener("mouseenter", () => { this.state.previewHead = h; this.drawLive(); });
       chip.addEventListener("mouseleave", () => { this.state.previewHead = null; this.drawLive(); });
-      chip.addEventListener("click", () => { this.state.head = h; this.renderAll(); });
+      chip.addEventListener("click", () => { this.state.head = h; this.showBlocks(); this.renderAll(); });
       chips.appendChild(chip);
       this.headChips.push({ chip, canvas, head: h });
     }
     heads.appendChild(chips);
     box.appendChild(heads);
+    // rollout and DAAM average the heads: say so, rather than offer a choice that changes nothing
+    this.headsNote = el("div", "vx-note vx-heads-note", "");
+    box.appendChild(this.headsNote);
 
     const player = el("div", "vx-player");
     player.dataset.part = "player";
-    player.innerHTML = `<button class="vx-play" title="Play / pause (block by block)">▶</button>` +
+    player.innerHTML = `<span class="vx-label">Block</span><button class="vx-play" title="Play / pause (block by block)">▶</button>` +
       `<input type="range" min="0" max="${m.blocks.length - 1}" step="1" value="0" aria-label="Block">` +
       `<span class="vx-blocknum"></span>`;
     this.playButton = player.querySelector("button");
@@ -526,6 +578,7 @@ class Explainer {
     this.playButton.addEventListener("click", () => (this.state.playing ? this.stop() : this.play()));
     this.scrubber.addEventListener("input", () => {
       this.stop();
+      this.showBlocks();
       this.selectBlock(Number(this.scrubber.value), false);
     });
     box.appendChild(player);
@@ -536,7 +589,7 @@ class Explainer {
     const card = el("div", "vx-card vx-seq");
     card.dataset.part = "sequence";
     card.appendChild(el("div", "vx-seq-caption",
-      `<span><b>The token sequence</b> of the chosen block, coloured by the map above. ` +
+      `<span><b>The token sequence</b> of the chosen block, coloured like the picture's map below. ` +
       `Prefix tokens first, then the patches in raster order (row by row).</span><span class="vx-seq-info muted"></span>`));
     const canvas = el("canvas");
     canvas.addEventListener("mousemove", (event) => this.hoverSequence(event));
@@ -594,6 +647,14 @@ class Explainer {
     }
   }
 
+  /** The map controls draw on the block view: leave the image, patch and token stages
+   * (which show the plain picture) so their effect is visible. */
+  showBlocks() {
+    if (!["image", "patches", "tokens"].includes(this.state.stage)) return;
+    this.state.stage = "blocks";
+    this.requestBlock(this.state.block);
+  }
+
   selectStage(id) {
     this.state.stage = id;
     if (id === "blocks") this.requestBlock(this.state.block);
@@ -616,14 +677,17 @@ class Explainer {
     this.requestTimer = setTimeout(() => this.sendView(), 180);
   }
 
-  sendView() {
+  /** Tell Python what is on screen and what this browser holds (so it sends only the rest). */
+  sendView(extra = {}) {
     if (!this.send) return;
-    this.send.setStateValue("view", { block: this.state.block, tour: this.state.tour });
+    this.send.setStateValue("view", { block: this.state.block, tour: this.state.tour,
+      have: this.signature, blocks: [...this.details.keys()], ...extra });
   }
 
   play() {
     const st = this.state;
     if (st.overlay === "daam" && !this.model.daam) return;
+    this.showBlocks();
     st.playing = true;
     st.pinned = null;
     st.position = this.frameIndexOf(st.block);
@@ -671,9 +735,10 @@ class Explainer {
 
   closeTour() {
     this.state.tour = 0;
+    this.tour.resume = null;
     this.root.querySelectorAll(".vx-spotlight").forEach((node) => node.classList.remove("vx-spotlight"));
     this.renderAll();
-    this.sendView();
+    this.sendView({ dismissed: true });
   }
 
   applyStep(step, send) {
@@ -688,10 +753,17 @@ class Explainer {
       pinned: s.patch, hover: null, hoverPrefix: null, previewBlock: null, previewHead: null });
     st.position = this.frameIndexOf(st.block);
     this.renderAll();
+    requestAnimationFrame(() => this.scrollToSpot(s));
     if (send) {
       clearTimeout(this.requestTimer);
       this.sendView();
     }
+  }
+
+  /** The step the tour offers to resume at (after a visit to a deeper page), or 0. */
+  resumeStep() {
+    const step = this.tour.resume;
+    return !this.state.tour && step >= 1 && step <= this.tour.steps.length ? step : 0;
   }
 
   handleKey(event) {
@@ -699,35 +771,58 @@ class Explainer {
       document.removeEventListener("keydown", this.onKey);
       return;
     }
-    const st = this.state;
-    if (!st.tour || event.altKey || event.ctrlKey || event.metaKey) return;
+    const st = this.state, forward = ["ArrowRight", "PageDown"].includes(event.key);
+    if (event.altKey || event.ctrlKey || event.metaKey) return;
     if (isEditable(event.composedPath()[0])) return;
-    if (["ArrowRight", "PageDown"].includes(event.key)) this.goTo(st.tour + 1);
+    if (!st.tour) {
+      if (!forward || !this.resumeStep()) return;
+      this.goTo(this.resumeStep());  // a presenter's clicker picks the lecture up again
+    } else if (forward) this.goTo(st.tour + 1);
     else if (["ArrowLeft", "PageUp"].includes(event.key)) this.goTo(st.tour - 1);
     else if (event.key === "Escape") this.closeTour();
     else return;
     event.preventDefault();
   }
 
+  renderTourOffer() {
+    const box = this.tourStart, steps = this.tour.steps, resume = this.resumeStep();
+    box.classList.toggle("hidden", !!this.state.tour);
+    const key = `${this.state.tour}:${resume}:${steps.length}`;
+    if (box.dataset.key === key) return;
+    box.dataset.key = key;
+    box.innerHTML = resume
+      ? `<button class="vx-btn primary" data-act="resume">↩ Resume the tour at step ${resume} of ${steps.length}: ` +
+        `${esc(steps[resume - 1].title)}</button><button class="vx-btn" data-act="restart">Start again from step 1</button>` +
+        `<button class="vx-btn" data-act="dismiss" title="Forget where the tour was">✕</button>`
+      : `<button class="vx-btn primary" data-act="start">▶ Start the guided tour: ${steps.length} steps from pixels to prediction</button>`;
+    const on = (act, action) => { const b = box.querySelector(`[data-act="${act}"]`); if (b) b.addEventListener("click", action); };
+    on("resume", () => this.goTo(resume));
+    on("restart", () => this.goTo(1));
+    on("start", () => this.goTo(1));
+    on("dismiss", () => this.closeTour());
+  }
+
   renderTour() {
     const st = this.state, steps = this.tour.steps, box = this.tourBox;
-    this.tourStart.classList.toggle("hidden", !!st.tour);
+    this.renderTourOffer();
     box.classList.toggle("hidden", !st.tour);
     this.root.querySelectorAll(".vx-spotlight").forEach((node) => node.classList.remove("vx-spotlight"));
     this.root.dataset.tour = String(st.tour);
+    this.root.dataset.resume = String(this.resumeStep());
     if (!st.tour) return;
     const s = steps[st.tour - 1];
+    box.style.top = `${this.stickyTop()}px`;
     box.innerHTML =
       `<div class="vx-tour-head"><span class="vx-tour-count">Step ${st.tour} of ${steps.length}</span>` +
       `<span class="vx-tour-title">${esc(s.title)}</span>` +
       `<button class="vx-btn" data-act="close" title="Close the tour (Esc)">✕</button></div>` +
       `<div class="vx-tour-text">${rich(s.text)}</div>` +
-      `<div class="vx-tour-bar"><button class="vx-btn" data-act="back" ${st.tour === 1 ? "disabled" : ""}>◀ Back</button>` +
-      `<button class="vx-btn primary" data-act="next" ${st.tour === steps.length ? "disabled" : ""}>Next ▶</button>` +
+      `<div class="vx-tour-bar"><button class="vx-btn" data-act="back" title="Back (← key)" ${st.tour === 1 ? "disabled" : ""}>◀ Back</button>` +
+      `<button class="vx-btn primary" data-act="next" title="Next (→ key or a presenter's clicker)" ${st.tour === steps.length ? "disabled" : ""}>Next ▶</button>` +
       `<span class="vx-tour-dots">${steps.map((_, i) =>
         `<button class="vx-tour-dot${i + 1 === st.tour ? " on" : ""}" data-step="${i + 1}" title="Step ${i + 1}: ${esc(steps[i].title)}"></button>`).join("")}</span>` +
-      (s.page ? `<button class="vx-btn" data-act="deeper">Go deeper: ${esc(s.page.title)} →</button>` : "") +
-      `<span class="vx-keys muted">Keys: ← → (or a presenter's clicker), Esc closes</span></div>`;
+      (s.page ? `<button class="vx-btn" data-act="deeper" title="Opens that page; come back here to resume the tour">Go deeper: ${esc(s.page.title)} →</button>` : "") +
+      `<span class="vx-keys muted">← → keys · Esc closes</span></div>`;
     box.querySelector('[data-act="close"]').addEventListener("click", () => this.closeTour());
     box.querySelector('[data-act="back"]').addEventListener("click", () => this.goTo(st.tour - 1));
     box.querySelector('[data-act="next"]').addEventListener("click", () => this.goTo(st.tour + 1));
@@ -736,10 +831,53 @@ class Explainer {
     const deeper = box.querySelector('[data-act="deeper"]');
     if (deeper) deeper.addEventListener("click", () => this.send.setTriggerValue("navigate", s.page.file));
     for (const part of s.spot) {
-      const node = part.startsWith("stage:") ? this.stageEls[part.slice(6)]
-        : this.root.querySelector(`[data-part="${part}"]`);
+      const node = this.partNode(part);
       if (node) node.classList.add("vx-spotlight");
     }
+  }
+
+  partNode(part) {
+    return part.startsWith("stage:") ? this.stageEls[part.slice(6)]
+      : this.root.querySelector(`[data-part="${part}"]`);
+  }
+
+  /** The element that scrolls the page (Streamlit's main area), across the shadow root. */
+  scroller() {
+    for (let node = this.root; node;) {
+      node = node.parentNode || node.host;
+      if (!node || node === document) break;
+      if (node instanceof Element) {
+        const overflow = getComputedStyle(node).overflowY;
+        if ((overflow === "auto" || overflow === "scroll") && node.scrollHeight > node.clientHeight) return node;
+      }
+    }
+    return document.scrollingElement;
+  }
+
+  /** Where the sticky tour box stops: just under Streamlit's fixed header. */
+  stickyTop() {
+    const scroller = this.scroller();
+    const top = scroller === document.scrollingElement ? 0 : scroller.getBoundingClientRect().top;
+    const header = document.querySelector('[data-testid="stHeader"]');
+    const bottom = header ? header.getBoundingClientRect().bottom : 0;
+    return Math.max(0, Math.round(bottom - top));
+  }
+
+  /** Scroll so the parts a step talks about are in view below the (sticky) tour box: all
+   * of them when they fit, else from the top of the first. */
+  scrollToSpot(s) {
+    const parts = s.spot.filter((part) => !part.startsWith("stage:") && part !== "pipeline");
+    const nodes = (parts.length ? parts : ["pipeline"]).map((part) => this.partNode(part)).filter(Boolean);
+    if (!nodes.length || !this.root.isConnected) return;
+    const rects = nodes.map((node) => node.getBoundingClientRect());
+    const top = Math.min(...rects.map((r) => r.top)), bottom = Math.max(...rects.map((r) => r.bottom));
+    const scroller = this.scroller();
+    const frame = scroller === document.scrollingElement ? { top: 0, bottom: innerHeight } : scroller.getBoundingClientRect();
+    const free = frame.top + this.stickyTop() + this.tourBox.offsetHeight + 12, end = frame.bottom - 12;
+    let delta = 0;
+    if (top < free) delta = top - free;
+    else if (bottom > end) delta = Math.min(top - free, bottom - end);
+    if (Math.abs(delta) > 2) scroller.scrollBy({ top: delta, behavior: "smooth" });
   }
 
   /* ---------- rendering ---------- */
@@ -762,7 +900,9 @@ class Explainer {
     this.playButton.textContent = st.playing ? "❚❚" : "▶";
     this.playButton.setAttribute("aria-label", st.playing ? "Pause" : "Play");
     this.scrubber.value = String(st.block);
-    this.blockNum.textContent = `${this.blockLabel(st.block)} · 0–${m.blocks.length - 1}`;
+    this.blockNum.textContent = `${st.block} of 0–${m.blocks.length - 1}`;
+    this.headsNote.textContent = st.overlay === "attention" ? "" : `${st.overlay === "rollout" ? "Rollout" : "DAAM"} ` +
+      "uses all heads together; a head you pick applies when you point at a patch.";
     const r = this.root.dataset;
     r.block = String(st.block);
     r.stage = st.stage;
@@ -849,13 +989,13 @@ class Explainer {
     ctx.fillRect(0, 0, W, H);
     if (m.image.complete && m.image.naturalWidth) ctx.drawImage(m.image, 0, 0, W, H);
     const stage = st.stage;
-    const showMap = !["image", "patches"].includes(stage) || st.playing || st.previewBlock !== null;
+    const showMap = !["image", "patches", "tokens"].includes(stage) || st.playing || st.previewBlock !== null;
     const map = showMap ? this.currentMap() : null;
     this.lastMap = map;
     if (map && map.patch) {
       this.paintMap(ctx, map.patch, W, H, map.normalised ? { max: 1 } : {});
     }
-    if (stage === "patches" || st.hover !== null || st.pinned !== null) this.drawGridLines(ctx, W, H);
+    if (["patches", "tokens"].includes(stage) || st.hover !== null || st.pinned !== null) this.drawGridLines(ctx, W, H);
     const query = st.hover !== null ? st.hover : st.pinned;
     if (query !== null) this.outlinePatch(ctx, query, W, H, "#22d3ee");
     if (st.hoverKey !== null && st.hoverKey >= 0) this.outlinePatch(ctx, st.hoverKey, W, H, "#fde047", true);
@@ -870,26 +1010,29 @@ class Explainer {
       const [rows, cols] = m.grid, [ph, pw] = m.ov.layout.patch;
       this.caption.innerHTML = st.stage === "patches"
         ? `The model cuts the image into <b>${rows}×${cols} = ${m.np}</b> patches of ${ph}×${pw} pixels. Hover one.`
-        : "What the model sees: the photo resized and centre-cropped. Open a block to colour it by attention.";
+        : st.stage === "tokens"
+          ? `Each patch becomes one token. Hover the picture or the token strip above: the two are linked.`
+          : "What the model sees: the picture resized and cropped. Open a block to colour it by attention.";
       this.legend.classList.add("hidden");
       return;
     }
+    // attention and rollout rows are shares that add up to 1; DAAM has no such unit
+    const share = st.overlay !== "daam" || st.hover !== null || st.pinned !== null || st.previewBlock !== null;
     let text = `<b>${esc(map.title)}</b>`;
     if (map.patch && map.prefix && map.prefix.length && !map.normalised) {
       const names = m.ov.layout.prefix_names;
-      const mass = [...map.prefix].map((v, i) => `${esc(names[i] || "prefix")} ${fmt(v, 2)}`).join(", ");
+      const mass = [...map.prefix].map((v, i) => `${esc(names[i] || "prefix")} ${pct(v)}`).join(", ");
       let patchMass = 0;
       for (const v of map.patch) patchMass += v;
-      if (st.overlay === "attention" || st.hover !== null || st.pinned !== null || st.previewBlock !== null) {
-        text += `<br><span class="muted">Share of this row: ${mass}; all patches together ${fmt(patchMass, 2)}.</span>`;
-      }
+      text += `<br><span class="muted">Of this row: ${mass}; the ${m.np} patches together ${pct(patchMass)}.</span>`;
     }
     if (map.loading) text = `<span class="vx-loading">${esc(map.title)}</span>`;
     this.caption.innerHTML = text;
     this.legend.classList.toggle("hidden", !map.patch);
     const top = map.patch ? maxOf(map.patch) : 0;
-    this.legendMax.textContent = map.patch ? (map.normalised ? "max (blending two blocks)"
-      : `max = ${fmt(top)} · colours scaled to each map's largest patch value`) : "";
+    this.legendMin.textContent = "0";
+    this.legendMax.textContent = !map.patch ? "" : map.normalised ? "max (between two blocks)"
+      : share ? `${pct(top)} of the row: the brightest patch` : `${fmt(top)}: the largest value (DAAM has no unit)`;
   }
 
   drawSequence() {
@@ -964,6 +1107,7 @@ class Explainer {
 
   drawHeadChips() {
     const st = this.state, b = this.model.blocks[st.block], detail = this.details.get(st.block);
+    this.headRow.classList.toggle("vx-dim", st.overlay !== "attention" && st.hover === null && st.pinned === null);
     const query = this.queryToken(st.block);
     this.headChips.forEach(({ canvas, head, chip }) => {
       let row;
@@ -991,15 +1135,47 @@ class Explainer {
   }
 
   detailImage() {
-    const ov = this.model.ov, [H, W] = ov.layout.input, pre = ov.preprocess;
-    const [w0, h0] = ov.layout.original;
-    this.detailBox.innerHTML = `<h3>Image <span class="mono">${H}×${W}×3</span></h3>` +
-      `<p>Your picture (${w0}×${h0} pixels) is resized and centre-cropped to <b>${H}×${W}</b>` +
-      ` (${pre.interpolation} resampling, crop fraction ${pre.crop_pct}). These ${(H * W * 3).toLocaleString()} numbers ` +
-      `(red, green, blue for every pixel) are all the model ever sees.</p>` +
-      `<p>Each colour channel is then standardised: (x − mean) / std with mean = ` +
+    const ov = this.model.ov, [H, W] = ov.layout.input, pre = ov.preprocess, pic = ov.picture;
+    const [w0, h0] = pic.size, [sw, sh] = pic.source, box = this.detailBox;
+    box.innerHTML = `<h3>Image <span class="mono">${H}×${W}×3</span></h3>`;
+    const two = el("div", "vx-twocol");
+    this.pictureCanvas = el("canvas", "vx-picture");
+    two.appendChild(this.pictureCanvas);
+    const shrunk = sw !== w0 || sh !== h0 ? `; your file was ${sw}×${sh}, shrunk on upload` : "";
+    const how = pic.squashed
+      ? `squeezed to <b>${H}×${W}</b> pixels, whole: its proportions change, nothing is cut off.`
+      : pic.kept < 0.995
+        ? `resized (${esc(pre.interpolation)}) and its centre cut out: the model sees <b>${H}×${W}</b> pixels ` +
+          `covering the box, <b>${pct(pic.kept)}</b> of the picture. The shaded part never reaches the model.`
+        : `resized to <b>${H}×${W}</b> pixels (${esc(pre.interpolation)}).`;
+    two.appendChild(el("div", "", `<p>The picture (${w0}×${h0} pixels${shrunk}) is ${how}</p>` +
+      `<p>These ${(H * W * 3).toLocaleString()} numbers (red, green, blue for every pixel) are all the model ever sees. ` +
+      `Each colour channel is then standardised: (x − mean) / std with mean = ` +
       `(${pre.mean.map((v) => fmt(v)).join(", ")}) and std = (${pre.std.map((v) => fmt(v)).join(", ")}), ` +
-      `the statistics the model was trained with.</p>`;
+      `the statistics the model was trained with.</p>`));
+    box.appendChild(two);
+  }
+
+  /** The learner's whole picture with the part the model keeps (ov.picture.crop). */
+  drawPicture() {
+    const canvas = this.pictureCanvas, m = this.model, img = m.picture;
+    if (!canvas || !canvas.isConnected || !img.complete || !img.naturalWidth || canvas.dataset.drawn) return;
+    canvas.dataset.drawn = "1";
+    const pic = m.ov.picture, [w0, h0] = pic.size, scale = devicePixelRatio || 1;
+    const side = canvas.getBoundingClientRect().width || 220;
+    canvas.width = Math.round(side * scale);
+    canvas.height = Math.round(side * scale * h0 / w0);
+    canvas.style.height = `${side * h0 / w0}px`;
+    const ctx = canvas.getContext("2d"), k = canvas.width / w0, [l, t, r, b] = pic.crop.map((v) => v * k);
+    ctx.drawImage(img, 0, 0, canvas.width, canvas.height);
+    ctx.fillStyle = "rgba(20, 20, 20, 0.6)";
+    ctx.fillRect(0, 0, canvas.width, t);
+    ctx.fillRect(0, b, canvas.width, canvas.height - b);
+    ctx.fillRect(0, t, l, b - t);
+    ctx.fillRect(r, t, canvas.width - r, b - t);
+    ctx.lineWidth = 2 * scale;
+    ctx.strokeStyle = "#22d3ee";
+    ctx.strokeRect(l + scale, t + scale, r - l - 2 * scale, b - t - 2 * scale);
   }
 
   detailPatches() {
@@ -1130,22 +1306,23 @@ class Explainer {
     this.detailBox.innerHTML = `<h3>Final LayerNorm <span class="mono">${ov.layout.tokens}×${ov.dims.width}</span></h3>` +
       `<p>After the last block every token is normalised: its ${ov.dims.width} numbers are shifted to mean 0 and ` +
       `scaled to variance 1, then multiplied by a learned gain and shifted by a learned bias. ` +
-      `Below: how long the tokens are (‖x‖) after each block. The residual stream grows as blocks add to it.</p>`;
+      `Below: the length ‖x‖ of the tokens (the size of their ${ov.dims.width} numbers taken together) after each block, ` +
+      `before that final norm.</p>`;
     const svg = document.createElementNS("http://www.w3.org/2000/svg", "svg");
     svg.classList.add("vx-chart");
     this.normChart = svg;
     this.detailBox.appendChild(svg);
-    this.detailBox.appendChild(el("div", "vx-note", "<b style='color:#888'>grey</b>: mean over the patch tokens · " +
+    this.detailBox.appendChild(el("div", "vx-note", "<b style='color:#888'>grey</b>: the median patch token · " +
       "<b style='color:#1f6feb'>blue</b>: the first token ([CLS] where there is one) · <b style='color:#0891b2'>cyan</b>: " +
-      "the patch under your pointer (hover the image) · “in”: the tokens entering block 0; then each block's output."));
+      "the marked patch, or the one under your pointer · “in”: the tokens entering block 0; then each block's output."));
   }
 
   detailFeature() {
     const m = this.model, ov = m.ov, top = ov.prediction.top[0];
     const box = this.detailBox;
     const shape = ov.stages.find((s) => s.id === "feature");
-    box.innerHTML = `<h3>Feature <span class="mono">${ov.dims.width}</span></h3><p>The model's summary of the image is ` +
-      `${esc(shape.note)} after the final norm: <b>${ov.dims.width}</b> numbers.</p>`;
+    box.innerHTML = `<h3>Feature <span class="mono">${esc(shape.shape)}</span></h3><p>The model's summary of the image is ` +
+      `${esc(shape.sentence)}, taken after the final norm: <b>${ov.dims.width}</b> numbers${ov.layout.prefix_names.includes("[DIST]") ? " each" : ""}.</p>`;
     if (m.feature) {
       const canvas = el("canvas", "vx-barcode");
       canvas.width = m.feature.length;
@@ -1207,6 +1384,7 @@ class Explainer {
   drawDetailLive() {
     const st = this.state;
     if (st.stage === "blocks") this.drawBlockLive();
+    else if (st.stage === "image") this.drawPicture();
     else if (st.stage === "patches") this.drawPatchTile();
     else if (st.stage === "tokens") this.drawTokenMap();
     else if (st.stage === "norm") this.drawNormChart();
@@ -1245,18 +1423,18 @@ class Explainer {
     const svg = this.normChart;
     if (!svg || !svg.isConnected) return;
     const m = this.model, rect = svg.getBoundingClientRect(), W = rect.width || 500, H = rect.height || 170;
-    const pad = { l: 44, r: 10, t: 10, b: 24 }, n = m.blocks.length, st = this.state;
-    // point 0: the tokens entering block 1; point i: the output of block i
+    const font = Math.round(11 * (this.root.classList.contains("present") ? 1.6 : 1));
+    const pad = { l: 4.2 * font, r: 10, t: 10, b: 2.6 * font }, n = m.blocks.length, st = this.state;
+    // point 0: the tokens entering block 0; point i: the output of block i - 1
     const traces = [m.embedNorms, ...m.normOut];
     const patchStart = (v) => v.length - m.np;
-    const meanPatch = traces.map((v) => {
+    const medianPatch = traces.map((v) => {
       if (patchStart(v) < 0) return null;
-      let s = 0;
-      for (let j = patchStart(v); j < v.length; j++) s += v[j];
-      return s / m.np;
+      const sorted = Float32Array.from(v.subarray(patchStart(v))).sort(), mid = sorted.length >> 1;
+      return sorted.length % 2 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
     });
     const first = traces.map((v) => (patchStart(v) !== 0 ? v[0] : null));
-    const series = [{ values: meanPatch, colour: "#888", width: 2 }, { values: first, colour: "#1f6feb", width: 2 }];
+    const series = [{ values: medianPatch, colour: "#888", width: 2 }, { values: first, colour: "#1f6feb", width: 2 }];
     const p = st.hover !== null ? st.hover : st.pinned;
     if (p !== null) {
       series.push({ values: traces.map((v) => (patchStart(v) >= 0 ? v[patchStart(v) + p] : null)),
@@ -1266,13 +1444,15 @@ class Explainer {
     const top = Math.max(...all) * 1.05;
     const x = (i) => pad.l + (W - pad.l - pad.r) * i / n;
     const y = (v) => H - pad.b - (H - pad.t - pad.b) * v / top;
+    const label = (tx, ty, text, anchor, extra = "") =>
+      `<text x="${tx}" y="${ty}" font-size="${font}" text-anchor="${anchor}" fill="currentColor" opacity="0.75" ${extra}>${text}</text>`;
     let html = `<line x1="${pad.l}" y1="${H - pad.b}" x2="${W - pad.r}" y2="${H - pad.b}" stroke="currentColor" stroke-opacity="0.3"/>`;
-    for (const tick of [0, top / 2, top]) {
-      html += `<text x="${pad.l - 6}" y="${y(tick) + 4}" font-size="11" text-anchor="end" fill="currentColor" opacity="0.7">${fmt(tick, 2)}</text>`;
-    }
+    for (const tick of [0, top / 2, top]) html += label(pad.l - 6, y(tick) + font / 3, fmt(tick, 2), "end");
+    html += label(pad.l + 6, pad.t + font, "‖x‖", "start", 'font-weight="700"');
     for (let i = 0; i <= n; i += Math.max(1, Math.ceil(n / 13))) {  // 0: input; i: block i-1's output
-      html += `<text x="${x(i)}" y="${H - 6}" font-size="11" text-anchor="middle" fill="currentColor" opacity="0.7">${i ? i - 1 : "in"}</text>`;
+      html += label(x(i), H - pad.b + font * 1.2, i ? i - 1 : "in", "middle");
     }
+    html += label((pad.l + W - pad.r) / 2, H - 3, "after block", "middle");
     for (const s of series) {
       const points = s.values.map((v, i) => (v === null ? null : `${x(i)},${y(v)}`)).filter(Boolean).join(" ");
       html += `<polyline fill="none" stroke="${s.colour}" stroke-width="${s.width}" points="${points}"/>`;
@@ -1295,7 +1475,7 @@ class Explainer {
         const row = qi === null ? this.queryRow(st.block, head) : this.attentionRow(detail, qi, head);
         values = row.patch;
         shown = qi === null ? null : (qi < P ? row.prefix[qi] : row.patch[qi - P]);
-        card.value.textContent = qi === null ? "mean patch row" : `to itself: ${fmt(shown)}`;
+        card.value.textContent = qi === null ? "mean patch row" : `to itself: ${pct(shown)}`;
       } else if (card.id === "q") {
         const all = this.queryNorms(detail, head >= 0 ? head : 0);
         values = all.subarray(detail.nq - np);
@@ -1413,10 +1593,10 @@ class Explainer {
         `head: pick one with the chips under the image.</div>` : "") +
       `<div class="vx-qk-row"><span>q of ${esc(tokenName(q))}</span><canvas data-v="q"></canvas></div>` +
       `<div class="vx-qk-row"><span>k of ${esc(tokenName(key))}</span><canvas data-v="k"></canvas></div>` +
-      `<div class="vx-qk-row"><span>q ⊙ k</span><canvas data-v="p"></canvas></div>` +
+      `<div class="vx-qk-row"><span>q × k, number by number</span><canvas data-v="p"></canvas></div>` +
       `<div class="vx-formula">q·k = sum of the ${d} products = <span class="hl">${fmt(dot, 4)}</span><br>` +
       `÷ √${d} = ${fmt(Math.sqrt(d), 3)} → score <b>${fmt(logits[key], 4)}</b><br>` +
-      `softmax over all ${detail.nk} keys → <span class="hl">${fmt(recomputed, 3)}</span>` +
+      `softmax over all ${detail.nk} keys → <span class="hl">${fmt(recomputed, 3)}</span> (${pct(recomputed)} of the row)` +
       `<br><span class="muted">captured attention: ${fmt(captured(key), 3)}</span></div>` +
       `<div class="vx-note">${detail.talking_heads ? "This model mixes the heads' scores before and after the softmax (talking heads), so one head's softmax is not its final attention. " : ""}` +
       `Recomputed here from the captured q and k (${esc(m.ov.quantisation.qk)}). Hover the matrix to ` +

@@ -4,6 +4,8 @@ root ([data-testid=vit-explainer]) and its timings in `window.__vitExplainer`.""
 
 from __future__ import annotations
 
+import json
+import struct
 import time
 from urllib.parse import urlparse
 
@@ -14,12 +16,14 @@ PAGE_PATH = "vit_explainer"  # st.Page's URL path for pages/0_vit_explainer.py
 
 
 class Traffic:
-    """Every request URL, and the WebSocket frames in each direction, of one page."""
+    """Every request URL, and the WebSocket frames in each direction, of one page; the
+    Explainer's own messages (xai_core/explainer.py, encode_message) are read too."""
 
     def __init__(self, page):
         self.urls: list[str] = []
         self.sent: list[int] = []  # payload sizes, browser -> server
         self.received: list[int] = []  # payload sizes, server -> browser
+        self.messages: list[dict] = []  # {"frame": bytes of its frame, "header": JSON header}
         self.http_bytes = 0
         page.on("request", lambda request: self.urls.append(request.url))
         page.on("response", self._count_body)
@@ -27,7 +31,22 @@ class Traffic:
 
     def _watch(self, socket) -> None:
         socket.on("framesent", lambda payload: self.sent.append(len(payload)))
-        socket.on("framereceived", lambda payload: self.received.append(len(payload)))
+        socket.on("framereceived", self._received)
+
+    def _received(self, payload) -> None:
+        self.received.append(len(payload))
+        if not isinstance(payload, bytes):
+            return
+        at = payload.find(b"VXB1")
+        while at >= 0:  # the component's code names the magic too: find the message itself
+            (length,) = struct.unpack_from("<I", payload, at + 4)
+            try:
+                header = json.loads(payload[at + 8:at + 8 + length])
+            except ValueError:
+                at = payload.find(b"VXB1", at + 1)
+                continue
+            self.messages.append({"frame": len(payload), "header": header})
+            return
 
     def _count_body(self, response) -> None:
         try:
@@ -94,3 +113,32 @@ def wait_for_state(page, key: str, wanted, timeout_s: float = 240) -> None:
         if time.monotonic() > deadline:
             raise TimeoutError(f"{key} never became {wanted!r}: {state(page)}")
         page.wait_for_timeout(50)
+
+
+def sidebar_select(page, index: int, option: str) -> None:
+    """Pick `option` (the start of its label) in the sidebar's `index`-th select box."""
+    page.locator("[data-testid='stSidebar'] [data-testid='stSelectbox']").nth(index).click()
+    page.get_by_role("option", name=option).first.click()
+    wait_app_idle(page)
+
+
+def choose_random_vit(page, name: str) -> None:
+    """Switch the sidebar's ViT to `name` with random weights; wait for the component."""
+    sidebar_select(page, 0, name)
+    page.get_by_text("Random weights (shapes only)").first.click()
+    wait_app_idle(page)
+    page.locator(f"{ROOT} .vx-random").wait_for()
+
+
+def upload_photo(page, path) -> None:
+    """Upload a photo through the sidebar, as a learner does; wait for the component."""
+    sidebar_select(page, 2, "Your upload")
+    page.locator("[data-testid='stSidebar'] input[type=file]").set_input_files(str(path))
+    wait_app_idle(page)
+    page.locator(ROOT).wait_for()
+
+
+def in_view(page, selector: str) -> dict:
+    """The element's box and the viewport height (to check what a learner sees)."""
+    box = page.locator(selector).first.bounding_box()
+    return {**box, "viewport": page.viewport_size["height"]}

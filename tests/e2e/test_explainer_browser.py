@@ -1,19 +1,25 @@
 """The ViT Explainer in a real browser (system Chromium): hovering two patches draws two
 different overlays with no WebSocket message to the server; play advances the block;
-opening a block fetches its detail; `?tour=3` opens step 3; ArrowRight/ArrowLeft move
-the tour and its deep link; no request leaves the app's own host. Screenshots of the
-overview, an opened block and a tour step go to artifacts/screenshots/."""
+opening a block fetches its detail and nothing else; `?tour=3` opens step 3;
+ArrowRight/ArrowLeft move the tour and its deep link; the tour resumes after "Go deeper";
+the random-weight layouts (two prefix tokens, five, CaiT's class attention) hover, play
+and tour too; a large upload is described as it is; no request leaves the app's own
+host. Screenshots go to artifacts/screenshots/."""
 
 from __future__ import annotations
 
 import pytest
-from e2e_helpers import ARTIFACTS, running_apps, wait_app_idle
-from explainer_driver import (ROOT, Traffic, hover_patch, image_pixels_digest, metrics,
-                              open_explainer, state, wait_for_state)
+from e2e_helpers import ARTIFACTS, ROOT as REPO, running_apps, wait_app_idle
+from explainer_driver import (ROOT, Traffic, choose_random_vit, hover_patch,
+                              image_pixels_digest, in_view, metrics, open_explainer, state,
+                              upload_photo, wait_for_state)
+from PIL import Image
 
 from dashboard.explainer_tour import TOUR
 
 SHOTS = ARTIFACTS / "screenshots"
+COMPONENT_CODE = sum(len((REPO / "dashboard" / "explainer" / name).read_bytes())
+                     for name in ("explainer.js", "explainer.css"))
 
 
 @pytest.fixture(scope="module")
@@ -22,22 +28,38 @@ def app():
         yield apps[0]
 
 
-@pytest.fixture()
-def page(app, browser):
-    context = browser.new_context(viewport={"width": 1500, "height": 1800})
+def new_page(browser, width=1500, height=1800):
+    context = browser.new_context(viewport={"width": width, "height": height})
     tab = context.new_page()
     tab.set_default_timeout(240_000)
     errors: list[str] = []
     tab.on("pageerror", lambda error: errors.append(str(error)))
-    traffic = Traffic(tab)
+    return context, tab, Traffic(tab), errors
+
+
+@pytest.fixture()
+def page(app, browser):
+    context, tab, traffic, errors = new_page(browser)
     yield tab, traffic, errors
     context.close()
     assert errors == [], errors  # no JavaScript error in the browser
 
 
-def shot(page, name: str) -> None:
+@pytest.fixture()
+def laptop(app, browser):
+    """A 1280x800 laptop screen, where the page is narrow and short."""
+    context, tab, traffic, errors = new_page(browser, 1280, 800)
+    yield tab, traffic, errors
+    context.close()
+    assert errors == [], errors
+
+
+def shot(page, name: str, whole: bool = False) -> None:
     SHOTS.mkdir(parents=True, exist_ok=True)
-    page.locator(ROOT).screenshot(path=str(SHOTS / f"{name}.png"))
+    if whole:
+        page.locator(ROOT).screenshot(path=str(SHOTS / f"{name}.png"))
+    else:
+        page.screenshot(path=str(SHOTS / f"{name}.png"))
 
 
 def test_overview_hover_links_without_talking_to_the_server(app, page):
@@ -46,7 +68,7 @@ def test_overview_hover_links_without_talking_to_the_server(app, page):
     first = state(tab)
     assert first["stage"] == "blocks" and first["detail"] == first["block"]
     rows, cols = (int(n) for n in first["grid"].split("x"))
-    shot(tab, "explainer-overview")
+    shot(tab, "explainer-overview", whole=True)
 
     sent_before = len(traffic.sent)
     hover_patch(tab, (rows // 2) * cols + cols // 4)
@@ -83,19 +105,44 @@ def test_play_advances_the_block_in_the_browser(app, page):
     assert int(state(tab)["block"]) != start or len(seen) > 3
 
 
-def test_opening_a_block_fetches_its_detail(app, page):
-    tab, _, _ = page
+def test_opening_a_block_sends_that_block_only(app, page):
+    """The browser names the overview it holds: the reply carries the new block's detail,
+    not the overview and the tour again; a tour step on a block it keeps carries no array
+    at all, only the component's own code (which Streamlit re-sends on every rerun)."""
+    tab, traffic, _ = page
     open_explainer(tab, app.url)
+    loaded = traffic.messages[-1]
+    assert loaded["header"]["overview"] is not None and loaded["header"]["tour"]["steps"]
+
+    count = len(traffic.messages)
     tab.locator(f"{ROOT} .vx-block[data-block='3']").click()
     wait_for_state(tab, "block", "3")
-    wait_for_state(tab, "detail", lambda loaded: "3" in loaded.split(","))
+    wait_for_state(tab, "detail", lambda kept: "3" in kept.split(","))
     wait_app_idle(tab)
+    replies = traffic.messages[count:]
+    assert len(replies) == 1
+    header = replies[0]["header"]
+    assert header["overview"] is None and header["tour"]["steps"] is None
+    assert header["detail"]["block"] == 3
+    overview_bytes = loaded["frame"] - replies[0]["frame"]
+    assert overview_bytes > 40_000, (loaded["frame"], replies[0]["frame"])
+
     hover_patch(tab, 5)
     tab.wait_for_timeout(200)
     text = tab.locator(f"{ROOT} .vx-detail").inner_text()
     assert "Block 3 " in text and "softmax over all" in text
     assert "patch 5" in tab.locator(f"{ROOT} .vx-caption").inner_text()
-    shot(tab, "explainer-block")
+    shot(tab, "explainer-block", whole=True)
+
+    # back to the last block (kept in the browser): no detail travels
+    count = len(traffic.messages)
+    tab.locator(f"{ROOT} .vx-block[data-block='{state(tab)['detail'].split(',')[0]}']").click()
+    tab.locator(f"{ROOT} [data-act='start']").click()
+    tab.wait_for_function("() => new URL(location.href).searchParams.get('tour') === '1'")
+    wait_app_idle(tab)
+    for reply in traffic.messages[count:]:
+        assert reply["header"]["overview"] is None and reply["header"]["detail"] is None
+        assert reply["frame"] < COMPONENT_CODE + 8_000, reply["frame"]
 
 
 def test_tour_deep_link_and_arrow_keys(app, page):
@@ -105,7 +152,7 @@ def test_tour_deep_link_and_arrow_keys(app, page):
     title = tab.locator(f"{ROOT} .vx-tour-title").inner_text()
     assert title == TOUR[2].title
     assert state(tab)["stage"] == TOUR[2].stage
-    shot(tab, "explainer-tour-step")
+    shot(tab, "explainer-tour-step", whole=True)
 
     tab.locator(f"{ROOT} .vx-tour-text").click()  # a presenter clicks the page, then the clicker
     tab.keyboard.press("ArrowRight")
@@ -122,4 +169,153 @@ def test_tour_deep_link_and_arrow_keys(app, page):
     tab.locator(f"{ROOT} [data-act='close']").click()
     tab.wait_for_function("() => !new URL(location.href).searchParams.has('tour')")
     assert state(tab)["tour"] == "0"
+    assert traffic.foreign_hosts(app.url) == set()
+
+
+def test_tour_resumes_after_going_deeper(app, laptop):
+    """"Go deeper" opens the step's page; coming back offers the step the learner left,
+    a presenter's clicker (ArrowRight) picks it up, and closing the tour forgets it."""
+    tab, _, _ = laptop
+    open_explainer(tab, app.url, "?tour=5")
+    tab.keyboard.press("ArrowRight")
+    tab.wait_for_function("() => new URL(location.href).searchParams.get('tour') === '6'")
+    wait_app_idle(tab)
+    deeper = TOUR[5].page
+    tab.locator(f"{ROOT} [data-act='deeper']").click()
+    tab.wait_for_function(f"() => !location.pathname.endsWith('vit_explainer')")
+    wait_app_idle(tab)
+    assert tab.locator(ROOT).count() == 0, f"still on the Explainer, not {deeper}"
+
+    tab.get_by_role("link", name="0 · ViT Explainer").click()
+    tab.locator(ROOT).wait_for()
+    wait_for_state(tab, "resume", "6")
+    assert state(tab)["tour"] == "0"
+    offer = tab.locator(f"{ROOT} [data-act='resume']").inner_text()
+    assert "step 6" in offer and TOUR[5].title in offer
+    shot(tab, "explainer-resume")
+    tab.keyboard.press("ArrowRight")
+    assert state(tab)["tour"] == "6"
+    assert tab.locator(f"{ROOT} .vx-tour-title").inner_text() == TOUR[5].title
+    tab.wait_for_function("() => new URL(location.href).searchParams.get('tour') === '6'")
+    wait_app_idle(tab)
+
+    tab.keyboard.press("Escape")  # done with the tour: nothing to resume any more
+    wait_app_idle(tab)
+    tab.get_by_role("link", name="1 · Tokenization").click()
+    wait_app_idle(tab)
+    tab.get_by_role("link", name="0 · ViT Explainer").click()
+    tab.locator(ROOT).wait_for()
+    wait_app_idle(tab)
+    assert state(tab)["resume"] == "0"
+    assert tab.locator(f"{ROOT} [data-act='start']").count() == 1
+
+
+def test_tour_step_keeps_its_part_in_view_on_a_laptop(app, laptop):
+    """On a 1280x800 screen the tour box stays at the top and the page scrolls the part
+    each step talks about into view under it."""
+    tab, _, _ = laptop
+    open_explainer(tab, app.url, "?tour=6")
+    spots = {6: "[data-part='steps']", 7: "[data-part='qk']", 9: "[data-part='heads']"}
+    for step, presses in ((6, 0), (7, 1), (9, 2)):
+        for _ in range(presses):
+            tab.keyboard.press("ArrowRight")
+        tab.wait_for_timeout(900)  # the smooth scroll
+        assert state(tab)["tour"] == str(step)
+        tour, part = in_view(tab, f"{ROOT} .vx-tour"), in_view(tab, f"{ROOT} {spots[step]}")
+        assert tour["y"] >= 0 and tour["y"] + tour["height"] <= part["y"] + 2, (step, tour, part)
+        assert part["y"] + min(part["height"], 200) <= part["viewport"], (step, part)
+    shot(tab, "explainer-laptop-step")
+
+
+def test_presentation_mode_on_a_projector(app, browser):
+    """1920x1080 with presentation mode on: larger type, the tour and the part it talks
+    about both on screen."""
+    context, tab, traffic, errors = new_page(browser, 1920, 1080)
+    open_explainer(tab, app.url, "?presentation=true&tour=8")
+    size = tab.locator(ROOT).evaluate("e => parseFloat(getComputedStyle(e).fontSize)")
+    assert size >= 24, size
+    tab.wait_for_timeout(900)
+    tour, image = in_view(tab, f"{ROOT} .vx-tour"), in_view(tab, f"{ROOT} canvas.vx-image")
+    assert tour["y"] + tour["height"] <= image["y"] + 2 and image["y"] < image["viewport"] - 200
+    shot(tab, "explainer-presentation")
+    assert traffic.foreign_hosts(app.url) == set()
+    context.close()
+    assert errors == [], errors
+
+
+@pytest.mark.parametrize("name, model, prefix_names, cls_joins_late", [
+    ("deit-distilled", "DeiT-S/16 distilled", ["[CLS]", "[DIST]"], False),
+    ("registers", "DINOv2 ViT-S/14 with 4 registers",
+     ["[CLS]", "[REG1]", "[REG2]", "[REG3]", "[REG4]"], False),
+    ("cait", "CaiT-S24", ["[CLS]"], True),
+])
+def test_random_weight_layouts_hover_play_and_tour(app, page, name, model, prefix_names,
+                                                   cls_joins_late):
+    tab, traffic, _ = page
+    open_explainer(tab, app.url)
+    choose_random_vit(tab, model)
+    banner = tab.locator(f"{ROOT} .vx-random").inner_text()
+    assert "random weights" in banner.lower()
+    overview = next(m["header"]["overview"] for m in reversed(traffic.messages)
+                    if m["header"]["overview"])
+    assert overview["model"]["random"] and "RANDOM WEIGHTS" in overview["model"]["label"]
+    assert overview["layout"]["prefix_names"] == prefix_names
+    assert overview["layout"]["cls_joins_late"] is cls_joins_late
+    if not cls_joins_late:
+        seq = tab.locator(f"{ROOT} .vx-seq-info").inner_text()
+        assert f"{len(prefix_names)} prefix + {overview['layout']['patches']} patches" in seq
+
+    tab.locator(f"{ROOT} .vx-block[data-block='0']").click()  # a block with patch queries
+    wait_for_state(tab, "detail", lambda kept: "0" in kept.split(","))
+    wait_app_idle(tab)
+    rows, cols = (int(n) for n in state(tab)["grid"].split("x"))
+    sent = len(traffic.sent)
+    hover_patch(tab, cols + 1)
+    tab.wait_for_timeout(150)
+    one = state(tab)["mapSum"]
+    hover_patch(tab, (rows - 2) * cols + cols - 2)
+    tab.wait_for_timeout(150)
+    assert state(tab)["mapSum"] != one
+    tab.wait_for_timeout(500)
+    assert len(traffic.sent) == sent
+
+    tab.mouse.move(1, 1)
+    tab.locator(f"{ROOT} .vx-play").click()
+    seen = set()
+    for _ in range(25):
+        seen.add(state(tab)["block"])
+        tab.wait_for_timeout(100)
+    tab.locator(f"{ROOT} .vx-play").click()
+    assert len(seen) >= 3, seen
+
+    tab.locator(f"{ROOT} [data-act='start']").click()
+    for step in range(2, 9):
+        tab.keyboard.press("ArrowRight")
+        assert state(tab)["tour"] == str(step)
+        text = tab.locator(f"{ROOT} .vx-tour-text").inner_text()
+        assert "{" not in text, (step, text)
+    wait_app_idle(tab)
+    shot(tab, f"explainer-{name}", whole=True)
+    assert traffic.foreign_hosts(app.url) == set()
+
+
+def test_a_large_upload_is_described_as_it_is(app, page, tmp_path):
+    """A 4000x3000 photo through the sidebar: the app keeps a 1024x768 copy, and the Image
+    panel says so and shows the part the model keeps."""
+    photo = tmp_path / "holiday.jpg"
+    source = Image.open(REPO / "dashboard" / "favicon.png").convert("RGB")
+    source.resize((4000, 3000)).save(photo, quality=90)
+    tab, traffic, _ = page
+    open_explainer(tab, app.url)
+    upload_photo(tab, photo)
+    tab.wait_for_function("() => window.__vitExplainer.updates > 1")
+    overview = next(m["header"]["overview"] for m in reversed(traffic.messages)
+                    if m["header"]["overview"])
+    assert overview["picture"]["source"] == [4000, 3000]
+    assert overview["picture"]["size"] == [1024, 768]
+    tab.locator(f"{ROOT} .vx-stage[data-stage='image']").click()
+    text = tab.locator(f"{ROOT} .vx-detail").inner_text()
+    assert "1024×768" in text and "4000×3000" in text, text
+    assert "of the picture" in text
+    shot(tab, "explainer-upload", whole=True)
     assert traffic.foreign_hosts(app.url) == set()
