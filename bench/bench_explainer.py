@@ -3,7 +3,9 @@
 - bytes sent to the browser for one Explainer page view (target <= 2 MB): the WebSocket
   messages of the view (the page, its payload and the component's code), and separately
   the HTTP files of a first visit (Streamlit's own JavaScript, cached by the browser after);
-- bytes of opening another block (one fragment rerun);
+- bytes of opening another block (one fragment rerun: that block's detail, not the
+  overview again) and of a tour step on a block the browser keeps (no array at all; what
+  remains is the component's code, which Streamlit re-sends on every rerun);
 - hover-to-redraw, timed in the page with performance.now() from the mouse event to the
   end of the redraw, and to the next painted frame (target <= 50 ms);
 - frames drawn per second while the blocks play (target >= 15 fps);
@@ -44,13 +46,25 @@ def _page_view(browser, app_url: str, driver) -> dict:
             "foreign": traffic.foreign_hosts(app_url)}
     # open another block: the only interaction that talks to Python
     before = sum(traffic.received)
-    block = "3" if driver.state(tab)["block"] != "3" else "4"
+    last = driver.state(tab)["block"]
+    block = "3" if last != "3" else "4"
     opened = time.perf_counter()
     tab.locator(f"{driver.ROOT} .vx-block[data-block='{block}']").click()
     driver.wait_for_state(tab, "detail", lambda loaded: block in loaded.split(","))
     view["block_seconds"] = time.perf_counter() - opened
     tab.wait_for_timeout(300)
     view["block_ws"] = sum(traffic.received) - before
+    # a tour step whose block the browser keeps (steps 1 and 2 show the last block)
+    tab.locator(f"{driver.ROOT} .vx-block[data-block='{last}']").click()
+    tab.locator(f"{driver.ROOT} [data-act='start']").click()
+    tab.wait_for_function("() => new URL(location.href).searchParams.get('tour') === '1'")
+    driver.wait_app_idle(tab)
+    before = sum(traffic.received)
+    tab.keyboard.press("ArrowRight")
+    tab.wait_for_function("() => new URL(location.href).searchParams.get('tour') === '2'")
+    driver.wait_app_idle(tab)
+    tab.wait_for_timeout(300)
+    view["step_ws"] = sum(traffic.received) - before
     context.close()
     return view
 
@@ -104,7 +118,10 @@ def run() -> list[dict]:
          "value": median("http") / 1e6, "unit": "MB",
          "note": "as sent (compressed); browser-cached after the first visit"},
         {"name": "open another block: WebSocket bytes", "value": median("block_ws") / 1e6,
-         "unit": "MB", "note": "one fragment rerun"},
+         "unit": "MB", "note": "one fragment rerun: that block's detail and the component code"},
+        {"name": "tour step on a block the browser keeps: WebSocket bytes",
+         "value": median("step_ws") / 1e6, "unit": "MB",
+         "note": "no array; Streamlit re-sends the component's code on each rerun"},
         {"name": "open another block: click to detail drawn", "value": median("block_seconds"),
          "unit": "s"},
         {"name": "hover-to-redraw, median (event -> redraw done)",

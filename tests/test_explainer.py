@@ -3,18 +3,23 @@ tensors within the stated quantisation error, for DINOv2 and the random-weight l
 a distilled DeiT (two prefix tokens) and CaiT (patch blocks without [CLS], class-attention
 blocks); the residual stream it shows adds up; the tour is data naming real controls."""
 
+import base64
+import io
+import json
 import re
+import struct
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
+from PIL import Image
 
 from dashboard import explainer_tour as tour
 from dashboard.page_list import PAGES, PAGE_LIST
 from xai_core import explainer, pipeline
 from xai_core.capture import transformer_blocks
-from xai_core.images import load_sample
+from xai_core.images import fit_to_model, load_sample, load_upload, model_crop_box
 from xai_core.methods import daam as daam_method
 from xai_core.methods.rollout import attention_rollout, auto_start
 from xai_core.methods import sinks as sink_method
@@ -339,3 +344,122 @@ def test_sink_and_residual_steps_point_at_measured_tokens():
     norms = [b.acts["out"][0, 1:].double().norm(dim=-1) for b in capture.blocks[half:]]
     ratios = torch.stack([n / n.median() for n in norms])
     assert residual["patch"] == int(ratios.max(0).values.argmax())
+
+
+# --- the wire format ----------------------------------------------------------------------------
+
+def test_message_round_trip_is_exact_aligned_and_smaller_than_base64():
+    model, image = get_model("dinov2-s14"), load_sample("chelsea")
+    detail = explainer.block_payload(model, image, 2)
+    blob = explainer.encode_message({"detail": detail, "flag": None, "text": "ok"})
+    back = explainer.decode_message(blob)
+    assert back["flag"] is None and back["text"] == "ok"
+    for name in ("q", "k"):  # exact: the same bytes, not a re-quantisation
+        np.testing.assert_array_equal(explainer.decode(back["detail"][name]),
+                                      explainer.decode(detail[name]))
+    codes = back["detail"]["attention"]["codes"]["array"]
+    np.testing.assert_array_equal(codes, detail["attention"]["codes"]["array"])
+    # every array starts on an 8-byte boundary of the message, so the browser views it in
+    # place (Float32Array needs 4); the header says where
+    (length,) = struct.unpack_from("<I", blob, 4)
+    assert blob[:4] == b"VXB1" and (8 + length) % 8 == 0
+    header = json.loads(blob[8:8 + length])
+    offsets = [header["detail"][n]["offset"] for n in ("q", "k")]
+    assert all(offset % 8 == 0 for offset in offsets)
+    # raw bytes: about 3/4 of the same arrays as base64 text
+    raw = sum(explainer.decode(detail[n]).nbytes for n in ("q", "k"))
+    raw += detail["attention"]["codes"]["array"].nbytes
+    assert len(blob) < raw * 1.02 + 4_000
+    assert len(blob) < 0.78 * len(base64.b64encode(b"\0" * raw))
+    with pytest.raises(ValueError, match="not an Explainer message"):
+        explainer.decode_message(b"JSON" + blob[4:])
+
+
+# --- the learner's picture ----------------------------------------------------------------------
+
+def coordinate_picture(width: int, height: int) -> Image.Image:
+    """Each pixel's red = its column, green = its row (scaled to 0-255): where a pixel of
+    the model's input came from can be read off its colour."""
+    x = np.linspace(0, 255, width)[None, :].repeat(height, 0)
+    y = np.linspace(0, 255, height)[:, None].repeat(width, 1)
+    return Image.fromarray(np.stack([x, y, np.zeros_like(x)], -1).round().astype(np.uint8))
+
+
+@pytest.mark.parametrize("size, crop_pct", [((450, 600), 0.875), ((1024, 768), 0.875),
+                                            ((451, 300), 1.0), ((300, 300), 0.9)])
+def test_crop_box_is_where_the_model_input_comes_from(size, crop_pct):
+    """Oracle: the colours at the model input's edges name the original pixels there."""
+    picture = coordinate_picture(*size)
+    fitted = np.asarray(fit_to_model(picture, (224, 224), crop_pct, "bilinear")).astype(float)
+    left, top, right, bottom = model_crop_box(size, (224, 224), crop_pct)
+    width, height = size
+    seen_left = fitted[112, 0, 0] / 255 * (width - 1)
+    seen_right = fitted[112, -1, 0] / 255 * (width - 1)
+    seen_top = fitted[0, 112, 1] / 255 * (height - 1)
+    seen_bottom = fitted[-1, 112, 1] / 255 * (height - 1)
+    pixel_x, pixel_y = (right - left) / 224, (bottom - top) / 224  # one input pixel, in originals
+    assert seen_left == pytest.approx(left + pixel_x / 2, abs=pixel_x + 2)
+    assert seen_right == pytest.approx(right - pixel_x / 2, abs=pixel_x + 2)
+    assert seen_top == pytest.approx(top + pixel_y / 2, abs=pixel_y + 2)
+    assert seen_bottom == pytest.approx(bottom - pixel_y / 2, abs=pixel_y + 2)
+    if crop_pct == 1:
+        assert (left, top, right, bottom) == (0, 0, width, height)
+
+
+def test_a_big_upload_keeps_its_source_size_and_the_overview_says_so(tmp_path):
+    buffer = io.BytesIO()
+    coordinate_picture(4000, 3000).save(buffer, format="JPEG", quality=90)
+    photo = load_upload(buffer.getvalue())
+    assert photo.size == (1024, 768) and photo.info["source_size"] == (4000, 3000)
+    model = get_model("dinov2-s14")
+    overview = as_sent(explainer.overview_payload(model, photo))
+    picture = overview["picture"]
+    assert picture["size"] == [1024, 768] and picture["source"] == [4000, 3000]
+    left, top, right, bottom = picture["crop"]
+    assert picture["kept"] == pytest.approx((right - left) * (bottom - top) / (1024 * 768),
+                                            abs=1e-4)
+    step = next(s for s in tour.resolve_steps(overview) if s["title"] == "What the model sees")
+    assert "Your 4000×3000 photo was shrunk to 1024×768" in step["text"]
+    assert f"covering {100 * picture['kept']:.0f}% of the picture" in step["text"]
+
+
+# --- sentences that must stay true of the model on screen ---------------------------------------
+
+def test_growth_sentence_reads_the_median_patch_norms(case):
+    """The residual step's numbers are the medians of the patch tokens (not [CLS]) before
+    the first block and after the last block that still has patches, with the right verb."""
+    model, _, capture, overview = case
+    steps = {s["title"]: s for s in tour.resolve_steps(overview)}
+    text = steps["The residual stream"]["text"]
+    patches = capture.layout.num_patches
+    last = [r for r in capture.blocks if r.acts["out"].shape[1] >= patches][-1]
+    after = float(np.median(last.acts["out"][0, -patches:].double().norm(dim=-1).numpy()))
+    block0 = transformer_blocks(model.module)[0][1]
+    x_in = explainer.residual_stream(block0, capture.blocks[0].acts)[0]
+    before = float(np.median(x_in[-patches:].norm(dim=-1).numpy()))
+    # three significant figures of float16 norms: within 0.6% of the float64 medians
+    if abs(after - before) <= 0.02 * before:
+        said = re.search(r"stays at about ([\d.]+)", text)
+        assert float(said.group(1)) == pytest.approx(before, rel=6e-3)
+    else:
+        verb = "grows" if after > before else "shrinks"
+        said = re.search(rf"{verb} from ([\d.]+) to ([\d.]+)", text)
+        assert said, text
+        assert float(said.group(1)) == pytest.approx(before, rel=6e-3)
+        assert float(said.group(2)) == pytest.approx(after, rel=6e-3)
+    assert f"output of block {last.index}" in text
+    assert steps["The residual stream"]["patch"] is not None  # a patch is marked, as said
+
+
+def test_random_weights_and_self_matches_are_said_where_the_answer_is(case):
+    model, _, _, overview = case
+    steps = {s["title"]: s["text"] for s in tour.resolve_steps(overview)}
+    random_note = "The weights are random, so this answer means nothing."
+    assert (random_note in steps["The prediction"]) == model.random_weights
+    assert ("answer means nothing" in steps["One picture in, one answer out"]) == \
+        model.random_weights
+    neighbours = overview["prediction"].get("neighbours") or []
+    self_match = not model.random_weights and neighbours and neighbours[0]["similarity"] > 0.999
+    assert ("no fair test" in steps["The prediction"]) == bool(self_match)
+    if model.spec.id == "dinov2-s14":  # chelsea is in the gallery the bank was built from
+        assert self_match
