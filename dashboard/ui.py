@@ -28,7 +28,9 @@ def apply_presentation_css() -> None:
     if state.selection().presentation:
         st.markdown(
             "<style>html, body, [class*='st-'], .stMarkdown p, .stMarkdown li "
-            "{font-size: 1.35rem !important;} h1 {font-size: 3rem !important;}</style>",
+            "{font-size: 1.35rem !important;} "
+            # the heading's text sits in a span of its own, which the rule above would shrink
+            "h1, h1 [class*='st-'] {font-size: 3rem !important;}</style>",
             unsafe_allow_html=True)
 
 

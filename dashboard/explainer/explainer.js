@@ -198,6 +198,11 @@ class Explainer {
     this.tour.resume = data.tour.resume;
     if (data.detail) this.keepDetail(data.detail);
     this.renderAll();
+    // a block's detail arriving just after a tour step moves the page: bring the step's part back
+    const spotted = this.spotted;
+    if (data.detail && spotted && this.state.tour && performance.now() - spotted.at < 4000) {
+      requestAnimationFrame(() => this.scrollToSpot(spotted.step));
+    }
     if (METRICS.readyAt === null) METRICS.readyAt = performance.now();
   }
 
@@ -619,7 +624,7 @@ class Explainer {
   sequenceLayout() {
     const canvas = this.seqCanvas, W = canvas.width, b = this.model.blocks[this.state.block];
     const P = b.nk - this.model.np, gap = P ? 6 * devicePixelRatio : 0;
-    const prefixW = P ? Math.min(64 * devicePixelRatio, W * 0.08) : 0;
+    const prefixW = P ? Math.min(64 * devicePixelRatio * (this.root.classList.contains("present") ? 1.5 : 1), W * 0.08) : 0;
     const cell = (W - P * prefixW - gap) / this.model.np;
     return { P, prefixW, gap, cell, start: P * prefixW + gap };
   }
@@ -753,6 +758,7 @@ class Explainer {
       pinned: s.patch, hover: null, hoverPrefix: null, previewBlock: null, previewHead: null });
     st.position = this.frameIndexOf(st.block);
     this.renderAll();
+    this.spotted = { step: s, at: performance.now() };
     requestAnimationFrame(() => this.scrollToSpot(s));
     if (send) {
       clearTimeout(this.requestTimer);
@@ -877,7 +883,8 @@ class Explainer {
     let delta = 0;
     if (top < free) delta = top - free;
     else if (bottom > end) delta = Math.min(top - free, bottom - end);
-    if (Math.abs(delta) > 2) scroller.scrollBy({ top: delta, behavior: "smooth" });
+    // an absolute target: a quick run of clicker presses ends where the last step wants
+    if (Math.abs(delta) > 2) scroller.scrollTo({ top: scroller.scrollTop + delta, behavior: "smooth" });
   }
 
   /* ---------- rendering ---------- */
@@ -1046,6 +1053,7 @@ class Explainer {
     const map = this.lastMap && this.lastMap.patch ? this.lastMap : null;
     const top = map ? (map.normalised ? 1 : maxOf(map.patch) || 1) : 1;
     const cellH = Math.round(H * 0.62);
+    const text = dpr * (this.root.classList.contains("present") ? 1.6 : 1);  // label size, in canvas pixels
     ctx.clearRect(0, 0, W, H);
     const colour = (v) => { const k = Math.round(Math.max(0, Math.min(1, v)) * 255) * 3; return `rgb(${lut[k]},${lut[k + 1]},${lut[k + 2]})`; };
     for (let i = 0; i < lay.P; i++) {
@@ -1053,7 +1061,7 @@ class Explainer {
       ctx.fillStyle = map ? colour(v) : "#888";
       ctx.fillRect(i * lay.prefixW + 1, 0, lay.prefixW - 2, cellH);
       ctx.fillStyle = v > 0.55 ? "#000" : "#fff";
-      ctx.font = `${Math.round(11 * dpr)}px sans-serif`;
+      ctx.font = `${Math.round(11 * text)}px sans-serif`;
       ctx.textAlign = "center";
       ctx.textBaseline = "middle";
       ctx.fillText(names[i] || "prefix", i * lay.prefixW + lay.prefixW / 2, cellH / 2);
@@ -1066,8 +1074,8 @@ class Explainer {
     ctx.fillStyle = "rgba(120,120,120,0.9)";
     ctx.textAlign = "left";
     ctx.textBaseline = "top";
-    ctx.font = `${Math.round(10 * dpr)}px sans-serif`;
-    const every = Math.max(1, Math.ceil(60 * dpr / (lay.cell * cols)));
+    ctx.font = `${Math.round(10 * text)}px sans-serif`;
+    const every = Math.max(1, Math.ceil(60 * text / (lay.cell * cols)));
     for (let r = 0; r * cols < m.np; r++) {
       const x = lay.start + r * cols * lay.cell;
       ctx.fillRect(x, cellH, 1, H * 0.14);
