@@ -18,14 +18,22 @@ const DETAILS_KEPT = 8;  // opened blocks kept in the browser (about 0.8 MB each
 const METRICS = (window.__vitExplainer = window.__vitExplainer ||
   { hover: [], hoverFrame: [], frames: [], readyAt: null, updates: 0, messages: [] });
 
+let latest = null;  // the Explainer drawn last on this page
+
 export default function mount({ parentElement, data, setStateValue, setTriggerValue }) {
+  const message = readMessage(data);
   let explainer = controllers.get(parentElement);
   if (!explainer || !explainer.root.isConnected) {
-    explainer = new Explainer(parentElement);
+    // Streamlit re-created our element (e.g. presentation mode added a style above it) while
+    // Python knows this browser holds the overview: move the live view over, state and all
+    const remounted = latest && !latest.root.isConnected && !message.overview &&
+      message.signature === latest.signature;
+    explainer = remounted ? latest.moveTo(parentElement) : new Explainer(parentElement);
     controllers.set(parentElement, explainer);
   }
+  latest = explainer;
   explainer.send = { setStateValue, setTriggerValue };
-  explainer.update(data);
+  explainer.update(message);
 }
 
 /* ---------------------------------------------------------------- decoding */
@@ -172,10 +180,16 @@ class Explainer {
 
   /* ---------- data in ---------- */
 
-  update(raw) {
+  moveTo(parent) {
+    this.parent = parent;
+    parent.appendChild(this.root);
+    document.addEventListener("keydown", this.onKey);  // the same listener: added once
+    return this;
+  }
+
+  update(data) {
     METRICS.updates += 1;
     if (!this.root.isConnected) return;
-    const data = readMessage(raw);
     this.root.classList.toggle("present", !!data.presentation);
     if (data.signature !== this.signature) {
       // Python believed this browser held the overview (a page element remounted us):
@@ -781,8 +795,9 @@ class Explainer {
     if (event.altKey || event.ctrlKey || event.metaKey) return;
     if (isEditable(event.composedPath()[0])) return;
     if (!st.tour) {
-      if (!forward || !this.resumeStep()) return;
-      this.goTo(this.resumeStep());  // a presenter's clicker picks the lecture up again
+      // → starts the tour, or picks it up where it was left; PageDown keeps scrolling the page
+      if (event.key !== "ArrowRight") return;
+      this.goTo(this.resumeStep() || 1);
     } else if (forward) this.goTo(st.tour + 1);
     else if (["ArrowLeft", "PageUp"].includes(event.key)) this.goTo(st.tour - 1);
     else if (event.key === "Escape") this.closeTour();
@@ -799,8 +814,9 @@ class Explainer {
     box.innerHTML = resume
       ? `<button class="vx-btn primary" data-act="resume">↩ Resume the tour at step ${resume} of ${steps.length}: ` +
         `${esc(steps[resume - 1].title)}</button><button class="vx-btn" data-act="restart">Start again from step 1</button>` +
-        `<button class="vx-btn" data-act="dismiss" title="Forget where the tour was">✕</button>`
-      : `<button class="vx-btn primary" data-act="start">▶ Start the guided tour: ${steps.length} steps from pixels to prediction</button>`;
+        `<button class="vx-btn" data-act="dismiss" title="Forget where the tour was">✕</button>` +
+        `<span class="vx-keys muted">or press →</span>`
+      : `<button class="vx-btn primary" data-act="start" title="Or press →">▶ Start the guided tour: ${steps.length} steps from pixels to prediction</button>`;
     const on = (act, action) => { const b = box.querySelector(`[data-act="${act}"]`); if (b) b.addEventListener("click", action); };
     on("resume", () => this.goTo(resume));
     on("restart", () => this.goTo(1));

@@ -208,6 +208,25 @@ def test_tour_resumes_after_going_deeper(app, laptop):
     wait_app_idle(tab)
     assert state(tab)["resume"] == "0"
     assert tab.locator(f"{ROOT} [data-act='start']").count() == 1
+    tab.keyboard.press("ArrowRight")  # with nothing to resume, → starts the tour
+    assert state(tab)["tour"] == "1"
+
+
+def test_presentation_toggle_keeps_the_view(app, page):
+    """Switching presentation mode on reruns the page and Streamlit re-creates the
+    component's element: the open block stays, and the overview is not sent again."""
+    tab, traffic, _ = page
+    open_explainer(tab, app.url)
+    tab.locator(f"{ROOT} .vx-block[data-block='4']").click()
+    wait_for_state(tab, "detail", lambda kept: "4" in kept.split(","))
+    wait_app_idle(tab)
+    count = len(traffic.messages)
+    tab.get_by_text("Presentation mode").click()
+    wait_app_idle(tab)
+    tab.wait_for_function("() => new URL(location.href).searchParams.get('presentation') === 'true'")
+    tab.locator(f"{ROOT}.present").wait_for()
+    assert state(tab)["block"] == "4"
+    assert all(m["header"]["overview"] is None for m in traffic.messages[count:])
 
 
 def test_tour_step_keeps_its_part_in_view_on_a_laptop(app, laptop):
