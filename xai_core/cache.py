@@ -19,11 +19,13 @@ import torch
 def cache_key(kind: str, model, *details: Hashable, image: str | None = None,
               head=None) -> tuple:
     """The key of a cached result: what it is (`kind`), the model's id and whether its weights
-    are random, the fingerprint of the head that scored it (None when no head matters; a
+    are random (both None when `model` is None: a result about no model, such as a built
+    figure), the fingerprint of the head that scored it (None when no head matters; a
     session's own k-NN bank has its own fingerprint, so it never gets another bank's result),
     the digest of the original image (None for results about the model alone), then
     everything else the result depends on (`details`)."""
-    return (kind, model.spec.id, model.random_weights,
+    return (kind, None if model is None else model.spec.id,
+            None if model is None else model.random_weights,
             None if head is None else head.fingerprint(), image, *details)
 
 
@@ -39,6 +41,8 @@ def approximate_bytes(value: Any) -> int:
             return item.element_size() * item.nelement()
         if isinstance(item, np.ndarray):
             return item.nbytes
+        if isinstance(item, (str, bytes)):  # encoded images and built figures
+            return len(item)
         if isinstance(item, dict):
             return sum(walk(v) for v in item.values())
         if isinstance(item, (list, tuple)):

@@ -34,8 +34,8 @@ import torch
 
 from .cache import BoundedCache, cache_key
 from .capture import Capture, transformer_blocks
-from .figures.overlays import image_data_uri
-from .figures.style import HEATMAP_SCALE
+from .figures.layers import image_data_uri
+from .figures.style import HEATMAP_SCALE, colour_table
 from .images import model_crop_box
 from .methods.daam import CONVENTION as DAAM_CONVENTION
 from .methods.daam import explain as daam_method
@@ -297,10 +297,7 @@ def _picture(image, model) -> dict:
 
 def _colormap() -> dict:
     """Inferno as a 256-entry RGB table, from the same stops as every Plotly map."""
-    from plotly.colors import sample_colorscale, unlabel_rgb
-
-    colours = sample_colorscale(HEATMAP_SCALE, list(np.linspace(0, 1, 256)))
-    return packed(np.array([unlabel_rgb(c) for c in colours]).round().clip(0, 255), "u8")
+    return packed(colour_table(HEATMAP_SCALE), "u8")
 
 
 # --- per-block rows for the animation --------------------------------------------------------

@@ -188,7 +188,7 @@ def load_upload(
             f"The file is {_megabytes(len(data))}; the limit is {_megabytes(max_bytes)}."
         )
     image, source_size = _decode_first_frame(data, max_pixels, max_side)
-    image = _shrink_to(_to_rgb(image), max_side)
+    image = shrink_to(_to_rgb(image), max_side)
     image.info["source_size"] = source_size
     return image
 
@@ -314,7 +314,9 @@ def _high_bit_depth_to_grayscale(image: Image.Image) -> Image.Image:
     return Image.fromarray(np.clip(np.rint(scaled), 0, 255).astype(np.uint8))
 
 
-def _shrink_to(image: Image.Image, max_side: int) -> Image.Image:
+def shrink_to(image: Image.Image, max_side: int) -> Image.Image:
+    """The image scaled down (Lanczos, aspect kept) so its longer side is at most `max_side`;
+    the same image when it already fits."""
     longer = max(image.size)
     if longer <= max_side:
         return image

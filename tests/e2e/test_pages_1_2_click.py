@@ -37,6 +37,30 @@ def number(page, key: str) -> int:
     return int(page.locator(f".st-key-{key} input").first.input_value())
 
 
+# Screen boxes of a chart's plot area, its image layers and its heatmaps, as drawn.
+BOXES_JS = """gd => {
+    const box = e => { const r = e.getBoundingClientRect(); return [r.left, r.top, r.right, r.bottom]; };
+    return {area: box(gd.querySelector('.nsewdrag')),
+            images: [...gd.querySelectorAll('.im image')].map(box),
+            heatmaps: [...gd.querySelectorAll('.hm image')].map(box)};
+}"""
+
+
+def test_the_map_is_drawn_exactly_over_the_photo(browser, app_url):
+    """The photo (a JPEG layer) and the patch map over it cover the same screen box, the
+    plot area whose axes span the model input's pixels: a map cell sits on its patch."""
+    page = open_at(browser, app_url + "self_attention", "sa_query")
+    chart = page.locator(".st-key-sa_chart .js-plotly-plot").first
+    chart.scroll_into_view_if_needed()
+    boxes = chart.evaluate(BOXES_JS)
+    assert len(boxes["images"]) == 1 and len(boxes["heatmaps"]) == 1
+    for drawn in (boxes["images"][0], boxes["heatmaps"][0]):
+        assert max(abs(a - b) for a, b in zip(drawn, boxes["area"])) < 0.5, (drawn, boxes)
+    source = chart.evaluate("gd => gd.querySelector('.im image').getAttribute('href')")
+    assert source.startswith("data:image/jpeg;base64,")
+    page.close()
+
+
 def test_clicking_a_patch_sets_the_query(browser, app_url):
     page = open_at(browser, app_url + "self_attention", "sa_query")
     assert number(page, "sa_query") == 8 * 16 + 8  # centre patch of DINOv2's 16x16 grid

@@ -6,4 +6,6 @@
 - `tokens`: the patch grid and the token sequence of an image
 - `text`: attention over the tokens of a sentence
 - `clicks`: click targets and reading a click back; `style`: shared colours; `export`: PNG
+- `layers`: pictures as compressed image layers (a photo as JPEG, a coloured map as WebP)
+- `reuse`: `@reused`, which keeps a built figure for the same inputs (bounded cache)
 """

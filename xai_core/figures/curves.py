@@ -8,11 +8,13 @@ import plotly.graph_objects as go
 from plotly.colors import qualitative
 from plotly.subplots import make_subplots
 
+from .reuse import reused
 from .style import LINE_COLOURS
 
 HEAD_COLOURS = qualitative.Dark24
 
 
+@reused
 def prediction_bars(labels: list[str], probabilities: list[float], title: str,
                     height: int = 300) -> go.Figure:
     figure = go.Figure(go.Bar(x=probabilities[::-1], y=[l[:40] for l in labels[::-1]],
@@ -27,6 +29,7 @@ def _head_colour(head: int) -> str:
     return HEAD_COLOURS[head % len(HEAD_COLOURS)]
 
 
+@reused
 def distance_scatter(mad: np.ndarray, blocks: list[int], reference: float, title: str,
                      spread: np.ndarray | None = None, height: int = 460,
                      rings=()) -> go.Figure:
@@ -66,6 +69,7 @@ def distance_scatter(mad: np.ndarray, blocks: list[int], reference: float, title
     return figure
 
 
+@reused
 def receptive_field_figure(textbook: list[int], stages: list, stage_positions: list[int],
                            image_size: int, title: str, cnn_name: str,
                            height: int = 460) -> go.Figure:
@@ -96,6 +100,7 @@ def receptive_field_figure(textbook: list[int], stages: list, stage_positions: l
     return figure
 
 
+@reused
 def curves_figure(curves: dict, title: str, metrics=("deletion", "insertion")) -> go.Figure:
     """Recorded faithfulness curves, one subplot per metric, one line per method.
     `curves` = {(method, metric): Curve}."""
@@ -125,6 +130,7 @@ def curves_figure(curves: dict, title: str, metrics=("deletion", "insertion")) -
     return figure
 
 
+@reused
 def attention_gradient_scatter(attention: np.ndarray, gradient: np.ndarray, rho: float,
                                title: str) -> go.Figure:
     """One point per patch: how much [CLS] attends to it vs how sensitive the score is to it."""
@@ -142,6 +148,7 @@ def attention_gradient_scatter(attention: np.ndarray, gradient: np.ndarray, rho:
     return figure
 
 
+@reused
 def contributions_figure(L: np.ndarray, labels: list[str], height: int = 260) -> go.Figure:
     """How much each block adds: the sum of raw L_b over the grid (share of D_B)."""
     totals = np.asarray(L, dtype=float).reshape(len(L), -1).sum(1)
@@ -157,6 +164,7 @@ def contributions_figure(L: np.ndarray, labels: list[str], height: int = 260) ->
     return figure
 
 
+@reused
 def weights_figure(weights: np.ndarray, height: int = 220) -> go.Figure:
     """The eq. 13 weight of every output dimension (what the backward starts from)."""
     figure = go.Figure(go.Bar(y=np.asarray(weights, dtype=float),
@@ -167,6 +175,7 @@ def weights_figure(weights: np.ndarray, height: int = 220) -> go.Figure:
     return figure
 
 
+@reused
 def alpha_bars(alpha: np.ndarray, layer: str, height: int = 300) -> go.Figure:
     """The channel weights alpha_k in channel order, coloured by sign."""
     alpha = np.asarray(alpha, dtype=float)
@@ -181,6 +190,7 @@ def alpha_bars(alpha: np.ndarray, layer: str, height: int = 300) -> go.Figure:
     return figure
 
 
+@reused
 def distribution_figure(labels, probabilities: np.ndarray, title: str,
                         height: int = 280) -> go.Figure:
     figure = go.Figure(go.Bar(x=list(labels), y=probabilities,
@@ -190,6 +200,7 @@ def distribution_figure(labels, probabilities: np.ndarray, title: str,
     return figure
 
 
+@reused
 def entropy_curve_figure(temperatures: np.ndarray, entropies: np.ndarray, labels,
                          current: float, reference: float, maximum: float,
                          height: int = 300) -> go.Figure:

@@ -1,19 +1,24 @@
 """Matrices drawn as heatmaps: blocks x heads tables, mosaics of small maps, labelled
-attention matrices, position-embedding similarity."""
+attention matrices, position-embedding similarity. A mosaic no hover reads is sent as one
+coloured image layer (`layers.colour_layer`), not as thousands of heatmap cells."""
 
 from __future__ import annotations
 
 import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
+from PIL import Image
 
 from ..maps import min_max
 from ..methods.vit_gradcam import (LOCATIONS, MULTI_HEAD, RELU_EMPTY, ZERO_GRADIENT, Cell,
                                    Taxonomy, Variant)
 from .clicks import patch_click_targets
+from .layers import colour_bar, colour_layer, image_trace
+from .reuse import reused
 from .style import DIVERGING, HEATMAP_SCALE, symmetric_bound
 
 
+@reused
 def distance_variation(per_image: np.ndarray, blocks: list[int], title: str,
                        height: int = 380) -> go.Figure:
     """Blocks x heads heatmap of the std over images of each head's distance."""
@@ -32,11 +37,13 @@ def distance_variation(per_image: np.ndarray, blocks: list[int], title: str,
     return figure
 
 
+@reused
 def head_mosaic(maps: np.ndarray, blocks: list[int], title: str, gap: int = 1,
                 height: int | None = None) -> go.Figure:
-    """Small multiples as ONE heatmap: rows = blocks, columns = heads, every tile
-    min-max normalised on its own. Invisible markers at tile centres carry
-    (block, head) in customdata so a click can enlarge one."""
+    """Small multiples as ONE picture: rows = blocks, columns = heads, every tile min-max
+    normalised on its own and coloured here (one image layer: no hover reads the tiles).
+    Invisible markers at tile centres carry (block, head) in customdata so a click can
+    enlarge one."""
     num_blocks, num_heads, rows, cols = maps.shape
     tile_h, tile_w = rows + gap, cols + gap
     mosaic = np.full((num_blocks * tile_h - gap, num_heads * tile_w - gap), np.nan)
@@ -44,8 +51,8 @@ def head_mosaic(maps: np.ndarray, blocks: list[int], title: str, gap: int = 1,
         for h in range(num_heads):
             mosaic[b * tile_h:b * tile_h + rows, h * tile_w:h * tile_w + cols] = \
                 min_max(maps[b, h])
-    figure = go.Figure(go.Heatmap(z=mosaic, colorscale=HEATMAP_SCALE, showscale=False,
-                                  hoverinfo="skip"))
+    # cell (i, j) of the mosaic centred on (j, i), as a heatmap would place it
+    figure = go.Figure(colour_layer(mosaic, HEATMAP_SCALE, 0.0, 1.0, left=-0.5, top=-0.5))
     b_idx, h_idx = np.meshgrid(np.arange(num_blocks), np.arange(num_heads), indexing="ij")
     figure.add_trace(go.Scatter(
         x=(h_idx.ravel() * tile_w + (cols - 1) / 2), y=(b_idx.ravel() * tile_h + (rows - 1) / 2),
@@ -65,6 +72,7 @@ def head_mosaic(maps: np.ndarray, blocks: list[int], title: str, gap: int = 1,
     return figure
 
 
+@reused
 def block_head_heatmap(values: np.ndarray, blocks: list[int], title: str, colorbar: str,
                        hover: list[list[str]], zmin: float | None = None,
                        zmax: float | None = None, outline=None,
@@ -101,6 +109,7 @@ def block_head_heatmap(values: np.ndarray, blocks: list[int], title: str, colorb
     return figure
 
 
+@reused
 def agreement_heatmap(names: list[str], values: np.ndarray, title: str, zmin: float = -1,
                       zmax: float = 1, colorscale: str = "RdBu") -> go.Figure:
     text = [["" if np.isnan(v) else f"{v:.2f}" for v in row] for row in values]
@@ -114,6 +123,7 @@ def agreement_heatmap(names: list[str], values: np.ndarray, title: str, zmin: fl
     return figure
 
 
+@reused
 def taxonomy_mosaic(result: Taxonomy, weights: str, heads: str) -> go.Figure:
     """Blocks (rows) x locations F1..F6 (columns), one tile per cell, each tile min-max
     normalised (seed eq. 18). Blank and undefined cells are labelled, not drawn."""
@@ -172,6 +182,7 @@ def _wrap(text: str, width: int = 60) -> str:
     return "<br>".join(lines + [line])
 
 
+@reused
 def per_head_maps(cell: Cell, height: int = 240) -> go.Figure:
     """F2/F3: each head's weighted sum before any ReLU, on one diverging scale."""
     heads = cell.per_head.shape[0]
@@ -179,7 +190,7 @@ def per_head_maps(cell: Cell, height: int = 240) -> go.Figure:
                            horizontal_spacing=0.01)
     bound = symmetric_bound(cell.per_head)
     for h in range(heads):
-        figure.add_trace(go.Heatmap(z=cell.per_head[h], zmin=-bound, zmax=bound,
+        figure.add_trace(go.Heatmap(z=np.asarray(cell.per_head[h], np.float32), zmin=-bound, zmax=bound,
                                     colorscale=DIVERGING, showscale=(h == heads - 1),
                                     colorbar=dict(thickness=10),
                                     hovertemplate="row %{y}, col %{x}<br>%{z:.3g}<extra></extra>"),
@@ -192,6 +203,7 @@ def per_head_maps(cell: Cell, height: int = 240) -> go.Figure:
     return figure
 
 
+@reused
 def matrix_figure(matrix: np.ndarray, row_labels, column_labels, title: str,
                   decimals: int = 2, colorscale: str = "Blues", zmin: float | None = None,
                   zmax: float | None = None, height: int = 260) -> go.Figure:
@@ -208,6 +220,7 @@ def matrix_figure(matrix: np.ndarray, row_labels, column_labels, title: str,
     return figure
 
 
+@reused
 def multihead_figure(weights: list[np.ndarray], labels, height: int = 300) -> go.Figure:
     """Each head's attention matrix side by side (rows = queries)."""
     heads = len(weights)
@@ -238,6 +251,7 @@ def _mosaic(tiles: np.ndarray, columns: int, gap: int, fill: float) -> np.ndarra
     return out
 
 
+@reused
 def embedding_pca_figure(tiles: np.ndarray, explained: np.ndarray, columns: int = 7,
                          height: int = 420) -> go.Figure:
     """The classic figure: the first principal components of the embedding filters as RGB."""
@@ -247,26 +261,29 @@ def embedding_pca_figure(tiles: np.ndarray, explained: np.ndarray, columns: int 
     notes = [dict(x=(i % columns) * (w + gap) + w / 2, y=(i // columns) * (h + gap) + h,
                   yanchor="top", text=f"PC{i + 1} {explained[i]:.1%}", showarrow=False,
                   font=dict(size=9)) for i in range(count)]
-    figure = go.Figure(go.Image(z=np.round(mosaic * 255).astype(np.uint8), hoverinfo="skip"))
+    tiles_image = Image.fromarray(np.round(mosaic * 255).astype(np.uint8))
+    figure = go.Figure(image_trace(tiles_image, max_side=max(tiles_image.size), lossless=True))
     figure.update_layout(height=height, margin=dict(l=0, r=0, t=10, b=20), annotations=notes)
     figure.update_xaxes(visible=False)
     figure.update_yaxes(visible=False, scaleanchor="x")
     return figure
 
 
+@reused
 def position_mosaic_figure(similarity: np.ndarray, height: int = 560) -> go.Figure:
     """One small map per patch: its position embedding's cosine similarity with every
-    other patch's, laid out where the patch is. Click targets sit on each small map."""
+    other patch's, laid out where the patch is, coloured here (one image layer: no hover reads
+    the maps). Click targets sit on each small map."""
     rows, cols = similarity.shape[:2]
     tiles = similarity.reshape(rows * cols, rows, cols)
-    mosaic = _mosaic(tiles, cols, 1, np.nan).astype(np.float32)
-    figure = go.Figure(go.Heatmap(
-        z=mosaic, x0=1, dx=1, y0=1, dy=1, zmin=-1, zmax=1, colorscale=DIVERGING,
-        colorbar=dict(thickness=12, title="cos"), hoverinfo="skip"))
+    mosaic = _mosaic(tiles, cols, 1, np.nan)
+    # cell (i, j) of the mosaic centred on (j + 1, i + 1): the click targets' coordinates
+    figure = go.Figure(colour_layer(mosaic, DIVERGING, -1.0, 1.0, left=0.5, top=0.5))
     targets = patch_click_targets((rows, cols), (rows + 1, cols + 1), name="position")
     targets.update(marker=dict(size=max(6, min(22, 600 // max(rows, cols))), opacity=0.01,
                                symbol="square"))
     figure.add_trace(targets)
+    figure.add_trace(colour_bar(DIVERGING, -1.0, 1.0, "cos"))
     figure.update_layout(height=height, margin=dict(l=0, r=0, t=10, b=0))
     # constrain="domain": the plot area shrinks to the square instead of the y range growing
     figure.update_xaxes(visible=False, range=[0.5, cols * (cols + 1) + 0.5], constrain="domain")
@@ -275,6 +292,7 @@ def position_mosaic_figure(similarity: np.ndarray, height: int = 560) -> go.Figu
     return figure
 
 
+@reused
 def position_map_figure(similarity: np.ndarray, row: int, col: int,
                         height: int = 360) -> go.Figure:
     """One patch's similarity map, large, with that patch outlined."""

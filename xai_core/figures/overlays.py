@@ -1,14 +1,12 @@
 """A heatmap over an image: single maps, rows of maps, the DAAM flow animation and the
 comparison matrix.
 
-Maps are sent at patch (or feature-map) resolution and drawn over the image with
-`x0/dx`, so a figure stays small (see STREAMLIT_NOTES.md) and every cell is one token.
+Maps are sent at patch (or feature-map) resolution, as float32, and drawn over the image with
+`x0/dx`, so a figure stays small (see STREAMLIT_NOTES.md) and every cell is one token; the
+image is a compressed layer (`layers.image_trace`) spanning the same pixel coordinates.
 """
 
 from __future__ import annotations
-
-import base64
-import io
 
 import numpy as np
 import plotly.graph_objects as go
@@ -18,18 +16,12 @@ from PIL import Image
 from ..maps import min_max
 from ..methods.vit_gradcam import Cell
 from .clicks import patch_click_targets
+from .layers import image_trace
+from .reuse import reused
 from .style import DIVERGING, HEATMAP_SCALE, LINE_COLOURS, symmetric_bound
 
 FRAME_MS = 700
 DISPLAY_SIDE = 56
-
-
-def image_trace(image: Image.Image, compact: bool = False) -> go.Image:
-    """The image as a trace: its exact pixels, or (`compact`) a small JPEG, cheaper to send
-    when a figure or a page repeats the image."""
-    if compact:
-        return go.Image(source=image_data_uri(image), hoverinfo="skip")
-    return go.Image(z=np.asarray(image.convert("RGB")), hoverinfo="skip")
 
 
 def _panel(row: int | None, col: int | None) -> dict:
@@ -38,11 +30,11 @@ def _panel(row: int | None, col: int | None) -> dict:
 
 
 def add_image(figure: go.Figure, image: Image.Image, row: int | None = None,
-              col: int | None = None, compact: bool = False) -> None:
+              col: int | None = None) -> None:
     """The image in pixel coordinates (y down) in one panel of `figure` (the subplot at
     row, col when given), its axes hidden and locked to the image's aspect ratio."""
     panel = _panel(row, col)
-    figure.add_trace(image_trace(image, compact), **panel)
+    figure.add_trace(image_trace(image), **panel)
     x_axis = "x" if row is None else figure.get_subplot(row, col).xaxis.plotly_name
     figure.update_xaxes(visible=False, range=[0, image.width], **panel)
     figure.update_yaxes(visible=False, range=[image.height, 0],
@@ -51,12 +43,12 @@ def add_image(figure: go.Figure, image: Image.Image, row: int | None = None,
 
 def add_overlay(figure: go.Figure, image: Image.Image, values: np.ndarray,
                 cell_size: tuple[float, float], row: int | None = None, col: int | None = None,
-                compact: bool = False, **heatmap) -> go.Heatmap:
+                **heatmap) -> go.Heatmap:
     """THE heatmap over an image: the image (`add_image`), then the (rows, cols) map
     `values` on top, each cell `cell_size` pixels (`grid_heatmap`, which takes `heatmap`).
     Every figure that draws a map over an image draws each panel with this. Returns the
     heatmap trace as stored in the figure, for per-panel tweaks."""
-    add_image(figure, image, row, col, compact)
+    add_image(figure, image, row, col)
     figure.add_trace(grid_heatmap(values, cell_size, **heatmap), **_panel(row, col))
     return figure.data[-1]
 
@@ -67,19 +59,11 @@ def _titled(figure: go.Figure, title: str | None, height: int) -> go.Figure:
     return figure
 
 
-def image_figure(image: Image.Image, title: str | None = None, height: int = 420,
-                 compact: bool = False) -> go.Figure:
+def image_figure(image: Image.Image, title: str | None = None, height: int = 420) -> go.Figure:
     """An RGB image in pixel coordinates (y down), ready for overlays."""
     figure = go.Figure()
-    add_image(figure, image, compact=compact)
+    add_image(figure, image)
     return _titled(figure, title, height)
-
-
-def image_data_uri(image: Image.Image) -> str:
-    """A small JPEG data URI: cheaper to send than a pixel array, for repeated images."""
-    buffer = io.BytesIO()
-    image.convert("RGB").save(buffer, format="JPEG", quality=85)
-    return "data:image/jpeg;base64," + base64.b64encode(buffer.getvalue()).decode()
 
 
 def grid_heatmap(values: np.ndarray, patch_size: tuple[int, int], opacity: float = 0.55,
@@ -89,7 +73,7 @@ def grid_heatmap(values: np.ndarray, patch_size: tuple[int, int], opacity: float
     """A (rows, cols) patch-level map placed over the image's pixel coordinates."""
     ph, pw = patch_size
     return go.Heatmap(
-        z=np.asarray(values, dtype=float), x0=pw / 2, dx=pw, y0=ph / 2, dy=ph,
+        z=np.asarray(values, dtype=np.float32), x0=pw / 2, dx=pw, y0=ph / 2, dy=ph,
         opacity=opacity, colorscale=colorscale, zmin=zmin, zmax=zmax, name=name,
         hovertemplate=hovertemplate or "row %{y}, col %{x}<br>value %{z:.4g}<extra></extra>",
         colorbar=dict(thickness=12))
@@ -98,10 +82,10 @@ def grid_heatmap(values: np.ndarray, patch_size: tuple[int, int], opacity: float
 def overlay_figure(image: Image.Image, values: np.ndarray, patch_size: tuple[float, float],
                    title: str | None = None, opacity: float = 0.55, height: int = 420,
                    zmin: float | None = None, zmax: float | None = None,
-                   colorscale: str | list = HEATMAP_SCALE, compact: bool = False) -> go.Figure:
+                   colorscale: str | list = HEATMAP_SCALE) -> go.Figure:
     """One map over the image, in a figure of its own."""
     figure = go.Figure()
-    add_overlay(figure, image, values, patch_size, compact=compact, opacity=opacity, zmin=zmin,
+    add_overlay(figure, image, values, patch_size, opacity=opacity, zmin=zmin,
                 zmax=zmax, colorscale=colorscale)
     return _titled(figure, title, height)
 
@@ -118,6 +102,7 @@ def patch_grid_lines(figure: go.Figure, grid: tuple[int, int], patch_size: tuple
     return figure
 
 
+@reused
 def token_map_figure(image, values: np.ndarray, patch_size: tuple[int, int], title: str,
                      marks=(), query: int | None = None, grid: tuple[int, int] | None = None,
                      clickable: bool = False, height: int = 380, zmin=None,
@@ -162,6 +147,7 @@ def token_map_figure(image, values: np.ndarray, patch_size: tuple[int, int], tit
     return figure
 
 
+@reused
 def difference_figure(image, difference: np.ndarray, patch_size: tuple[int, int],
                       title: str, height: int = 380) -> go.Figure:
     """A signed patch map (e.g. convention A minus convention B), symmetric colours."""
@@ -172,6 +158,7 @@ def difference_figure(image, difference: np.ndarray, patch_size: tuple[int, int]
     return figure
 
 
+@reused
 def query_attention_figure(model_image: Image.Image, values: np.ndarray,
                            patch_size: tuple[int, int], query: tuple[int, int] | None,
                            title: str, height: int = 460) -> go.Figure:
@@ -206,16 +193,17 @@ def coarse(values: np.ndarray, side: int = DISPLAY_SIDE) -> tuple[np.ndarray, tu
     return small, (float(fy), float(fx))
 
 
+@reused
 def overlay(image: Image.Image, values: np.ndarray, cell_size: tuple[float, float], title: str,
             diverging: bool = False, zmin: float | None = None, zmax: float | None = None,
             height: int = 340, opacity: float = 0.55) -> go.Figure:
-    """Page 5's map over the model input: feature-map (or patch) resolution, the photo
-    sent as a small JPEG; `diverging` centres a blue-red scale on 0."""
+    """Page 5's map over the model input at feature-map (or patch) resolution; `diverging`
+    centres a blue-red scale on 0."""
     if diverging:
         bound = symmetric_bound(values)
         zmin, zmax = -bound, bound
     return overlay_figure(image, values, cell_size, title, opacity, height, zmin, zmax,
-                          colorscale=DIVERGING if diverging else HEATMAP_SCALE, compact=True)
+                          colorscale=DIVERGING if diverging else HEATMAP_SCALE)
 
 
 def cell_overlay(image: Image.Image, cell: Cell, patch_size: tuple[int, int],
@@ -225,6 +213,7 @@ def cell_overlay(image: Image.Image, cell: Cell, patch_size: tuple[int, int],
     return overlay(image, cell.map, patch_size, title, height=height)
 
 
+@reused
 def map_row(image: Image.Image, maps: list[tuple[str, np.ndarray]], height: int = 330,
             shared_scale: bool = True) -> go.Figure:
     """Several full-resolution maps (H, W) over the same image, side by side, on one
@@ -234,12 +223,13 @@ def map_row(image: Image.Image, maps: list[tuple[str, np.ndarray]], height: int 
                            horizontal_spacing=0.01)
     for i, (_, values) in enumerate(maps, start=1):
         small, cell = coarse(min_max(values) if shared_scale else values)
-        add_overlay(figure, image, small, cell, row=1, col=i, compact=True, zmin=0, zmax=1,
+        add_overlay(figure, image, small, cell, row=1, col=i, zmin=0, zmax=1,
                     hovertemplate="%{z:.2f}<extra></extra>").update(showscale=(i == count))
     figure.update_layout(height=height, margin=dict(l=0, r=0, t=50, b=0))
     return figure
 
 
+@reused
 def flow_figure(image: Image.Image, L: np.ndarray, D: np.ndarray, patch_size: tuple[int, int],
                 labels: list[str], opacity: float = 0.6, height: int = 480,
                 start: int | None = None) -> go.Figure:
@@ -261,7 +251,8 @@ def flow_figure(image: Image.Image, L: np.ndarray, D: np.ndarray, patch_size: tu
                 zmax=1.0, name="D_b", hovertemplate=hover)
     names = [f"{i + 1}" for i in range(count)]
     figure.frames = [go.Frame(name=name, traces=[1, 3], data=[
-        go.Heatmap(z=np.asarray(L[i], dtype=float)), go.Heatmap(z=np.asarray(D[i], dtype=float))],
+        go.Heatmap(z=np.asarray(L[i], dtype=np.float32)),
+        go.Heatmap(z=np.asarray(D[i], dtype=np.float32))],
         layout=dict(title_text=labels[i]))
         for i, name in enumerate(names)]
     still = dict(frame=dict(duration=0, redraw=True), mode="immediate",
@@ -285,6 +276,7 @@ def flow_figure(image: Image.Image, L: np.ndarray, D: np.ndarray, patch_size: tu
     return figure
 
 
+@reused
 def map_row_figure(image: Image.Image, maps: list[np.ndarray], titles: list[str],
                    patch_size: tuple[int, int], opacity: float = 0.6, height: int = 260,
                    signed: bool = False) -> go.Figure:
@@ -312,6 +304,7 @@ def _cell_size(image: Image.Image, grid: tuple[int, int]) -> tuple[float, float]
     return image.height / grid[0], image.width / grid[1]
 
 
+@reused
 def practical_matrix(rows: list[tuple[str, Image.Image, list[tuple[str, np.ndarray]]]],
                      opacity: float = 0.6, height_per_row: int = 260) -> go.Figure:
     """One row per model: its input image, then every method's map over it, on one scale.
@@ -323,11 +316,11 @@ def practical_matrix(rows: list[tuple[str, Image.Image, list[tuple[str, np.ndarr
     figure = make_subplots(rows=len(rows), cols=columns, subplot_titles=titles,
                            horizontal_spacing=0.01, vertical_spacing=0.08)
     for r, (_, image, maps) in enumerate(rows, start=1):
-        add_image(figure, image, r, 1, compact=True)
+        add_image(figure, image, r, 1)
         for c, (name, values) in enumerate(maps, start=2):
             values = coarse(values)[0]  # pixel-level maps: area-averaged for sending only
             add_overlay(figure, image, min_max(values), _cell_size(image, values.shape), r, c,
-                        compact=True, opacity=opacity, name=name,
+                        opacity=opacity, name=name,
                         hovertemplate=f"{name}<br>row %{{y}}, col %{{x}}"
                                       "<br>normalised %{z:.2f}<extra></extra>",
                         ).update(coloraxis="coloraxis")
@@ -337,10 +330,11 @@ def practical_matrix(rows: list[tuple[str, Image.Image, list[tuple[str, np.ndarr
     return figure
 
 
+@reused
 def localisation_figure(image: Image.Image, user_box, boxes: dict, peaks: dict,
                         title: str) -> go.Figure:
     """The image with the given box (white, dashed) and every method's estimated box and peak."""
-    figure = image_figure(image, title, 420, compact=True)
+    figure = image_figure(image, title, 420)
     x0, y0, x1, y1 = user_box
     figure.add_shape(type="rect", x0=x0, y0=y0, x1=x1, y1=y1,
                      line=dict(color="white", width=3, dash="dash"))

@@ -12,6 +12,8 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from .reuse import reused
+
 SCALE = "Blues"
 LINE_RGB = (31, 119, 180)
 HIGHLIGHT_RGB = (214, 39, 40)
@@ -23,6 +25,7 @@ def _axis(tokens, show: bool = True) -> dict:
                 showticklabels=show)
 
 
+@reused
 def attention_heatmap(matrix: np.ndarray, tokens, title: str, highlight: int | None = None,
                       zmax: float | None = None, height: int = 520) -> go.Figure:
     """One head's (or a head mean's) attention: rows = queries, columns = keys."""
@@ -74,6 +77,7 @@ def _bucketed_lines(matrix: np.ndarray, pairs, rgb, max_width: float, buckets: i
     return traces
 
 
+@reused
 def attention_lines(matrix: np.ndarray, tokens, title: str, highlight: int | None = None,
                     min_weight: float = 0.01, top_k: int | None = None,
                     max_width: float = 10.0, buckets: int = 10) -> go.Figure:
@@ -131,6 +135,7 @@ def _top_keys(row: np.ndarray, tokens, query: int, count: int = 3) -> str:
     return f"'{tokens[query]}' attends most to {parts}"
 
 
+@reused
 def all_heads_grid(layer_attention: np.ndarray, tokens, title: str, columns: int = 4,
                    label_limit: int = 24) -> go.Figure:
     """Every head of one layer as small heatmaps on one shared colour scale (rows = queries)."""
@@ -157,6 +162,7 @@ def all_heads_grid(layer_attention: np.ndarray, tokens, title: str, columns: int
     return figure
 
 
+@reused
 def head_metric_heatmap(values: np.ndarray, title: str, colorbar_title: str,
                         height: int = 330) -> go.Figure:
     """A (layers, heads) table of one specialisation metric as a heatmap."""
@@ -182,6 +188,7 @@ PROGRESSION_LINES = {  # key in layer_progression -> legend label
 }
 
 
+@reused
 def layer_progression_figure(progression: dict[str, np.ndarray], title: str,
                              height: int = 360) -> go.Figure:
     """Per-layer averages (over heads and queries) as lines, all on a 0-1 scale."""
@@ -202,6 +209,7 @@ def layer_progression_figure(progression: dict[str, np.ndarray], title: str,
     return figure
 
 
+@reused
 def token_bars(tokens, series: dict[str, np.ndarray], title: str, yaxis_title: str,
                height: int = 340) -> go.Figure:
     """Grouped bars, one group per token, one colour per named series."""
@@ -218,6 +226,7 @@ def token_bars(tokens, series: dict[str, np.ndarray], title: str, yaxis_title: s
     return figure
 
 
+@reused
 def attention_vs_gradient_figure(tokens, attention: np.ndarray, importance: np.ndarray,
                                  attention_label: str, rho: float, height: int = 380) -> go.Figure:
     """Left: both per-token signals scaled to their own maximum; right: one against the

@@ -8,12 +8,15 @@ import plotly.graph_objects as go
 from PIL import Image
 
 from .clicks import patch_click_targets
+from .layers import image_trace
 from .overlays import image_figure, patch_grid_lines
+from .reuse import reused
 
 PREFIX_COLOURS = {"[CLS]": (230, 159, 0), "[DIST]": (86, 180, 233)}
 OTHER_PREFIX_COLOUR = (0, 158, 115)
 
 
+@reused
 def tokenization_figure(model_image: Image.Image, grid: tuple[int, int],
                         patch_size: tuple[int, int], prefix: int, title: str | None = None,
                         height: int = 460) -> go.Figure:
@@ -33,6 +36,7 @@ def tokenization_figure(model_image: Image.Image, grid: tuple[int, int],
     return figure
 
 
+@reused
 def token_strip_figure(model_image: Image.Image, grid: tuple[int, int],
                        patch_size: tuple[int, int], prefix_names: list[str],
                        shown: int = 10, height: int = 170) -> go.Figure:
@@ -67,7 +71,8 @@ def token_strip_figure(model_image: Image.Image, grid: tuple[int, int],
         notes.append(dict(x=(slots - 1) * (pw + gap) + pw / 2, y=ph / 2, showarrow=False,
                           font=dict(size=11), text=f"… {total - shown} more<br>(last: token "
                                                    f"{total + len(prefix_names) - 1})"))
-    figure = go.Figure(go.Image(z=strip, hoverinfo="skip"))
+    strip_image = Image.fromarray(strip)  # lossless: sharp patch edges and prefix colours
+    figure = go.Figure(image_trace(strip_image, max_side=max(strip_image.size), lossless=True))
     figure.update_layout(height=height, margin=dict(l=0, r=0, t=0, b=0), annotations=notes)
     figure.update_xaxes(visible=False)
     figure.update_yaxes(visible=False, scaleanchor="x", range=[1.6 * ph, -0.6 * ph])
