@@ -235,6 +235,7 @@ def entropy_curve_figure(temperatures: np.ndarray, entropies: np.ndarray, labels
 FLOOR_COLOUR = "#7f7f7f"
 
 
+@reused
 def ranking_figure(table: dict, floor: str = "random") -> go.Figure:
     """One model x metric table of the summary: each method's mean with its bootstrap 95 %
     interval, best mean rank on top, the random floor grey with a dashed line at its mean."""
@@ -266,6 +267,7 @@ def ranking_figure(table: dict, floor: str = "random") -> go.Figure:
     return figure
 
 
+@reused
 def mean_curves_figure(curves: dict, model_id: str) -> go.Figure:
     """The recorded curves of one model averaged over images, one subplot per metric.
     `curves` = summary.mean_curves(...)."""
