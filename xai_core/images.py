@@ -456,12 +456,10 @@ def model_input_box(
     width, height = image_size
     target_h, target_w = _check_input_size(input_size)
     if crop_pct == 1:
-        resized_w, resized_h, left, top = target_w, target_h, 0, 0
+        (resized_w, resized_h), (left, top) = (target_w, target_h), (0, 0)
     else:
-        cover_h, cover_w = math.floor(target_h / crop_pct), math.floor(target_w / crop_pct)
-        resized_w, resized_h = _covering_size(width, height, cover_w, cover_h)
-        top = int(round((resized_h - target_h) / 2.0))
-        left = int(round((resized_w - target_w) / 2.0))
+        (resized_w, resized_h), (left, top) = _resize_and_crop(image_size, target_h, target_w,
+                                                               crop_pct)
     sx, sy = resized_w / width, resized_h / height
     x0 = min(max(int(math.floor(box[0] * sx)) - left, 0), target_w)
     y0 = min(max(int(math.floor(box[1] * sy)) - top, 0), target_h)
