@@ -17,10 +17,12 @@ import math
 import os
 import sys
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Callable, Iterable
 
 from ..errors import OptionError
+from ..models.disk_cache import replace_atomically
 from .plan import (ImageItem, Settings, check_settings, list_images, methods_for, parse_shard,
                    read_boxes)
 
@@ -38,9 +40,11 @@ class Plan:
     shard: tuple[int, int]
     boxes: dict[str, list]
 
+    @cached_property
+    def _by_id(self) -> dict[str, ImageItem]:
+        return {item.id: item for item in self.items}
+
     def item(self, image_id: str) -> ImageItem:
-        if not hasattr(self, "_by_id"):
-            self._by_id = {item.id: item for item in self.items}
         return self._by_id[image_id]
 
     @property
@@ -242,8 +246,9 @@ def run_benchmark(settings: Settings, out_dir: str | Path, backend: str = "local
     check_folder(out_dir, settings)
     journal = Journal(out_dir, plan.shard)
     done = read_units(out_dir)
-    pending = [unit for unit in plan.units() if unit not in done]
-    skipped = len(plan.units()) - len(pending)
+    shard_units = plan.units()
+    pending = [unit for unit in shard_units if unit not in done]
+    skipped = len(shard_units) - len(pending)
     bar = _progress_bar(len(pending), backend, progress_bar)
     finished = [0]
 
@@ -303,6 +308,4 @@ def _finite_or_none(value):
 def _write_atomic(path: Path, text: str) -> None:
     """Write then rename, so a reader (or a shard finishing at the same time) never sees
     half a file."""
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    temporary.write_text(text)
-    os.replace(temporary, path)
+    replace_atomically(path, lambda name: Path(name).write_text(text))
