@@ -17,6 +17,7 @@ import time
 import numpy as np
 import torch
 
+from ..capture import capture_cnn, model_layout
 from ..compare import run_method
 from ..images import model_input_box
 from ..maps import min_max, upsample
@@ -33,8 +34,7 @@ def unit_rows(settings: Settings, item: ImageItem, model, method: str,
     """The rows of one (image, model, method): one per metric. A method that cannot run
     here gives rows with value NaN and its reason in `error`."""
     image = load_item(item)
-    target = (resolve_target(model, item.label, image) if item.label is not None
-              else resolve_target(model, None, image))
+    target = resolve_target(model, item.label, image)  # no ImageFolder class: the top one
     base = {"image": item.id, "model": model.spec.id, "method": method, "target": target,
             "target_label": model.class_names[target],
             "score_kind": score_kind(model), **settings.value_fields()}
@@ -103,25 +103,11 @@ def explanation_grid(model) -> tuple[int, int]:
     with _GRIDS_LOCK:
         if key in _GRIDS:
             return _GRIDS[key]
-    pixels = torch.zeros(1, 3, *model.spec.input_size)
     if model.spec.is_vit:
-        from ..capture import token_layout
-
-        grid = token_layout(model.module, pixels).grid
+        grid = model_layout(model).tokens.grid
     else:
-        seen = {}
-
-        def record(_module, _inputs, output) -> None:  # returns None: the output is kept
-            seen["shape"] = output.shape
-
-        layer = model.module.get_submodule(model.spec.cnn_target_layer)
-        with model.lock, torch.inference_mode():
-            handle = layer.register_forward_hook(record)
-            try:
-                model.module(pixels.to(model.device))
-            finally:
-                handle.remove()
-        grid = tuple(int(v) for v in seen["shape"][-2:])
+        pixels = torch.zeros(1, 3, *model.spec.input_size)
+        grid = tuple(int(v) for v in capture_cnn(model, pixels).activations.shape[-2:])
     with _GRIDS_LOCK:
         _GRIDS[key] = grid
     return grid
