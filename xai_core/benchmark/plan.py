@@ -11,6 +11,8 @@ import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from PIL import Image, ImageOps
+
 from ..images import IMAGE_SUFFIXES, SAMPLES, ImageError, load_image_file, load_sample, sample_path
 from ..errors import OptionError
 from ..methods import METHODS
@@ -49,26 +51,24 @@ class ImageItem:
     source: str
     label: str | None = None
 
+    @property
+    def sample_id(self) -> str | None:
+        return self.source.split(":", 1)[1] if self.source.startswith("sample:") else None
+
+    @property
+    def path(self) -> Path:
+        return sample_path(self.sample_id) if self.sample_id else Path(self.source)
+
     def load(self):
-        if self.source.startswith("sample:"):
-            return load_sample(self.source.split(":", 1)[1])
-        return load_image_file(self.source)
+        return load_sample(self.sample_id) if self.sample_id else load_image_file(self.source)
 
     @property
     def file_name(self) -> str:
-        if self.source.startswith("sample:"):
-            return sample_path(self.source.split(":", 1)[1]).name
-        return Path(self.source).name
+        return self.path.name
 
     def original_size(self) -> tuple[int, int]:
         """(W, H) of the file as stored, the frame a box file's coordinates refer to."""
-        from PIL import Image
-
-        path = (sample_path(self.source.split(":", 1)[1]) if self.source.startswith("sample:")
-                else self.source)
-        with Image.open(path) as image:
-            from PIL import ImageOps
-
+        with Image.open(self.path) as image:
             return ImageOps.exif_transpose(image).size
 
 

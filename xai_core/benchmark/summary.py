@@ -18,6 +18,8 @@ from collections import defaultdict
 
 import numpy as np
 
+from ..errors import OptionError
+from ..metrics.agreement import spearman
 from .plan import DIRECTION, HIGHER, METRIC_NOTES, RANDOM_METHOD, Settings
 
 RESAMPLES = 2000
@@ -170,8 +172,6 @@ def format_ranking(summary: dict) -> str:
 
 def load_results(data) -> tuple[Settings, list[dict]]:
     """A parsed results.json -> (settings, rows); bad content raises OptionError in words."""
-    from ..errors import OptionError
-
     try:
         settings = Settings.from_dict(data["settings"])
         rows = [dict(row) for row in data["rows"]]
@@ -213,8 +213,6 @@ def metric_agreement(rows: list[dict]) -> dict[str, tuple[list[str], np.ndarray]
     """Per model: Spearman correlation between every two metrics over the (image, method)
     pairs both scored, each metric turned so that higher is better (deletion's AUC is
     negated): 1 = the two metrics order the maps identically."""
-    from scipy.stats import spearmanr
-
     values: dict = defaultdict(lambda: defaultdict(dict))
     for row in rows:
         value = row.get("value")
@@ -230,8 +228,7 @@ def metric_agreement(rows: list[dict]) -> dict[str, tuple[list[str], np.ndarray]
                 common = sorted(set(per_metric[names[i]]) & set(per_metric[names[j]]))
                 a = [per_metric[names[i]][k] for k in common]
                 b = [per_metric[names[j]][k] for k in common]
-                rho = (float(spearmanr(a, b).statistic)
-                       if len(common) > 2 and np.ptp(a) > 0 and np.ptp(b) > 0 else math.nan)
+                rho = spearman(np.array(a), np.array(b)) if len(common) > 2 else math.nan
                 matrix[i, j] = matrix[j, i] = rho
         out[model_id] = (names, matrix)
     return out
