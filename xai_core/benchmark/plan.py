@@ -16,7 +16,7 @@ from PIL import Image, ImageOps
 from ..images import IMAGE_SUFFIXES, SAMPLES, ImageError, load_image_file, load_sample, sample_path
 from ..errors import OptionError
 from ..methods import METHODS
-from ..metrics.faithfulness import BASELINES, MAX_STEPS, METRICS, MIN_STEPS
+from ..metrics.faithfulness import METRICS, check_baseline_and_steps
 
 RANDOM_METHOD = "random"  # the floor: a seeded random map on the model's explanation grid
 LOWER, HIGHER = "lower", "higher"
@@ -116,12 +116,7 @@ def check_settings(settings: Settings) -> None:
                           f"{', '.join(DIRECTION)}.")
     if any(m in BOX_METRICS for m in settings.metrics) and not settings.boxes:
         raise OptionError("pointing-game and energy-in-box need a box file (--boxes FILE).")
-    if settings.baseline not in BASELINES:
-        raise OptionError(f"Baseline '{settings.baseline}' is not one of: "
-                          f"{', '.join(BASELINES)}.")
-    if not MIN_STEPS <= settings.steps <= MAX_STEPS:
-        raise OptionError(f"Steps must be between {MIN_STEPS} and {MAX_STEPS}, got "
-                          f"{settings.steps}.")
+    check_baseline_and_steps(settings.baseline, settings.steps)
     for model_id in settings.models:
         methods_for(model_id, settings.methods)
 

@@ -173,12 +173,15 @@ class Curve:
 def check_curve_options(metric: str, baseline: str, steps: int) -> None:
     if metric not in METRICS:
         raise OptionError(f"Metric '{metric}' is not one of: {', '.join(METRICS)}.")
+    check_baseline_and_steps(baseline, steps)
+
+
+def check_baseline_and_steps(baseline: str, steps: int) -> None:
+    """The settings every curve of a run shares (the benchmark checks them once per run)."""
     if baseline not in BASELINES:
         raise OptionError(f"Baseline '{baseline}' is not one of: {', '.join(BASELINES)}.")
     if not MIN_STEPS <= int(steps) <= MAX_STEPS:
         raise OptionError(f"Steps must be between {MIN_STEPS} and {MAX_STEPS}, got {steps}.")
-
-
 
 
 def compute_curve(model, pixels: torch.Tensor, saliency: np.ndarray, metric: str,
