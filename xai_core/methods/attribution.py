@@ -4,10 +4,10 @@ gradient saliency, Occlusion, KernelSHAP).
 - The forward function Captum differentiates is the model followed by our class score:
   the target logit for an ImageNet head, the k-NN class score for a self-supervised ViT -
   the same scalar every other gradient method uses - one value per image of the batch.
-- Every call is cached by content and runs under the model's lock; methods that draw
-  random numbers (SmoothGrad's noise, KernelSHAP's coalitions) do so from a seeded fork of
-  torch's generator, one such block at a time in the process, so a map is reproducible
-  even with many sessions at once.
+- Every call runs under the model's lock (the method's entry point caches its result,
+  keyed by every option); methods that draw random numbers (SmoothGrad's noise,
+  KernelSHAP's coalitions) do so from a seeded fork of torch's generator, one such block
+  at a time in the process, so a map is reproducible even with many sessions at once.
 - Attributions come back as (3, H, W) on the model input; each method names how it
   reduces the colour channels to one map.
 """
@@ -19,8 +19,7 @@ from typing import Callable
 import numpy as np
 import torch
 
-from ..cache import cache_key
-from ..pipeline import CAPTURE_CACHE, head_of, prepare
+from ..pipeline import head_of, prepare
 from ..rng import seeded
 from .base import Choice, Int
 
@@ -84,25 +83,20 @@ def cell_mask(size: tuple[int, int], cell: int) -> torch.Tensor:
     return (rows[:, None] * columns + cols[None, :])[None, None]
 
 
-def attribute(model, image, target: int, head, key: tuple,
+def attribute(model, image, target: int, head,
               compute: Callable[[Callable, torch.Tensor], tuple[torch.Tensor, dict]],
               seed: int | None = None) -> tuple[np.ndarray, dict]:
-    """Run `compute(forward, pixels) -> (attributions (1, 3, H, W), extras)` once per
-    (method key, model, image, target, head), under the model's lock. Returns the
-    attributions as (3, H, W) float32 numpy and the extras."""
+    """Run `compute(forward, pixels) -> (attributions (1, 3, H, W), extras)` under the model's
+    lock (and, with a seed, torch's seeded generator). Returns the attributions as (3, H, W)
+    float32 numpy and the extras. Not cached here: the method's entry point caches its
+    result by every option."""
     head = head_of(model, head)
-    prepared = prepare(model, image)
-    key = cache_key("attribution", model, *key, target, seed, image=prepared.sha256, head=head)
-
-    def run() -> tuple[np.ndarray, dict]:
-        # a leaf that asks for gradients (Captum would otherwise switch it on and warn)
-        pixels = prepared.pixels.to(model.device).clone().requires_grad_(True)
-        forward = score_forward(model, target, head)
-        with model.lock, seeded(model.device, seed):
-            attributions, extras = compute(forward, pixels)
-        return attributions.detach()[0].float().cpu().numpy(), extras
-
-    return CAPTURE_CACHE.get_or_compute(key, run)
+    # a leaf that asks for gradients (Captum would otherwise switch it on and warn)
+    pixels = prepare(model, image).pixels.to(model.device).clone().requires_grad_(True)
+    forward = score_forward(model, target, head)
+    with model.lock, seeded(model.device, seed):
+        attributions, extras = compute(forward, pixels)
+    return attributions.detach()[0].float().cpu().numpy(), extras
 
 
 def sum_channels(attributions: np.ndarray) -> np.ndarray:

@@ -33,5 +33,5 @@ def explain(request: ExplainRequest) -> ExplainResult:
         return InputXGradient(forward).attribute(pixels), {}
 
     attributions = attribute(request.model, request.image, request.target, request.head,
-                             ("input-x-gradient",), compute)[0]
+                             compute)[0]
     return ExplainResult(map=sum_channels(attributions), arrays={"attributions": attributions})

@@ -49,7 +49,7 @@ def explain(request: ExplainRequest, *, steps: int, reference: str, batch: int) 
         return attributions, {"delta": float(delta.abs().max())}
 
     attributions, extras = attribute(model, request.image, request.target, request.head,
-                                     ("integrated-gradients", steps, reference, batch), compute)
+                                     compute)
     return ExplainResult(
         map=sum_channels(attributions), arrays={"attributions": attributions},
         meta={"steps": steps, "reference": reference, "convergence_delta": extras["delta"]})

@@ -63,8 +63,8 @@ def explain(request: ExplainRequest, *, samples: int, reference: str, seed: int,
             n_samples=samples, perturbations_per_eval=batch)
         return attributions, {}
 
-    attributions = attribute(model, request.image, request.target, request.head,
-                             ("kernel-shap", samples, reference, batch), compute, seed=seed)[0]
+    attributions = attribute(model, request.image, request.target, request.head, compute,
+                             seed=seed)[0]
     return ExplainResult(
         map=per_cell(attributions, cell), arrays={"attributions": attributions},
         meta={"samples": samples, "reference": reference, "seed": seed, "cell_pixels": cell})

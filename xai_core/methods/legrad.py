@@ -22,10 +22,9 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ..cache import cache_key
 from ..capture import CaptureError, block_recorders, model_layout, token_layout
 from ..errors import OptionError
-from ..pipeline import CAPTURE_CACHE, prepare
+from ..pipeline import prepare
 from .base import ExplainRequest, ExplainResult, FromModel, Int, Theory, method
 
 THEORY = (
@@ -124,12 +123,9 @@ def _convention(values: dict) -> str:
                      "from the end (-2: the last two)."),))
 def explain(request: ExplainRequest, *, start: int) -> ExplainResult:
     """LeGrad for one class; `detail` is the LeGradResult (per-block maps, passes)."""
-    model, target, head = request.model, request.target, request.head
-    prepared = prepare(model, request.image)
-    key = cache_key("legrad", model, target, start, image=prepared.sha256, head=head)
-    result = CAPTURE_CACHE.get_or_compute(
-        key, lambda: run_legrad(model.module, prepared.pixels.to(model.device),
-                                head.score_fn(target), start, model.lock))
+    model = request.model
+    result = run_legrad(model.module, prepare(model, request.image).pixels.to(model.device),
+                        request.head.score_fn(request.target), start, model.lock)
     return ExplainResult(
         map=result.map.astype(np.float32), arrays={"per_block": result.per_block},
         meta={"start": start, "blocks": result.blocks,

@@ -38,6 +38,6 @@ def explain(request: ExplainRequest) -> ExplainResult:
         return Saliency(forward).attribute(pixels, abs=True), {}
 
     attributions = attribute(request.model, request.image, request.target, request.head,
-                             ("saliency",), compute)[0]
+                             compute)[0]
     return ExplainResult(map=max_abs_channels(attributions),
                          arrays={"attributions": attributions})

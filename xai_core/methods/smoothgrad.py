@@ -51,7 +51,7 @@ def explain(request: ExplainRequest, *, samples: int, noise: float, seed: int,
         return attributions, {}
 
     attributions = attribute(request.model, request.image, request.target, request.head,
-                             ("smoothgrad", samples, noise, batch), compute, seed=seed)[0]
+                             compute, seed=seed)[0]
     return ExplainResult(
         map=max_abs_channels(attributions), arrays={"attributions": attributions},
         meta={"samples": samples, "noise": noise, "seed": seed})
