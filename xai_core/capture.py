@@ -27,7 +27,7 @@ distillation, registers), patch grid, patch size. CaiT's class-attention blocks
 from __future__ import annotations
 
 import time
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -278,7 +278,7 @@ def run_capture(module: torch.nn.Module, pixels: torch.Tensor, score_fn: ScoreFn
     (model output -> scalar) also one backward pass for all gradients."""
     layout = token_layout(module, pixels)
     blocks = transformer_blocks(module)
-    with (lock if lock is not None else _no_lock()), block_recorders(module) as recorders:
+    with (lock if lock is not None else nullcontext()), block_recorders(module) as recorders:
         return _forward_backward(module, pixels, score_fn, layout, blocks, recorders)
 
 
@@ -338,11 +338,6 @@ def _check_layout(layout: TokenLayout, records: list[BlockRecord]) -> None:
                 f"{layout.grid} needs {layout.num_patches}; the input size does not fit the model.")
 
 
-@contextmanager
-def _no_lock():
-    yield
-
-
 def capture(model, pixels: torch.Tensor, score_fn: ScoreFn | None = None) -> Capture:
     """Capture a loaded model (`xai_core.models.LoadedModel`) under its lock."""
     return run_capture(model.module, pixels.to(model.device), score_fn, lock=model.lock)
@@ -374,7 +369,7 @@ def run_cnn_capture(module: torch.nn.Module, pixels: torch.Tensor, layer: str,
         target = module.get_submodule(layer)
     except AttributeError:
         raise CaptureError(f"The model has no layer named '{layer}'.") from None
-    with (lock if lock is not None else _no_lock()):
+    with (lock if lock is not None else nullcontext()):
         store: dict[str, torch.Tensor] = {}
         handle = target.register_forward_hook(lambda _m, _i, out: store.__setitem__("a", out))
         try:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import copy
 import time
+from contextlib import nullcontext
 from dataclasses import dataclass
 
 import numpy as np
@@ -163,7 +164,7 @@ def run_library_cam(cam_class, module: torch.nn.Module, target_layers: list, pix
 
     The input requires grad because our models' parameters do not: without it
     the library's backward would have nothing to differentiate."""
-    lock = lock if lock is not None else _NoLock()
+    lock = lock if lock is not None else nullcontext()
     if batch_size is None:
         with lock:
             private, layers = _structure_copy(module, target_layers)
@@ -217,14 +218,6 @@ class _TurnTaking(torch.nn.Module):
         check_stop(self.should_stop)
         with self.turn:
             return self.inner(batch)
-
-
-class _NoLock:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
 
 
 @dataclass(frozen=True)
