@@ -37,15 +37,14 @@ def block_relevance(attn: np.ndarray, grad: np.ndarray) -> np.ndarray:
     return np.clip(np.asarray(grad, np.float64) * np.asarray(attn, np.float64), 0, None).mean(0)
 
 
-def gae_matrix(capture: Capture) -> tuple[np.ndarray, int, list[np.ndarray]]:
-    """(R over the final token set, its number of prefix tokens, R after each block)."""
+def gae_matrix(capture: Capture) -> tuple[np.ndarray, int]:
+    """(R over the final token set, its number of prefix tokens)."""
     if not capture.has_gradients:
         raise CaptureError("GAE needs a capture with a target (a backward pass).")
     patches = capture.layout.num_patches
     prefix = max(block.num_prefix_tokens for block in capture.blocks)
     total = prefix + patches
     relevance = np.eye(total)
-    history = []
     for block in capture.blocks:
         bar = block_relevance(block.acts["attn"][0].numpy(), block.grads["attn"][0].numpy())
         placed = np.zeros((total, total))
@@ -55,13 +54,12 @@ def gae_matrix(capture: Capture) -> tuple[np.ndarray, int, list[np.ndarray]]:
         else:
             placed[offset:, offset:] = bar
         relevance = relevance + placed @ relevance
-        history.append(relevance)
-    return relevance, prefix, history
+    return relevance, prefix
 
 
-def gae_map(capture: Capture, query: int | None = None, relevance=None):
-    """(grid map, prefix values, description); `relevance` = (R, prefix) if known."""
-    relevance, prefix = relevance or gae_matrix(capture)[:2]
+def gae_map(capture: Capture, query: int | None = None):
+    """(grid map, prefix values, description) of one row of R."""
+    relevance, prefix = gae_matrix(capture)
     return token_row(relevance, prefix, capture.layout.grid, query)
 
 
@@ -70,7 +68,7 @@ def cached_gae_matrix(model, image, target: int, head) -> tuple[np.ndarray, int,
     so the method asked for another query row only reads it."""
     def compute():
         capture = vit_capture(model, image, target=target, head=head)
-        return (*gae_matrix(capture)[:2], capture.score)
+        return (*gae_matrix(capture), capture.score)
     key = cache_key("gae", model, target, image=prepare(model, image).sha256, head=head)
     return ROLLOUT_CACHE.get_or_compute(key, compute)
 
