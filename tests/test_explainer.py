@@ -210,7 +210,7 @@ def test_residual_stream_adds_up_across_blocks(case):
 
 def test_block_detail_rejects_a_block_out_of_range():
     model, image = get_model("dinov2-s14"), load_sample("chelsea")
-    with pytest.raises(ValueError, match="Block must be 1-12"):
+    with pytest.raises(ValueError, match="Block must be 0-11; got 12"):
         explainer.build_block_detail(model, image, 12)
 
 

@@ -123,7 +123,8 @@ def _is_class_attention(block: torch.nn.Module) -> bool:
     return hasattr(block.attn, "q") and hasattr(block.attn, "k") and not hasattr(block.attn, "qkv")
 
 
-def _is_talking_heads(block: torch.nn.Module) -> bool:
+def is_talking_heads(block: torch.nn.Module) -> bool:
+    """CaiT's talking heads: the heads are mixed by a linear layer after the softmax."""
     return hasattr(block.attn, "proj_w")
 
 
@@ -193,7 +194,7 @@ class _Recorder:
                 self._on_output(getattr(attn, name), name + "_flat")
         else:
             self._on_output(attn.qkv, "qkv")
-        if _is_talking_heads(block):  # softmax probabilities enter the head-mixing layer
+        if is_talking_heads(block):  # softmax probabilities enter the head-mixing layer
             self._on_input(attn.proj_w, "attn_bnnh")
         else:
             self._on_output(attn.attn_drop, "attn")

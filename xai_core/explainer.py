@@ -33,7 +33,7 @@ import numpy as np
 import torch
 
 from .cache import BoundedCache, cache_key
-from .capture import Capture, transformer_blocks
+from .capture import Capture, is_talking_heads, transformer_blocks
 from .figures.layers import image_data_uri
 from .figures.style import HEATMAP_SCALE, colour_table
 from .images import model_crop_box
@@ -204,6 +204,12 @@ def _pooling(module: torch.nn.Module, prefix_names: list[str]) -> tuple[str, str
     return f"pooling '{pool}'", f"pooling '{pool}'"
 
 
+def _branch_facts(block: torch.nn.Module) -> dict:
+    """What the component says about a block's wiring beside its shapes."""
+    return {"talking_heads": is_talking_heads(block),
+            "layer_scale": any(scale is not None for scale in branch_scales(block))}
+
+
 def _block_facts(capture: Capture, module: torch.nn.Module) -> list[dict]:
     modules = transformer_blocks(module)
     facts = []
@@ -214,8 +220,7 @@ def _block_facts(capture: Capture, module: torch.nn.Module) -> list[dict]:
         facts.append({"index": record.index, "kind": record.kind, "label": label,
                       "prefix": record.num_prefix_tokens, "nq": int(attn.shape[2]),
                       "nk": int(attn.shape[3]), "heads": int(attn.shape[1]),
-                      "talking_heads": hasattr(block.attn, "proj_w"),
-                      "layer_scale": any(s is not None for s in branch_scales(block))})
+                      **_branch_facts(block)})
     return facts
 
 
@@ -310,11 +315,8 @@ def _query_rows(capture: Capture) -> list[dict]:
     for record in capture.blocks:
         attn = record.acts["attn"][0].double().numpy()  # (H, Nq, Nk)
         maps, prefixes, what = [], [], ""
-        for head in attn:
-            # a class block's only query is [CLS]: token_row reads row 0 of the square block
-            square = head if head.shape[0] == head.shape[1] else np.pad(
-                head, ((0, head.shape[1] - head.shape[0]), (0, 0)))
-            grid_map, prefix_values, what = token_row(square, record.num_prefix_tokens, grid)
+        for head in attn:  # a class block's one query is [CLS]: token_row reads its row 0
+            grid_map, prefix_values, what = token_row(head, record.num_prefix_tokens, grid)
             maps.append(grid_map.reshape(-1))
             prefixes.append(prefix_values)
         rows.append({"what": what, **_unsigned_rows(np.stack(maps)),
@@ -422,8 +424,8 @@ def build_overview(model, image, head=None) -> dict:
 def build_block_detail(model, image, block: int) -> dict:
     """One block's full attention, queries, keys and per-token norms (uncached)."""
     capture = vit_capture(model, image)
-    if not 0 <= block < len(capture.blocks):
-        raise ValueError(f"Block must be 1-{len(capture.blocks)}; got {block + 1}.")
+    if not 0 <= block < len(capture.blocks):  # numbered from 0, as the component shows them
+        raise ValueError(f"Block must be 0-{len(capture.blocks) - 1}; got {block}.")
     record = capture.blocks[block]
     module_block = transformer_blocks(model.module)[block][1]
     acts, prefix = record.acts, record.num_prefix_tokens
@@ -433,12 +435,9 @@ def build_block_detail(model, image, block: int) -> dict:
     context = acts["context"][0].double()
     head_dim = acts["q"].shape[-1]
     context_heads = context.reshape(nq, heads, head_dim).norm(dim=-1).T.numpy()
-    scale_attn, scale_mlp = branch_scales(module_block)
     return {
         "block": block, "kind": record.kind, "nq": nq, "nk": nk, "prefix": prefix,
-        "heads": heads, "head_dim": int(head_dim),
-        "talking_heads": hasattr(module_block.attn, "proj_w"),
-        "layer_scale": scale_attn is not None or scale_mlp is not None,
+        "heads": heads, "head_dim": int(head_dim), **_branch_facts(module_block),
         "attention": {**_unsigned_rows(attn[:, :, prefix:]),
                       "prefix": packed(attn[:, :, :prefix], "f16")},
         "q": packed(acts["q"][0].numpy(), "f16"),
