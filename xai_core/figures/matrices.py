@@ -46,11 +46,8 @@ def head_mosaic(maps: np.ndarray, blocks: list[int], title: str, gap: int = 1,
     enlarge one."""
     num_blocks, num_heads, rows, cols = maps.shape
     tile_h, tile_w = rows + gap, cols + gap
-    mosaic = np.full((num_blocks * tile_h - gap, num_heads * tile_w - gap), np.nan)
-    for b in range(num_blocks):
-        for h in range(num_heads):
-            mosaic[b * tile_h:b * tile_h + rows, h * tile_w:h * tile_w + cols] = \
-                min_max(maps[b, h])
+    tiles = min_max(maps.reshape(-1, rows, cols), axis=(1, 2))  # (block, head) in raster order
+    mosaic = _mosaic(tiles, num_heads, gap, np.nan)
     # cell (i, j) of the mosaic centred on (j, i), as a heatmap would place it
     figure = go.Figure(colour_layer(mosaic, HEATMAP_SCALE, 0.0, 1.0, left=-0.5, top=-0.5))
     b_idx, h_idx = np.meshgrid(np.arange(num_blocks), np.arange(num_heads), indexing="ij")
