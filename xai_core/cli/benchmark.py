@@ -33,13 +33,10 @@ def add_benchmark_command(add) -> None:
 
 
 def cmd_benchmark(args) -> None:
-    import json
-
     from ..benchmark.plan import DEFAULT_MODELS, Settings
     from ..benchmark.run import run_benchmark
     from ..benchmark.summary import format_ranking
-    from ..models import availability
-    from .common import CliError
+    from .common import emit, require_available
 
     settings = Settings(
         models=tuple(args.model or DEFAULT_MODELS), images=args.images,
@@ -49,14 +46,9 @@ def cmd_benchmark(args) -> None:
         random_weights=args.random_weights)
     if not args.random_weights:
         for model_id in settings.models:
-            status = availability(model_id)
-            if not status.available:
-                raise CliError(status.reason + " (use --random-weights to test code paths)")
+            require_available(model_id)
     progress = {"auto": None, "on": True, "off": False}[args.progress]
     summary = run_benchmark(settings, args.out, args.backend, args.address, args.shard,
                             progress)
-    if args.json:
-        print(json.dumps(summary, indent=2))
-    else:
-        print(format_ranking(summary))
-        print(f"\nwrote {args.out}/results.csv, results.json, summary.json")
+    emit(args, summary, f"{format_ranking(summary)}\n\nwrote {args.out}/results.csv, "
+                        "results.json, summary.json")

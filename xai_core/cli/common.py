@@ -31,15 +31,23 @@ def load_image(spec: str):
         raise CliError(f"{spec}: {error}") from None
 
 
+def require_available(model_id: str) -> None:
+    """Refuse a model whose real weights cannot load here, saying why (exit status 2)."""
+    from ..models import availability
+
+    status = availability(model_id)
+    if not status.available:
+        raise CliError(status.reason + " (use --random-weights to test shapes only)")
+
+
 def load_model(args):
-    from ..models import availability, get_model, get_spec
+    from ..models import get_model, get_spec
 
     spec = get_spec(args.model)
-    if not getattr(args, "random_weights", False):
-        status = availability(spec.id)
-        if not status.available:
-            raise CliError(status.reason + " (use --random-weights to test shapes only)")
-    return get_model(spec.id, random_weights=getattr(args, "random_weights", False))
+    random_weights = getattr(args, "random_weights", False)
+    if not random_weights:
+        require_available(spec.id)
+    return get_model(spec.id, random_weights=random_weights)
 
 
 def run_meta(model, image, extra: dict | None = None) -> dict:
@@ -106,9 +114,6 @@ def method_options_model_image(args):
         raise CliError(f"Unknown method '{args.method}'. Methods: {', '.join(sorted(METHODS))}.")
     method = METHODS[args.method]
     options = method.parse(parse_sets(args.set))
-    spec = get_spec(args.model)
-    if not method.fits(spec.family):
-        raise CliError(f"Method '{method.name}' needs a {method.family.upper()} model; "
-                       f"{spec.id} is a {spec.family.upper()}.")
+    method.check_family(get_spec(args.model))
     model, image = load_model(args), load_image(args.image)
     return method, method.resolve(model, options), model, image

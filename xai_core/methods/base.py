@@ -260,6 +260,13 @@ class Method:
     def fits(self, model_family: str) -> bool:
         return self.family in (model_family, ANY_FAMILY)
 
+    def check_family(self, spec) -> None:
+        """Refuse, in words, a model (its spec: no load needed) of a family this method does
+        not handle."""
+        if not self.fits(spec.family):
+            raise OptionError(f"Method '{self.name}' needs a {self.family.upper()} model; "
+                              f"{spec.id} is a {spec.family.upper()}.")
+
     def option(self, name: str) -> Option:
         return next(option for option in self.options if option.name == name)
 
@@ -279,9 +286,7 @@ class Method:
     def resolve(self, model, given: dict | None) -> dict:
         """Every option's value for this model: the given ones parsed and checked against
         the model's modules, the rest at their defaults. Runs before any capture."""
-        if not self.fits(model.spec.family):
-            raise OptionError(f"Method '{self.name}' needs a {self.family.upper()} model; "
-                              f"{model.spec.id} is a {model.spec.family.upper()}.")
+        self.check_family(model.spec)
         parsed = self.parse(given)
         values = {option.name: (option.check(parsed[option.name], model)
                                 if option.name in parsed else option.default_for(model))
