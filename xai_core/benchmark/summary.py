@@ -150,6 +150,9 @@ def format_ranking(summary: dict) -> str:
     lines = [f"{summary['units']['done']} of {summary['units']['total']} units done "
              f"(image x model x method); baseline {settings['baseline']}, "
              f"{settings['steps']} steps; intervals: {summary['interval']}."]
+    if settings.get("random_weights"):
+        lines.insert(0, "RANDOM WEIGHTS (shapes only): every model below was built with random "
+                        "weights, so these values say nothing about a trained model.")
     for table in summary["tables"]:
         count = max((e["images"] for e in table["methods"]), default=0)
         lines += ["", f"{table['model']} · {table['metric']} ({table['better']} is better; "

@@ -50,6 +50,12 @@ def load_model(args):
     return get_model(spec.id, random_weights=random_weights)
 
 
+def labelled(model, text: str) -> str:
+    """`text` about a model's results, under the model's label when its weights are random
+    (the label says so), so printed numbers never pass for a trained model's."""
+    return f"{model.label}\n{text}" if model.random_weights else text
+
+
 def run_meta(model, image, extra: dict | None = None) -> dict:
     import timm
     import torch

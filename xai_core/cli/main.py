@@ -13,7 +13,7 @@ import sys
 import numpy as np
 
 from .benchmark import add_benchmark_command
-from .common import (FAULT, USAGE_ERROR, CliError, emit, load_image, load_model,
+from .common import (FAULT, USAGE_ERROR, CliError, emit, labelled, load_image, load_model,
                      method_options_model_image, run_meta, save_npz)
 from .metrics import add_metrics_command
 from .warmup import add_health_command, add_warmup_command
@@ -44,7 +44,7 @@ def cmd_predict(args) -> None:
                "top": [{"index": p.index, "label": p.label, "probability": p.probability}
                        for p in top]}
     text = "\n".join(f"{p.probability:7.2%}  {p.label} ({p.index})" for p in top)
-    emit(args, payload, text)
+    emit(args, payload, labelled(model, text))
 
 
 def cmd_capture(args) -> None:
@@ -92,7 +92,7 @@ def cmd_explain(args) -> None:
     arrays = {"map": result.map.astype(np.float32), **result.arrays}
     save_npz(args.out, arrays, meta)
     emit(args, {"out": args.out, "map_shape": list(result.map.shape), "meta": meta},
-          f"wrote {args.out}: map {result.map.shape} ({method.name})")
+          labelled(model, f"wrote {args.out}: map {result.map.shape} ({method.name})"))
 
 
 def build_parser() -> argparse.ArgumentParser:

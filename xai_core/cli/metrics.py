@@ -5,7 +5,7 @@ Added to the parser by `cli.main`; heavy imports happen only when the command ru
 
 from __future__ import annotations
 
-from .common import CliError, emit, method_options_model_image, run_meta
+from .common import CliError, emit, labelled, method_options_model_image, run_meta
 
 METRIC_CHOICES = ("deletion", "insertion", "pos-perturb", "neg-perturb")
 BASELINE_CHOICES = ("zeros", "blur", "rise-blur", "mean")
@@ -45,4 +45,4 @@ def cmd_metrics(args) -> None:
             f"'{model.class_names[target]}', {curve.score_kind}; baseline {curve.baseline}, "
             f"{len(curve.fractions)} points, full image {curve.full_score:.4f}, "
             f"baseline {curve.baseline_score:.4f})")
-    emit(args, payload, text)
+    emit(args, payload, labelled(model, text))
