@@ -7,7 +7,8 @@ interval, its mean rank over images, and how it compares with the random floor.
   best (lowest for deletion-like metrics, highest for the others), ties averaged.
 - Floor: the paired difference method - random over the images both have, with its own
   bootstrap interval. "better than random" / "worse than random" when the interval lies
-  wholly on one side of 0, "not distinguishable from random" otherwise.
+  wholly on one side of 0, "not distinguishable from random" otherwise; with one paired
+  image there is no interval to speak of (it is that image's difference), so no verdict.
 """
 
 from __future__ import annotations
@@ -65,9 +66,11 @@ def mean_ranks(values: dict[str, dict[str, float]], higher_is_better: bool) -> d
     return {method: float(np.mean(r)) for method, r in ranks.items()}
 
 
-def _verdict(low: float, high: float, higher_is_better: bool) -> str:
-    if not (math.isfinite(low) and math.isfinite(high)):
+def _verdict(low: float, high: float, higher_is_better: bool, images: int) -> str:
+    if images == 0 or not (math.isfinite(low) and math.isfinite(high)):
         return "no paired images"
+    if images == 1:
+        return "one paired image: too few to tell"
     if (low > 0) if higher_is_better else (high < 0):
         return "better than random"
     if (high < 0) if higher_is_better else (low > 0):
@@ -122,7 +125,7 @@ def _versus_floor(per_image, floor, higher, seed, model_id, metric, method) -> d
     return {"images": len(paired),
             "mean_difference": _number(differences.mean()) if paired else None,
             "interval": [_number(low), _number(high)],
-            "verdict": _verdict(low, high, higher)}
+            "verdict": _verdict(low, high, higher, len(paired))}
 
 
 def _number(value) -> float | None:
