@@ -130,6 +130,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)  # --help and usage errors answer before torch loads
     from ..capture import CaptureError
     from ..errors import OptionError
     from ..faults import ModelOutOfMemory
@@ -137,7 +138,6 @@ def main(argv: list[str] | None = None) -> int:
     from ..models import ModelUnavailableError, UnknownModelError, disk_cache
     from ..pipeline import TargetError
 
-    args = build_parser().parse_args(argv)
     try:
         args.function(args)
     except (CliError, ImageError, ModelUnavailableError, UnknownModelError, TargetError,
