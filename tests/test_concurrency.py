@@ -292,3 +292,58 @@ def test_a_prediction_completes_while_score_cam_runs():
     assert results["b"] == expected_top
     np.testing.assert_allclose(results["a"].map, expected_map, atol=1e-6)
     assert not cnn.lock._held and not cnn.lock._queue
+
+
+def test_a_prediction_completes_while_occlusion_runs():
+    """Session A runs Occlusion through Captum (one forward per batch of occluded images);
+    session B asks for a prediction from the same model while A's second forward runs. A
+    takes the model's lock for each forward only, so B, queued behind that forward, runs
+    its own forward before A's third: were the lock held for A's whole call, B's forward
+    would come after all of A's."""
+    cnn, (cat, other) = tiny_cnn(), images(2)
+    expected_map = METHODS["occlusion"](cnn, cat, target=3, batch=2).map
+    expected_top = pipeline.predict(cnn, other, topk=3)
+    RESULT_CACHE.clear()
+    pipeline.CAPTURE_CACHE.clear()
+
+    a_thread, b_may_ask, b_forwarded = [], threading.Event(), threading.Event()
+    a_forwards, b_first = [], []
+
+    def before_forward(_module, _args):
+        if threading.get_ident() not in a_thread:
+            b_forwarded.set()  # B's forward, inside the lock
+            return
+        a_forwards.append(1)
+        if len(a_forwards) == 2:
+            b_may_ask.set()
+            for _ in range(12000):  # until B waits for the lock this forward holds
+                if cnn.lock._queue:
+                    break
+                threading.Event().wait(0.01)
+        elif len(a_forwards) == 3:
+            b_first.append(b_forwarded.is_set())
+
+    results = {}
+
+    def session_a():
+        a_thread.append(threading.get_ident())
+        results["a"] = METHODS["occlusion"](cnn, cat, target=3, batch=2)
+
+    def session_b():
+        b_may_ask.wait(timeout=120)
+        results["b"] = pipeline.predict(cnn, other, topk=3)
+
+    handle = cnn.module.register_forward_pre_hook(before_forward)
+    try:
+        threads = [threading.Thread(target=session_a), threading.Thread(target=session_b)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=300)
+    finally:
+        handle.remove()
+    assert b_first == [True]
+    assert len(a_forwards) == 1 + 16 // 2  # the image, then 4x4 windows in batches of 2
+    assert results["b"] == expected_top
+    np.testing.assert_array_equal(results["a"].map, expected_map)
+    assert not cnn.lock._held and not cnn.lock._queue

@@ -16,7 +16,8 @@ from xai_core import pipeline
 from xai_core.cli.main import main as cli_main
 from xai_core.faults import (RETRY_BATCH_DIVISOR, Cancelled, ModelOutOfMemory,
                              retry_with_smaller_batch)
-from xai_core.methods import gradcam
+from xai_core.methods import METHODS, gradcam
+from xai_core.methods.base import RESULT_CACHE
 from xai_core.models import get_model
 
 CUDA_OOM = "CUDA out of memory. Tried to allocate 2.00 GiB (GPU 0; 139.8 GiB total capacity)"
@@ -69,11 +70,11 @@ def freed(monkeypatch):
     releases = []
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "empty_cache", lambda: releases.append(1))
-    computed = []
-    pipeline.CAPTURE_CACHE.get_or_compute(("marker",), lambda: computed.append(1))
+    computed, marker = [], ("marker", object())  # a key of this test's own
+    pipeline.CAPTURE_CACHE.get_or_compute(marker, lambda: computed.append(1))
 
     def check() -> bool:
-        pipeline.CAPTURE_CACHE.get_or_compute(("marker",), lambda: computed.append(1))
+        pipeline.CAPTURE_CACHE.get_or_compute(marker, lambda: computed.append(1))
         return bool(releases) and len(computed) == 2  # computed again: the cache was cleared
 
     return check
@@ -122,6 +123,36 @@ def test_a_real_cpu_allocation_failure_in_a_prediction(cnn, oracle, monkeypatch,
     assert freed() and lock_free_and_no_hooks(cnn)
     monkeypatch.undo()
     assert pipeline.predict(cnn, image, topk=3) == top
+
+
+class FailsBackward(torch.autograd.Function):
+    """The identity forward; its backward runs out of (GPU) memory."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx, grad):
+        raise torch.cuda.OutOfMemoryError(CUDA_OOM)
+
+
+def test_out_of_memory_in_a_backward_outside_the_lock_says_so(cnn, monkeypatch, freed):
+    """Captum's gradient methods take the model's lock per forward; their backward runs
+    after it is released and may run out of memory too: the same sentence, memory freed,
+    and the next request works."""
+    image = images(1)[0]
+    RESULT_CACHE.clear()
+    expected = METHODS["saliency"](cnn, image, target=3).map
+    RESULT_CACHE.clear()
+    original = type(cnn.module).forward
+    monkeypatch.setattr(type(cnn.module), "forward",
+                        lambda self, x: FailsBackward.apply(original(self, x)))
+    with pytest.raises(ModelOutOfMemory, match="ran out of GPU"):
+        METHODS["saliency"](cnn, image, target=3)
+    assert freed() and lock_free_and_no_hooks(cnn)
+    monkeypatch.undo()
+    np.testing.assert_array_equal(METHODS["saliency"](cnn, image, target=3).map, expected)
 
 
 def test_retry_helper_divides_once_and_never_below_one():

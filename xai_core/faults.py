@@ -63,16 +63,24 @@ def out_of_memory_message(error: BaseException) -> str:
             "once (a smaller image, fewer steps or methods).")
 
 
+def raise_if_out_of_memory(error: BaseException) -> None:
+    """Called with a model call's error: running out of memory becomes ModelOutOfMemory (the
+    failed call's tensors and the shared capture cache freed first); any other error is
+    left to the caller to raise."""
+    if isinstance(error, ModelOutOfMemory) or not is_out_of_memory(error):
+        return
+    free_memory(error.__traceback__)
+    raise ModelOutOfMemory(out_of_memory_message(error)) from None
+
+
 class ModelLock(FairLock):
     """The lock every model call holds (first come, first served). An out-of-memory error
     inside it becomes ModelOutOfMemory, after the lock is released and memory freed."""
 
     def __exit__(self, exc_type, error, tb) -> None:
         self.release()
-        if error is not None and not isinstance(error, ModelOutOfMemory) \
-                and is_out_of_memory(error):
-            free_memory(tb)
-            raise ModelOutOfMemory(out_of_memory_message(error)) from None
+        if error is not None:
+            raise_if_out_of_memory(error)
 
 
 def retry_with_smaller_batch(run: Callable[[int], T], batch_size: int) -> T:

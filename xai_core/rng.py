@@ -3,7 +3,9 @@
 Some library code draws from it with no way to pass a generator of its own: timm's weight
 initialisation (random-weight models), Captum's SmoothGrad noise and KernelSHAP coalitions,
 ROAD's imputation noise. Two threads seeding and drawing at once would interleave their
-streams, so every seeded block takes one process-wide lock.
+streams, so every seeded block takes one process-wide lock. A seeded block may take a
+model's lock inside it, never the other way round (no two threads can then wait for each
+other).
 """
 
 from __future__ import annotations

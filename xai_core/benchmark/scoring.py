@@ -144,7 +144,7 @@ def road_score(model, image, saliency: np.ndarray, target: int, seed: int) -> fl
 
     pixels = prepare(model, image).pixels.to(model.device)
     cam = min_max(upsample(saliency, tuple(pixels.shape[-2:])))[None].astype(np.float32)
-    with model.lock, seeded(model.device, seed):
+    with seeded(model.device, seed), model.lock:  # the generator's lock first, as everywhere
         return float(ROADCombined()(pixels, cam, [_ProbabilityTarget(model, target)],
                                     model.module)[0])
 

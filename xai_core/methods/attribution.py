@@ -4,10 +4,12 @@ gradient saliency, Occlusion, KernelSHAP).
 - The forward function Captum differentiates is the model followed by our class score:
   the target logit for an ImageNet head, the k-NN class score for a self-supervised ViT -
   the same scalar every other gradient method uses - one value per image of the batch.
-- Every call runs under the model's lock (the method's entry point caches its result,
-  keyed by every option); methods that draw random numbers (SmoothGrad's noise,
-  KernelSHAP's coalitions) do so from a seeded fork of torch's generator, one such block
-  at a time in the process, so a map is reproducible even with many sessions at once.
+- Every forward holds the model's lock for that batch only, so other sessions go in
+  between (the method's entry point caches the result, keyed by every option); methods
+  that draw random numbers (SmoothGrad's noise, KernelSHAP's coalitions) do so from a
+  seeded fork of torch's generator, one such block at a time in the process, so a map is
+  reproducible even with many sessions at once. Lock order: the generator's, then the
+  model's.
 - Attributions come back as (3, H, W) on the model input; each method names how it
   reduces the colour channels to one map.
 """
@@ -19,6 +21,7 @@ from typing import Callable
 import numpy as np
 import torch
 
+from ..faults import raise_if_out_of_memory
 from ..pipeline import head_of, prepare
 from ..rng import seeded
 from .base import Choice, Int
@@ -42,12 +45,16 @@ SEED = Int("seed", 0, 0, 2**31 - 1, "Seed of the random draws: the same seed, th
 
 def score_forward(model, target: int, head=None) -> Callable[[torch.Tensor], torch.Tensor]:
     """x (B, 3, H, W) -> (B,) class score of each image (the head's score_fn sums over its
-    batch, so it is applied image by image)."""
+    batch, so it is applied image by image). Each call holds the model's lock for its own
+    forward only: Captum calls it once per batch, and other sessions' model calls go in
+    between (the lock is first come, first served), so a method of hundreds of passes does
+    not hold up everyone else's page."""
     score = head_of(model, head).score_fn(target)
     module = model.module
 
     def forward(pixels: torch.Tensor) -> torch.Tensor:
-        output = module(pixels)
+        with model.lock:
+            output = module(pixels)
         return torch.stack([score(output[i:i + 1]) for i in range(output.shape[0])])
 
     return forward
@@ -86,16 +93,20 @@ def cell_mask(size: tuple[int, int], cell: int) -> torch.Tensor:
 def attribute(model, image, target: int, head,
               compute: Callable[[Callable, torch.Tensor], tuple[torch.Tensor, dict]],
               seed: int | None = None) -> tuple[np.ndarray, dict]:
-    """Run `compute(forward, pixels) -> (attributions (1, 3, H, W), extras)` under the model's
-    lock (and, with a seed, torch's seeded generator). Returns the attributions as (3, H, W)
-    float32 numpy and the extras. Not cached here: the method's entry point caches its
-    result by every option."""
+    """Run `compute(forward, pixels) -> (attributions (1, 3, H, W), extras)`, each forward
+    under the model's lock (`score_forward`), the whole call, given a seed, under torch's
+    seeded generator. Returns the attributions as (3, H, W) float32 numpy and the extras.
+    Not cached here: the method's entry point caches its result by every option."""
     head = head_of(model, head)
     # a leaf that asks for gradients (Captum would otherwise switch it on and warn)
     pixels = prepare(model, image).pixels.to(model.device).clone().requires_grad_(True)
     forward = score_forward(model, target, head)
-    with model.lock, seeded(model.device, seed):
-        attributions, extras = compute(forward, pixels)
+    try:
+        with seeded(model.device, seed):
+            attributions, extras = compute(forward, pixels)
+    except Exception as error:  # a backward runs outside the lock: it may run out of memory too
+        raise_if_out_of_memory(error)
+        raise
     return attributions.detach()[0].float().cpu().numpy(), extras
 
 

@@ -10,8 +10,7 @@ from pathlib import Path
 
 import torch
 
-from ..faults import (ModelLock, ModelOutOfMemory, free_memory, is_out_of_memory,
-                      out_of_memory_message)
+from ..faults import ModelLock, raise_if_out_of_memory
 from ..locks import FairLock
 from ..rng import seeded
 from . import bundled
@@ -218,8 +217,6 @@ def get_model(model_id: str, random_weights: bool = False,
             try:
                 _models[key] = _build(model_id, random_weights, device)
             except Exception as error:
-                if not is_out_of_memory(error):
-                    raise
-                free_memory(error.__traceback__)
-                raise ModelOutOfMemory(out_of_memory_message(error)) from None
+                raise_if_out_of_memory(error)
+                raise
         return _models[key]
