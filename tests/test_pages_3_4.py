@@ -76,6 +76,7 @@ def test_page_3_on_dinov2_all_controls():
     app.checkbox(key="p3_renorm").check().run()
     ok(app)
     assert "renormalised to sum 1" in element_text(app, "caption")
+    app.segmented_control(key="p3_view").set_value("head").run()
     app.selectbox(key="p3_block").set_value(3).run()
     app.selectbox(key="p3_head").set_value(2).run()
     app.number_input(key="p3_query").set_value(10).run()
@@ -85,11 +86,30 @@ def test_page_3_on_dinov2_all_controls():
                                capture.blocks[3].acts["attn"][0, 2, 11, 1:].numpy(), rtol=1e-6)
 
 
+def test_page_3_scatter_click_opens_that_head():
+    app = ok(open_app("3_attention_distance.py"))
+    assert {c["layout"]["title"]["text"] for c in chart_specs(app)} == {
+        "Mean attention distance, this image", "A CNN's receptive field grows with depth"}
+    app.session_state["p3_scatter"] = {"selection": {"points": [{"customdata": [4, 1]}]}}
+    app.run()
+    ok(app)
+    assert app.segmented_control(key="p3_view").value == "head"
+    assert (app.selectbox(key="p3_block").value, app.selectbox(key="p3_head").value) == (4, 1)
+    capture = pipeline.vit_capture(get_model("dinov2-s14"), load_sample("chelsea"))
+    query = app.number_input(key="p3_query").value
+    head_map = chart(app, f"Block 4, head 1: where patch {query} looks")
+    np.testing.assert_allclose(plotly_array(head_map["data"][1]["z"]).ravel(),
+                               capture.blocks[4].acts["attn"][0, 1, query + 1, 1:].numpy(),
+                               rtol=1e-6)
+    assert app.query_params == {"p3_view": "head", "p3_block": "4", "p3_head": "1"}
+
+
 def test_page_3_random_deit_with_gallery():
     app = ok(open_app("3_attention_distance.py", **DEIT))
     assert "RANDOM WEIGHTS" in element_text(app, "error")
+    app.segmented_control(key="p3_view").set_value("head").run()
     assert "[CLS]" in element_text(app, "caption") and "[DIST]" in element_text(app, "caption")
-    app.toggle(key="p3_gallery").set_value(True).run()
+    app.segmented_control(key="p3_view").set_value("gallery").run()
     ok(app)
     averaged = chart(app, "Mean over 9 images")
     assert all("error_y" in t for t in averaged["data"] if t["name"].startswith("head"))
