@@ -7,7 +7,8 @@ import math
 import numpy as np
 import pytest
 import torch
-from apptest_helpers import ENTRY, no_problems, open_app, plotly_array
+from apptest_helpers import (ENTRY, chart_keys, no_problems, open_app, plotly_array,
+                             show)
 from scipy.special import softmax as scipy_softmax
 from sklearn.metrics.pairwise import cosine_similarity
 from streamlit.testing.v1 import AppTest
@@ -44,17 +45,6 @@ def test_clicked_index_reads_both_shapes_of_customdata():
 @pytest.fixture(scope="module")
 def page1():
     return open_app("1_tokenization.py", timeout=180)
-
-
-def show(app, view_key: str, view: str):
-    """Open one view of a page (a segmented control), as a click on it does."""
-    app.segmented_control(key=view_key).set_value(view).run()
-    no_problems(app)
-    return app
-
-
-def chart_keys(app) -> set[str]:
-    return {c.proto.id.rsplit("-", 1)[-1] for c in app.get("plotly_chart")}
 
 
 def test_page1_renders_with_bundled_models(page1):
