@@ -79,12 +79,13 @@ def test_block_and_head_link_by_index_and_leave_the_url_with_their_page():
          if chart_title(s).startswith("Block 3, head 2")]
     assert len(z) == 1
     np.testing.assert_allclose(z[0], query_attention(capture, 3, query)[1], atol=1e-6)
-    assert app.query_params == {"sa_block": "3", "sa_head": "1"}
+    # the link opened the view that holds its widgets, and the URL says so
+    assert app.query_params == {"sa_view": "model", "sa_block": "3", "sa_head": "1"}
     app.switch_page("../pages/home.py").run()
     assert app.query_params == {}  # another page's choices leave the URL ...
     app.switch_page("../pages/2_self_attention.py").run()
     assert app.slider(key="sa_block").value == 3  # ... but stay with the session
-    assert app.query_params == {"sa_block": "3", "sa_head": "1"}
+    assert app.query_params == {"sa_view": "model", "sa_block": "3", "sa_head": "1"}
 
 
 def test_class_and_method_links_on_the_cnn():
@@ -109,7 +110,7 @@ def test_knn_class_links_by_its_label():
     cup = model.head.class_names.index("coffee cup")
     app = open_link("5_gradcam.py", gc_part="vit", gc_vit_target="coffee cup")
     no_problems(app)
-    assert app.radio(key="gc_part").value == "vit"
+    assert app.segmented_control(key="gc_part").value == "vit"
     assert app.selectbox(key="gc_vit_target").value == cup
     top = pipeline.predict(model, load_sample("chelsea"), topk=1)[0].index
     assert top != cup  # so the link, not the default, chose it
