@@ -231,13 +231,14 @@ def map_row(image: Image.Image, maps: list[tuple[str, np.ndarray]], height: int 
 
 @reused
 def flow_figure(image: Image.Image, L: np.ndarray, D: np.ndarray, patch_size: tuple[int, int],
-                labels: list[str], opacity: float = 0.6, height: int = 480,
-                start: int | None = None) -> go.Figure:
+                labels: list[str], short_labels: list[str], opacity: float = 0.6,
+                height: int = 480, start: int | None = None) -> go.Figure:
     """Animated DAAM flow: per-block map L_b (left) and accumulated D_b (right).
 
     `L` and `D` are (B, rows, cols) already scaled to [0, 1] for display. One
-    frame per block updates only the two heatmap traces (indices 1 and 3); a play
-    button and a slider scrub the frames in the browser, no rerun.
+    frame per block (titled `labels[i]`, named `short_labels[i]` on the slider) updates
+    only the two heatmap traces (indices 1 and 3); a play button and a slider scrub the
+    frames in the browser, no rerun.
     """
     count = len(L)
     start = count - 1 if start is None else start
@@ -249,7 +250,7 @@ def flow_figure(image: Image.Image, L: np.ndarray, D: np.ndarray, patch_size: tu
                 zmax=1.0, name="L_b", hovertemplate=hover).update(showscale=False)
     add_overlay(figure, image, D[start], patch_size, row=1, col=2, opacity=opacity, zmin=0.0,
                 zmax=1.0, name="D_b", hovertemplate=hover)
-    names = [f"{i + 1}" for i in range(count)]
+    names = list(short_labels)
     figure.frames = [go.Frame(name=name, traces=[1, 3], data=[
         go.Heatmap(z=np.asarray(L[i], dtype=np.float32)),
         go.Heatmap(z=np.asarray(D[i], dtype=np.float32))],
@@ -270,7 +271,7 @@ def flow_figure(image: Image.Image, L: np.ndarray, D: np.ndarray, patch_size: tu
                                    args=[[None], dict(frame=dict(duration=0, redraw=False),
                                                       mode="immediate")])])],
         sliders=[dict(active=start, x=0.16, len=0.84, y=-0.02, yanchor="top",
-                      currentvalue=dict(prefix="block "),
+                      currentvalue=dict(prefix=""),
                       steps=[dict(label=name, method="animate", args=[[name], still])
                              for name in names])])
     return figure
