@@ -55,12 +55,16 @@ INTERACTION_TIMEOUT_S = 120
 VIEWPORT = {"width": 1500, "height": 1000}
 # page file -> (extra URL query for the interaction, "slider" | "click" | "none", widget or
 # chart key, or for "none" why)
+# (a page's later views are opened by their deep link, e.g. `tok_view=position`)
 INTERACTIONS = {
     "0_vit_explainer.py": ("", "none", "its interactions run in the browser (bench_explainer)"),
-    "1_tokenization.py": ("", "click", "tok_pos_chart"),
-    "2_self_attention.py": ("", "click", "sa_chart"),
+    "1_tokenization.py": ("tok_view=position", "click", "tok_pos_chart"),
+    "2_self_attention.py": ("sa_view=model", "click", "sa_chart"),
+    "3_attention_distance.py": ("p3_view=head", "click", "p3_head_map"),
+    "4_rollout_heads.py": ("", "slider", "p4_discard"),
     "5_gradcam.py": ("gc_part=vit", "slider", "gc_block"),
-    "7_comparison.py": ("", "slider", "cmp_topk"),
+    "6_daam_flow.py": ("daam_view=channels", "slider", "daam_channel_block"),
+    "7_comparison.py": ("cmp_view=agree", "slider", "cmp_topk"),
     "8_text_attention.py": ("", "slider", "text_layer"),
 }
 INTERACTIVE_JS = """() => {

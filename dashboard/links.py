@@ -80,16 +80,23 @@ def _draw(draw: Callable, args: tuple, key: str, default_kwarg: dict, kwargs: di
     return draw(*args, key=key, **kwargs)
 
 
+# the keyword that sets a widget's first value, where it is not `index=`
+_DEFAULT_KEYWORD = {"segmented_control": "default", "pills": "default", "select_slider": "value"}
+
+
 def choice(draw: Callable, label: str, options: Sequence, *, key: str, default=None,
            to_id: Callable[[Any], str] = str, what: str | None = None, **kwargs):
-    """A single choice (`st.selectbox`, `st.radio` or a container's) linked by option id.
-    `default` (the first option when None) is the value with nothing in the URL."""
+    """A single choice (`st.selectbox`, `st.radio`, `st.segmented_control`,
+    `st.select_slider` or a container's) linked by option id. `default` (the first option
+    when None) is the value with nothing in the URL."""
     options = list(options)
     default = options[0] if default is None else default
     table = _lookup(options, to_id, kwargs.get("format_func"))
     _follow(key, lambda raw: table.get(raw, _REFUSED), what or label.lower())
     keep_valid(key, options, default)  # e.g. another model has other classes
-    value = _draw(draw, (label, options), key, {"index": options.index(default)}, kwargs)
+    keyword = _DEFAULT_KEYWORD.get(getattr(draw, "__name__", ""))
+    first = {keyword: default} if keyword else {"index": options.index(default)}
+    value = _draw(draw, (label, options), key, first, kwargs)
     _publish(key, None if value == default else to_id(value))
     return value
 

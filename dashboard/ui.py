@@ -24,6 +24,22 @@ def show_figure(fig: go.Figure, key: str, **kwargs):
     return st.plotly_chart(fig, key=key, width="stretch", **kwargs)
 
 
+def view_picker(views: dict[str, str], key: str, label: str = "Show",
+                opened_by: dict[str, tuple[str, ...]] | None = None) -> str:
+    """The view of a page to draw (its other sections are not run, so a first visit draws
+    only its first lesson): a segmented control of `views` (id -> title), linked by id
+    (`?<key>=<id>`), the first view by default, kept across page switches. A link that
+    names a widget of another view (`opened_by`: view id -> its linked keys) opens that
+    view, so the link still shows what it names."""
+    if key not in st.query_params:
+        for view, keys in (opened_by or {}).items():
+            if any(k in st.query_params for k in keys):
+                st.session_state[key] = view
+                break
+    return links.choice(st.segmented_control, label, list(views), key=key,
+                        format_func=views.get, what="view", required=True)
+
+
 def apply_presentation_css() -> None:
     if state.selection().presentation:
         st.markdown(

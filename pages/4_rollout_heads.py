@@ -3,7 +3,7 @@
 import numpy as np
 import streamlit as st
 
-from dashboard import state, ui
+from dashboard import links, state, ui
 from dashboard.clicks import apply_chart_click
 from dashboard.widgets import keep_valid
 from xai_core import pipeline
@@ -23,7 +23,7 @@ st.markdown(
     "block it fuses the heads into one matrix, adds the identity for the skip path, rescales "
     "every row to sum to 1, and multiplies the blocks together in forward order. By default "
     "the product starts after any early block that an *attention sink* dominates (see "
-    "*Sinks and registers* below).")
+    "the *Sinks and registers* view).")
 st.latex(r"\hat A_l = \frac{\bar A_l + I}{\mathrm{rowsum}(\bar A_l + I)}, \qquad "
          r"R = \hat A_{\mathrm{end}} \cdots \hat A_{\mathrm{start}}, \qquad "
          r"\text{map} = R[\mathrm{CLS},\ \text{patches}]")
@@ -68,12 +68,12 @@ def _heads_grid(model, image, layout, eligible, prefix, model_image, marks):
     apply_chart_click("p4_mosaic",
                       lambda d: {"p4_big_block": int(d[0]), "p4_big_head": int(d[1])})
     heads = maps.shape[1]
-    keep_valid("p4_big_block", eligible, eligible[-1])
-    keep_valid("p4_big_head", range(heads), 0)
     e1, e2 = st.columns([1, 2])
     with e1:
-        big_block = st.selectbox("Block", eligible, key="p4_big_block")
-        big_head = st.selectbox("Head", list(range(heads)), key="p4_big_head")
+        big_block = links.choice(st.selectbox, "Block", eligible, key="p4_big_block",
+                                 default=eligible[-1])
+        big_head = links.choice(st.selectbox, "Head", list(range(heads)), key="p4_big_head",
+                                default=0)
         tile = maps[eligible.index(big_block), big_head]
         st.markdown(f"Block {big_block}, head {big_head}: the {who} query puts "
                     f"**{tile.sum():.1%}** of its attention on image patches; its strongest "
@@ -89,8 +89,6 @@ def _rollout_controls(eligible, prefix, layout, auto):
     """Head fusion, discard ratio, start (auto or a block), end and query; returns them."""
     last = len(eligible) - 1
     starts = [rollout.AUTO, *range(last + 1)]
-    keep_valid("p4_start", starts, rollout.AUTO)
-    keep_valid("p4_end", range(last + 1), last)
     keep_valid("p4_query", range(-1, layout.num_patches), -1 if prefix else layout.centre_patch)
     c1, c2, c3, c4, c5 = st.columns([1, 1.2, 1.3, 1.3, 1.2])
     fusion = c1.selectbox("Head fusion", rollout.FUSIONS, key="p4_fusion",
@@ -100,22 +98,22 @@ def _rollout_controls(eligible, prefix, layout, auto):
                         persist_state="session",
                         help="Zero this fraction of the weakest entries of each fused matrix "
                              "(never [CLS]→[CLS]) before adding the identity.")
-    chosen = c3.selectbox(
-        "Start block", starts, key="p4_start",
+    chosen = links.choice(
+        c3.selectbox, "Start block", starts, key="p4_start",
         format_func=lambda s: (f"auto: block {eligible[auto.start]}" if s == rollout.AUTO
                                else f"block {eligible[s]}"),
         help="auto starts after the sink-dominated blocks: blocks with a head that sends at "
              f"least {SINK_THRESHOLD:.0%} of its attention (mean over all queries) to one "
-             "image patch. See 'Sinks and registers' below.")
+             "image patch. See the 'Sinks and registers' view.")
     start = auto.start if chosen == rollout.AUTO else int(chosen)
     if start >= last:
         st.session_state["p4_end"] = last
         c4.markdown(f"End block: **{eligible[last]}**")
         end = last
     else:
-        keep_valid("p4_end", range(start, last + 1), start)
-        end = c4.slider("End block: rollout up to here", start, last, key="p4_end",
-                        format="%d", help="Positions among the self-attention blocks.")
+        end = links.number(c4.slider, "End block: rollout up to here", start, last,
+                           key="p4_end", default=last, format="%d",
+                           help="Positions among the self-attention blocks.")
     query = c5.number_input("Query patch (−1 = [CLS])" if prefix else "Query patch "
                             "(−1 = mean of all rows)", -1, layout.num_patches - 1, key="p4_query")
     return fusion, discard, chosen, start, end, int(query)
@@ -235,8 +233,6 @@ def _sinks_section(capture, analysis, model, model_image, marks):
                                             "p4_sink_head": int(d[1])})
     strongest = analysis.strongest()
     heads = analysis.scores.shape[1]
-    keep_valid("p4_sink_block", blocks, strongest.block)
-    keep_valid("p4_sink_head", range(heads), strongest.head)
     hover = [[f"block {b}, head {h}<br>sink score {analysis.scores[p, h]:.2f} → "
               f"{analysis.key_name(int(analysis.keys[p, h]))}<br>entropy "
               f"{analysis.entropy[p, h]:.2f} nats" for h in range(heads)]
@@ -255,8 +251,10 @@ def _sinks_section(capture, analysis, model, model_image, marks):
             key="p4_sink_entropy", on_select="rerun", selection_mode="points")
     with right:
         s1, s2 = st.columns(2)
-        block = s1.selectbox("Block", blocks, key="p4_sink_block")
-        head = s2.selectbox("Head", list(range(heads)), key="p4_sink_head")
+        block = links.choice(s1.selectbox, "Block", blocks, key="p4_sink_block",
+                             default=strongest.block)
+        head = links.choice(s2.selectbox, "Head", list(range(heads)), key="p4_sink_head",
+                            default=strongest.head)
         position = blocks.index(block)
         chosen = analysis.head(position, head)
         ring = [(chosen.key - analysis.num_prefix_tokens,
@@ -279,16 +277,33 @@ def _sinks_section(capture, analysis, model, model_image, marks):
                   "([CLS]) there is no key that all queries agree on." if excluded else ""))
 
 
-with ui.friendly_errors():
-    capture = pipeline.vit_capture(model, image)
-    layout = capture.layout
-    eligible = rollout.rollout_blocks(capture)
-    last = len(eligible) - 1
-    prefix = capture.blocks[eligible[0]].num_prefix_tokens
-    names = prefix_token_names(model.module)[:prefix]
-    model_image = pipeline.prepare(model, image).model_image
-    analysis = sinks.explain(model, image).detail
-    auto = rollout.auto_start(analysis)
+class RolloutInputs:
+    """What the rollout view reads from the capture, computed once per full run."""
+
+    def __init__(self, model, image):
+        self.model, self.image = model, image
+        self.capture = pipeline.vit_capture(model, image)
+        self.layout = self.capture.layout
+        self.eligible = rollout.rollout_blocks(self.capture)
+        self.prefix = self.capture.blocks[self.eligible[0]].num_prefix_tokens
+        self.names = prefix_token_names(model.module)[:self.prefix]
+        self.model_image = pipeline.prepare(model, image).model_image
+        self.analysis = sinks.explain(model, image).detail
+        self.auto = rollout.auto_start(self.analysis)
+        self.marks = high_norm_tokens(self.capture)
+
+
+@st.fragment
+def rollout_view(inputs: RolloutInputs) -> None:
+    """Rollout next to raw attention and GAE; its controls rerun only this view."""
+    with ui.friendly_errors():
+        _rollout_view(inputs)
+
+
+def _rollout_view(inputs: RolloutInputs) -> None:
+    model, image, capture, layout = inputs.model, inputs.image, inputs.capture, inputs.layout
+    eligible, prefix, names, auto = inputs.eligible, inputs.prefix, inputs.names, inputs.auto
+    model_image, marks = inputs.model_image, inputs.marks
     if len(eligible) < len(capture.blocks):
         st.info(f"Rollout needs one token set shared by every block it multiplies, so it runs "
                 f"over this model's {len(eligible)} self-attention (patch) blocks only and "
@@ -296,7 +311,6 @@ with ui.friendly_errors():
                 "Those patch blocks have no [CLS] token: the rollout map below is the mean over "
                 "all patch rows, or one patch's row if you pick a query patch.")
 
-    # --- controls -------------------------------------------------------------------------------
     st.subheader("Rollout")
     fusion, discard, chosen, start, end, query = _rollout_controls(eligible, prefix, layout, auto)
     row = None if query < 0 else query  # the query patch drawn on the maps
@@ -310,9 +324,7 @@ with ui.friendly_errors():
                              query=query)
     roll_map, roll_prefix, roll_row = rolled.map, rolled.arrays["prefix_values"], rolled.meta["row"]
     raw_map, raw_prefix, raw_row = rollout.last_block_cls_attention(capture, row)
-    marks = high_norm_tokens(capture)
 
-    head = state.session_head(model)
     columns = st.columns(4 if full else 3)
     with columns[0]:
         ui.show_figure(token_map_figure(
@@ -326,26 +338,7 @@ with ui.friendly_errors():
                                                         + roll_prefix.sum()))
     if full:
         with columns[1]:
-            whole_map = rollout.explain(model, image, start=0, end=end, fusion=fusion,
-                                        discard=discard, query=query).map
-            rings = _sink_rings(analysis, auto)
-            ui.show_figure(token_map_figure(
-                model_image, whole_map, layout.patch_size,
-                f"Full rollout, blocks {eligible[0]}–{eligible[end]}<br>(sinks included)",
-                marks=marks, query=row,
-                grid=layout.grid, sink_keys=rings), key="p4_rollout_full")
-            top = int(whole_map.argmax())
-            ringed = {patch for patch, _ in rings}
-            st.caption(
-                f"Every block included. The brightest patch, {top} (row {top // layout.grid[1]}, "
-                f"col {top % layout.grid[1]}), takes {whole_map.max() / whole_map.sum():.1%} of "
-                f"the map (an even spread would give each patch "
-                f"{1 / layout.num_patches:.1%}). "
-                + ("It is the ringed sink key: the head that sends its attention there in an "
-                   "early block makes every token carry a share of that one patch, and rollout "
-                   "multiplies that share through every later block."
-                   if top in ringed else
-                   "Ringed: the sink keys of the blocks that auto leaves out."))
+            _full_rollout(inputs, fusion, discard, end, query, row)
     with columns[2 if full else 1]:
         ui.show_figure(token_map_figure(
             model_image, raw_map, layout.patch_size,
@@ -354,20 +347,62 @@ with ui.friendly_errors():
         st.caption(f"{raw_row}, heads averaged, no rollout. "
                    + _prefix_text(names, raw_prefix, raw_map.sum() + raw_prefix.sum()))
     with columns[-1]:
+        gae_panel(inputs, query, row)
+
+    _marked_tokens(capture, marks)
+    conventions = st.expander("Conventions: why two rollout libraries disagree",
+                              key="p4_conventions", on_change="rerun")
+    if conventions.open:  # drawn (and computed) only when opened
+        with conventions:
+            _conventions(inputs, roll_map, chosen, end, fusion, discard, query)
+
+
+def _full_rollout(inputs: RolloutInputs, fusion, discard, end, query, row) -> None:
+    layout, eligible = inputs.layout, inputs.eligible
+    whole_map = rollout.explain(inputs.model, inputs.image, start=0, end=end, fusion=fusion,
+                                discard=discard, query=query).map
+    rings = _sink_rings(inputs.analysis, inputs.auto)
+    ui.show_figure(token_map_figure(
+        inputs.model_image, whole_map, layout.patch_size,
+        f"Full rollout, blocks {eligible[0]}–{eligible[end]}<br>(sinks included)",
+        marks=inputs.marks, query=row, grid=layout.grid, sink_keys=rings), key="p4_rollout_full")
+    top = int(whole_map.argmax())
+    ringed = {patch for patch, _ in rings}
+    st.caption(
+        f"Every block included. The brightest patch, {top} (row {top // layout.grid[1]}, "
+        f"col {top % layout.grid[1]}), takes {whole_map.max() / whole_map.sum():.1%} of "
+        f"the map (an even spread would give each patch "
+        f"{1 / layout.num_patches:.1%}). "
+        + ("It is the ringed sink key: the head that sends its attention there in an "
+           "early block makes every token carry a share of that one patch, and rollout "
+           "multiplies that share through every later block."
+           if top in ringed else
+           "Ringed: the sink keys of the blocks that auto leaves out."))
+
+
+@st.fragment
+def gae_panel(inputs: RolloutInputs, query: int, row: int | None) -> None:
+    """GAE and its target picker: a new target reruns only this panel."""
+    with ui.friendly_errors():
+        model, image, layout = inputs.model, inputs.image, inputs.layout
+        head = state.session_head(model)
         target = ui.target_picker(model, image, key="p4_target",
                                   label="Target for gradient-weighted attention", head=head)
         gae_result = gae.explain(model, image, target=target, head=head, query=query)
         gae_map, gae_prefix = gae_result.map, gae_result.arrays["prefix_values"]
         ui.show_figure(token_map_figure(
-            model_image, gae_map, layout.patch_size,
-            f"GAE for '{head.class_names[target][:28]}'", marks=marks, query=row,
+            inputs.model_image, gae_map, layout.patch_size,
+            f"GAE for '{head.class_names[target][:28]}'", marks=inputs.marks, query=row,
             grid=layout.grid), key="p4_gae")
         st.caption(f"Chefer's gradient-weighted attention: per block, the positive part of "
                    f"gradient × attention, heads averaged, accumulated through the residual "
                    f"stream (R ← R + Ā·R, no row normalisation). Gradient of "
-                   f"{head.score_description}; {gae_result.meta['row']}; every block included. " + _sink_share(gae_map, auto, analysis)
-                   + _prefix_text(names, gae_prefix, gae_map.sum() + gae_prefix.sum()))
+                   f"{head.score_description}; {gae_result.meta['row']}; every block included. "
+                   + _sink_share(gae_map, inputs.auto, inputs.analysis)
+                   + _prefix_text(inputs.names, gae_prefix, gae_map.sum() + gae_prefix.sum()))
 
+
+def _marked_tokens(capture, marks) -> None:
     with st.expander("Marked tokens: prefix tokens and high-norm outliers"):
         st.markdown(
             "Prefix tokens have no pixels, so they cannot be drawn on the image; the caption "
@@ -390,34 +425,48 @@ with ui.friendly_errors():
                 f"block {top.block}), and only {top.gap:.2f}× the next largest: one "
                 "continuous spread of norms, no separate high mode.")
 
-    sinks_section(capture, analysis, model, model_image, marks)
 
-    # --- conventions ----------------------------------------------------------------------------
-    with st.expander("Conventions: why two rollout libraries disagree", expanded=False):
-        copied_map = rollout.explain(model, image, start=chosen, end=end, fusion=fusion,
-                                     discard=discard, convention="vit-explain", query=query).map
-        difference = roll_map - copied_map
-        st.markdown(
-            "The widely copied *vit-explain* code writes the row normalisation as "
-            "`a / a.sum(dim=-1)`. Without `keepdim=True`, broadcasting divides **column** j by "
-            "**row** j's sum, so it rescales the wrong axis. When the fused rows already sum to "
-            "1 (head mean, nothing discarded) every row of (A + I)/2 sums to 1 and the bug is "
-            "invisible; with max/min fusion or a discard ratio it changes the map.")
-        d1, d2, d3 = st.columns(3)
-        with d1:
-            ui.show_figure(token_map_figure(model_image, roll_map, layout.patch_size,
-                                            "Correct rows (this page)"), key="p4_conv_a")
-        with d2:
-            ui.show_figure(token_map_figure(model_image, copied_map, layout.patch_size,
-                                            "vit-explain convention"), key="p4_conv_b")
-        with d3:
-            ui.show_figure(difference_figure(model_image, difference, layout.patch_size,
-                                             "Correct − vit-explain"), key="p4_conv_diff")
-        scale = float(np.abs(roll_map).max()) or 1.0
-        st.markdown(f"Largest difference: **{np.abs(difference).max():.3g}** "
-                    f"({np.abs(difference).max() / scale:.1%} of the largest rollout value) "
-                    f"with fusion = {fusion}, discard = {discard:.2f}."
-                    + (" At head mean and discard 0 the two agree up to floating-point "
-                       "rounding, as they should." if fusion == "mean" and discard == 0 else ""))
+def _conventions(inputs: RolloutInputs, roll_map, chosen, end, fusion, discard, query) -> None:
+    model_image, patch_size = inputs.model_image, inputs.layout.patch_size
+    copied_map = rollout.explain(inputs.model, inputs.image, start=chosen, end=end,
+                                 fusion=fusion, discard=discard, convention="vit-explain",
+                                 query=query).map
+    difference = roll_map - copied_map
+    st.markdown(
+        "The widely copied *vit-explain* code writes the row normalisation as "
+        "`a / a.sum(dim=-1)`. Without `keepdim=True`, broadcasting divides **column** j by "
+        "**row** j's sum, so it rescales the wrong axis. When the fused rows already sum to "
+        "1 (head mean, nothing discarded) every row of (A + I)/2 sums to 1 and the bug is "
+        "invisible; with max/min fusion or a discard ratio it changes the map.")
+    d1, d2, d3 = st.columns(3)
+    with d1:
+        ui.show_figure(token_map_figure(model_image, roll_map, patch_size,
+                                        "Correct rows (this page)"), key="p4_conv_a")
+    with d2:
+        ui.show_figure(token_map_figure(model_image, copied_map, patch_size,
+                                        "vit-explain convention"), key="p4_conv_b")
+    with d3:
+        ui.show_figure(difference_figure(model_image, difference, patch_size,
+                                         "Correct − vit-explain"), key="p4_conv_diff")
+    scale = float(np.abs(roll_map).max()) or 1.0
+    st.markdown(f"Largest difference: **{np.abs(difference).max():.3g}** "
+                f"({np.abs(difference).max() / scale:.1%} of the largest rollout value) "
+                f"with fusion = {fusion}, discard = {discard:.2f}."
+                + (" At head mean and discard 0 the two agree up to floating-point "
+                   "rounding, as they should." if fusion == "mean" and discard == 0 else ""))
 
-    heads_grid(model, image, layout, eligible, prefix, model_image, marks)
+
+VIEWS = {"rollout": "Rollout", "sinks": "Sinks and registers", "heads": "Every head"}
+
+with ui.friendly_errors():
+    inputs = RolloutInputs(model, image)
+    view = ui.view_picker(VIEWS, key="p4_view",
+                          opened_by={"sinks": ("p4_sink_block", "p4_sink_head"),
+                                     "heads": ("p4_big_block", "p4_big_head")})
+    if view == "rollout":
+        rollout_view(inputs)
+    elif view == "sinks":
+        sinks_section(inputs.capture, inputs.analysis, model, inputs.model_image, inputs.marks)
+    else:
+        heads_grid(model, image, inputs.layout, inputs.eligible, inputs.prefix,
+                   inputs.model_image, inputs.marks)

@@ -14,10 +14,10 @@ from xai_core.methods.vit_gradcam import (HEAD_MODES, HEAD_NAMES, LOCATION_NAMES
                                           MULTI_HEAD, WEIGHT_NAMES, WEIGHTS, ZERO_GRADIENT)
 
 st.title("Grad-CAM, and why a ViT has more than a hundred of them")
-part = links.choice(st.radio, "Part", ["cnn", "vit"], key="gc_part", horizontal=True,
-                    format_func={"cnn": "Grad-CAM on a CNN",
-                                 "vit": "Grad-CAM on a ViT: the taxonomy"}.get,
-                    label_visibility="collapsed")
+part = ui.view_picker({"cnn": "Grad-CAM on a CNN", "vit": "Grad-CAM on a ViT: the taxonomy"},
+                      key="gc_part", label="Part")
+CNN_VIEWS = {"steps": "Step by step", "classes": "One image, two classes",
+             "family": "The CAM family"}
 
 
 def cnn_part(image, model) -> None:
@@ -28,7 +28,6 @@ def cnn_part(image, model) -> None:
         "and $y^c$ the class logit before the softmax:")
     st.latex(r"\alpha_k^c = \frac{1}{Z}\sum_{i,j}\frac{\partial y^c}{\partial A^k_{ij}}"
              r"\qquad L^c = \mathrm{ReLU}\Big(\sum_k \alpha_k^c A^k\Big)")
-    names = model.head.class_names
     c1, c2 = st.columns([1.4, 1])
     with c1:
         target = ui.target_picker(model, image, key="gc_cnn_target")
@@ -39,6 +38,20 @@ def cnn_part(image, model) -> None:
                              help="The default is the model's last conv stage, where Grad-CAM "
                                   "is usually taken. Earlier stages have finer maps with less "
                                   "class meaning.")
+    view = ui.view_picker(CNN_VIEWS, key="gc_cnn_view", label="Section",
+                          opened_by={"classes": ("gc_class_a", "gc_class_b"),
+                                     "family": ("gc_family",)})
+    if view == "steps":
+        steps_view(model, image, target, layer)
+    elif view == "classes":
+        classes_view(model, image, layer)
+    else:
+        family_view(model, image, target, layer)
+
+
+def steps_view(model, image, target: int, layer: str) -> None:
+    """The first lesson: Grad-CAM's recipe, one step per figure."""
+    names = model.head.class_names
     steps = gradcam.explain(model, image, target=target, layer=layer).detail
     model_image = pipeline.prepare(model, image).model_image
     rows, cols = steps.cam.shape
@@ -69,12 +82,18 @@ def cnn_part(image, model) -> None:
         "to the input size, min-max again). Check against the library's own GradCAM on the same "
         f"layer and class: largest difference {difference:.1e}.")
 
+
+@st.fragment
+def classes_view(model, image, layer: str) -> None:
+    """Two classes' maps; the class pickers rerun only this part."""
+    names = model.head.class_names
+    model_image = pipeline.prepare(model, image).model_image
     st.subheader("One image, two classes")
     st.markdown(
         "Grad-CAM is class-discriminative: the same image gives a different map for each class. "
         "Plain gradient saliency (Simonyan et al.: the largest |∂y^c/∂pixel| over the colour "
-        "channels, computed by Captum) mostly traces the same edges whatever the class. Try the cat + coffee cup "
-        "collage.")
+        "channels, computed by Captum) mostly traces the same edges whatever the class. Try "
+        "the cat + coffee cup collage.")
     d1, d2 = st.columns(2)
     with d1:
         first = ui.target_picker(model, image, key="gc_class_a", label="Class A")
@@ -97,7 +116,13 @@ def cnn_part(image, model) -> None:
         "saliency maps are clipped at their 99th percentile for display (a few pixels would "
         "otherwise swamp the rest) and drawn at 1/4 resolution.")
 
-    st.subheader("The CAM family, one layer, one class")
+
+@st.fragment
+def family_view(model, image, target: int, layer: str) -> None:
+    """The CAM family; choosing methods reruns only this part."""
+    channels = gradcam.explain(model, image, target=target, layer=layer).detail.alpha.size
+    model_image = pipeline.prepare(model, image).model_image
+    st.subheader(f"The CAM family for '{model.head.class_names[target]}' at {layer}")
     st.markdown(
         "pytorch-grad-cam implements many relatives of Grad-CAM. They differ in how they weight "
         "the channels of the same layer. All maps below share one colour scale; the time is the "
@@ -107,7 +132,7 @@ def cnn_part(image, model) -> None:
         st.multiselect, "Methods", list(gradcam.CAM_FAMILY), key="gc_family",
         default=[n for n in gradcam.CAM_FAMILY if n not in gradcam.SLOW_CAMS],
         help=f"{slow} run one masked or ablated forward pass per channel "
-             f"({steps.alpha.size} here), so they take much longer.")
+             f"({channels} here), so they take much longer.")
     if chosen:
         with st.spinner("Running pytorch-grad-cam..."):
             family = gradcam.cam_family(model, image, target, layer, tuple(chosen),
@@ -152,16 +177,7 @@ def vit_part(image, model) -> None:
            "model (no [CLS] token or no patch tokens there) and are not counted. "
            if counts.undefined else ""))
 
-    c1, c2 = st.columns(2)
-    weights = links.choice(c1.radio, "Weights", WEIGHTS, key="gc_weights", horizontal=True,
-                           format_func=WEIGHT_NAMES.get)
-    heads = links.choice(c2.radio, "Heads (F2, F3)", HEAD_MODES, key="gc_heads",
-                         horizontal=True, format_func=HEAD_NAMES.get)
-    ui.show_figure(taxonomy_mosaic(result, weights, heads), key="gc_mosaic")
-    st.caption("Every tile is one Grad-CAM of this image and class, min-max scaled on its own. "
-               "'zero grad' tiles are blank on purpose: their weights come from a gradient that "
-               "is exactly zero, so any colour there would be noise, not evidence.")
-    cell_detail(result, pipeline.prepare(model, image).model_image, weights, heads)
+    taxonomy(result, pipeline.prepare(model, image).model_image)
 
     st.subheader("Why this matters for reproducibility")
     st.markdown(
@@ -173,6 +189,22 @@ def vit_part(image, model) -> None:
         "the block, the location (F1-F6), the weighting, how heads were combined, the target "
         "score, and how the map was upsampled and normalised. The CLI writes all of them into "
         "every file it saves (`python -m xai_core explain --method vit-gradcam-all`).")
+
+
+@st.fragment
+def taxonomy(result, model_image) -> None:
+    """The mosaic of every variant and one cell in detail; the weighting and head pickers
+    rerun only this part (and a cell's pickers only the cell)."""
+    c1, c2 = st.columns(2)
+    weights = links.choice(c1.radio, "Weights", WEIGHTS, key="gc_weights", horizontal=True,
+                           format_func=WEIGHT_NAMES.get)
+    heads = links.choice(c2.radio, "Heads (F2, F3)", HEAD_MODES, key="gc_heads",
+                         horizontal=True, format_func=HEAD_NAMES.get)
+    ui.show_figure(taxonomy_mosaic(result, weights, heads), key="gc_mosaic")
+    st.caption("Every tile is one Grad-CAM of this image and class, min-max scaled on its own. "
+               "'zero grad' tiles are blank on purpose: their weights come from a gradient that "
+               "is exactly zero, so any colour there would be noise, not evidence.")
+    cell_detail(result, model_image, weights, heads)
 
 
 @st.fragment

@@ -79,84 +79,105 @@ if not sections:
     st.stop()
 ok_runs = {(s.model.spec.family, r.name): r for s in sections for r in s.runs if r.ok}
 
-# --- 1. theory matrix with measured cost ------------------------------------------------------
-st.header("1 · The theory matrix")
-st.markdown(
-    "One column per method you chose. Rows describe each method in principle, then the "
-    "options it ran with; the last two rows are **measured on this image**: "
-    "hooks on the model count the forward and backward passes each method actually ran, and a "
-    "clock times it. A method that finds its capture already computed (by another method or "
-    "another page) runs **0 new passes** - one backward pass serves many methods.")
-table = {}
-table_rows = [*THEORY_ROWS, "Options here", "Measured here: passes, wall time",
-              "Measured here: map grid"]
-chosen_names = {r.name for s in sections for r in s.runs}
-for name, info in METHODS.items():
-    if name not in chosen_names:
-        continue
-    run = next((r for (_, n), r in ok_runs.items() if n == name), None)
-    table[name] = [*info.theory.rows().values(),
-                   run.options_text() if run else "-",
-                   run.cost_text() if run else "did not run here (see the warning above)",
-                   "x".join(map(str, run.map.shape)) if run else "-"]
-st.table(pd.DataFrame(table, index=table_rows))
 
-# --- 2. practical matrix ----------------------------------------------------------------------
-st.header("2 · The practical matrix")
-st.markdown(
-    "Each map is scaled to its own minimum (0) and maximum (1) and all share one colour scale: "
-    "raw values differ by orders of magnitude between methods, so compare shapes and ranks, "
-    "not heights.")
-matrix_rows = []
-for section in sections:
-    model_image = pipeline.prepare(section.model, image).model_image
-    maps = [(r.label, r.map) for r in section.runs if r.ok]
-    if maps:
-        matrix_rows.append((f"{FAMILY_LABEL[section.model.spec.family]}: "
-                            f"{section.target_label[:24]}", model_image, maps))
-matrix_figure = practical_matrix(matrix_rows) if matrix_rows else None
-if matrix_figure is not None:
-    ui.show_figure(matrix_figure, key="cmp_matrix")
+def theory_view() -> None:
+    """Sections 1 and 2, the first lesson: what each method is, and its map."""
+    st.header("1 · The theory matrix")
+    st.markdown(
+        "One column per method you chose. Rows describe each method in principle, then the "
+        "options it ran with; the last two rows are **measured on this image**: "
+        "hooks on the model count the forward and backward passes each method actually ran, "
+        "and a clock times it. A method that finds its capture already computed (by another "
+        "method or another page) runs **0 new passes** - one backward pass serves many "
+        "methods.")
+    table = {}
+    table_rows = [*THEORY_ROWS, "Options here", "Measured here: passes, wall time",
+                  "Measured here: map grid"]
+    chosen_names = {r.name for s in sections for r in s.runs}
+    for name, info in METHODS.items():
+        if name not in chosen_names:
+            continue
+        run = next((r for (_, n), r in ok_runs.items() if n == name), None)
+        table[name] = [*info.theory.rows().values(),
+                       run.options_text() if run else "-",
+                       run.cost_text() if run else "did not run here (see the warning above)",
+                       "x".join(map(str, run.map.shape)) if run else "-"]
+    st.table(pd.DataFrame(table, index=table_rows))
 
-# --- 3. faithfulness --------------------------------------------------------------------------
-st.header("3 · Faithfulness: deletion and insertion")
-st.markdown(
-    "**Deletion** removes the pixels a map ranks highest first, in equal steps, and records the "
-    "class score; a faithful map makes the score fall fast (**low** area under the curve). "
-    "**Insertion** starts from the baseline and puts the top pixels back first; a faithful map "
-    "makes the score rise fast (**high** area). Pixels are ranked by the map resized "
-    "(bilinear) to the model input. **Positive / negative perturbation** (Chefer) blanks whole "
-    "map cells - patches for a ViT - from the most (positive: low area is good) or the least "
-    "(negative: high area is good) relevant, from 0 % to (N-1)/N.")
-for section in sections:
-    st.caption(f"{FAMILY_LABEL[section.model.spec.family]} class score: **{section.score_kind}** "
-               f"of '{section.target_label}'.")
-left, middle, right = st.columns(3)
-baseline = left.selectbox("Baseline", BASELINES, key="cmp_baseline",
-                          format_func=lambda b: BASELINE_NAMES[b])
-steps = middle.number_input("Steps", min_value=MIN_STEPS, max_value=100, value=20,
-                            key="cmp_steps", help="Each step is one perturbed image through the "
-                                                  "model, evaluated in batches.")
-perturb = right.checkbox("Also positive/negative perturbation", value=True, key="cmp_perturb")
-if st.button("Run faithfulness metrics", key="cmp_run_metrics", type="primary"):
-    st.session_state["cmp_faith"] = {"baseline": baseline, "steps": int(steps),
-                                     "perturb": bool(perturb)}
-faith = st.session_state.get("cmp_faith")
-if faith:
+    st.header("2 · The practical matrix")
+    st.markdown(
+        "Each map is scaled to its own minimum (0) and maximum (1) and all share one colour "
+        "scale: raw values differ by orders of magnitude between methods, so compare shapes "
+        "and ranks, not heights.")
+    figure = matrix_figure()
+    if figure is not None:
+        ui.show_figure(figure, key="cmp_matrix")
+
+
+def matrix_figure():
+    """The practical matrix: every map of every model over its input (None without maps)."""
+    rows = []
+    for section in sections:
+        model_image = pipeline.prepare(section.model, image).model_image
+        maps = [(r.label, r.map) for r in section.runs if r.ok]
+        if maps:
+            rows.append((f"{FAMILY_LABEL[section.model.spec.family]}: "
+                         f"{section.target_label[:24]}", model_image, maps))
+    return practical_matrix(rows) if rows else None
+
+
+def faithfulness_curves(faith: dict, bar=None) -> list[str]:
+    """Fill each section's curves for the settings `faith` (cached by content, so a second
+    call costs nothing); returns the metrics asked for."""
     wanted = ["deletion", "insertion"] + (["pos-perturb", "neg-perturb"] if faith["perturb"]
                                           else [])
     jobs = [(s, r, m) for s in sections for r in s.runs if r.ok for m in wanted]
-    bar = st.progress(0.0, text="Perturbing...")
-    with ui.friendly_errors():
-        for done, (section, run, metric) in enumerate(jobs):
-            def report(step, total, done=done, section=section, run=run, metric=metric):
+    for done, (section, run, metric) in enumerate(jobs):
+        def report(step, total, done=done, section=section, run=run, metric=metric):
+            if bar is not None:
                 bar.progress(min(1.0, (done + step / total) / len(jobs)),
                              text=f"{section.model.spec.display_name} · {run.name} · {metric}")
-            section.curves[(run.name, metric)] = faithfulness(
-                section.model, image, run.map, metric, section.target, faith["baseline"],
-                faith["steps"], head=state.session_head(section.model), progress=report)
+        section.curves[(run.name, metric)] = faithfulness(
+            section.model, image, run.map, metric, section.target, faith["baseline"],
+            faith["steps"], head=state.session_head(section.model), progress=report)
+    if bar is not None:
         bar.progress(1.0, text=f"Done: {len(jobs)} curves, {faith['steps']} steps, baseline "
                                f"{faith['baseline']}.")
+    return wanted
+
+
+def faithfulness_view() -> None:
+    st.header("3 · Faithfulness: deletion and insertion")
+    st.markdown(
+        "**Deletion** removes the pixels a map ranks highest first, in equal steps, and records "
+        "the class score; a faithful map makes the score fall fast (**low** area under the "
+        "curve). **Insertion** starts from the baseline and puts the top pixels back first; a "
+        "faithful map makes the score rise fast (**high** area). Pixels are ranked by the map "
+        "resized (bilinear) to the model input. **Positive / negative perturbation** (Chefer) "
+        "blanks whole map cells - patches for a ViT - from the most (positive: low area is "
+        "good) or the least (negative: high area is good) relevant, from 0 % to (N-1)/N.")
+    for section in sections:
+        st.caption(f"{FAMILY_LABEL[section.model.spec.family]} class score: "
+                   f"**{section.score_kind}** of '{section.target_label}'.")
+    left, middle, right = st.columns(3)
+    baseline = left.selectbox("Baseline", BASELINES, key="cmp_baseline",
+                              format_func=lambda b: BASELINE_NAMES[b])
+    steps = middle.number_input("Steps", min_value=MIN_STEPS, max_value=100, value=20,
+                                key="cmp_steps", help="Each step is one perturbed image through "
+                                                      "the model, evaluated in batches.")
+    perturb = right.checkbox("Also positive/negative perturbation", value=True,
+                             key="cmp_perturb")
+    if st.button("Run faithfulness metrics", key="cmp_run_metrics", type="primary"):
+        st.session_state["cmp_faith"] = {"baseline": baseline, "steps": int(steps),
+                                         "perturb": bool(perturb)}
+    faith = st.session_state.get("cmp_faith")
+    if not faith:
+        st.info("Choose a baseline and a step count, then press **Run faithfulness metrics** "
+                "(each curve costs steps + 1 forward passes; results are cached).")
+        return
+    bar = st.progress(0.0, text="Perturbing...")
+    with ui.friendly_errors():
+        wanted = faithfulness_curves(faith, bar)
     for section in sections:
         if not section.curves:
             continue
@@ -171,20 +192,44 @@ if faith:
         st.caption(f"Full image score {any_curve.full_score:.4f}; pure baseline score "
                    f"{any_curve.baseline_score:.4f}. AUC = trapezoid over the fraction "
                    "perturbed (0 to 1), in the score's units.")
-else:
-    st.info("Choose a baseline and a step count, then press **Run faithfulness metrics** "
-            "(each curve costs steps + 1 forward passes; results are cached).")
 
-# --- 4. agreement -----------------------------------------------------------------------------
-st.header("4 · Do the methods agree?")
-all_maps = {f"{FAMILY_LABEL[s.model.spec.family]}·{r.name}": r.map
+
+def all_maps() -> dict:
+    return {f"{FAMILY_LABEL[s.model.spec.family]}·{r.name}": r.map
             for s in sections for r in s.runs if r.ok}
-agreement = None
-if len(all_maps) >= 2:
-    percent = st.slider("Top-k % for the overlap", 1, 50, 10, key="cmp_topk")
-    names, rho, overlap = agreement_matrices(all_maps, percent)
-    agreement = {"names": names, "spearman": rho, "top_k_percent": percent,
-                 "top_k_overlap": overlap}
+
+
+def agreement_numbers(percent: int) -> dict | None:
+    """The agreement between every pair of maps (cached), as the manifest records it."""
+    maps = all_maps()
+    if len(maps) < 2:
+        return None
+    names, rho, overlap = agreement_matrices(maps, percent)
+    return {"names": names, "spearman": rho, "top_k_percent": percent, "top_k_overlap": overlap}
+
+
+def attention_pair():
+    """(the ViT section, attention vs gradient per patch) or None (no ViT, other grids)."""
+    vit = next((s for s in sections if s.model.spec.family == "vit"), None)
+    if vit is None:
+        return None
+    pair = compare.attention_vs_gradient(vit.model, image, vit.target,
+                                         head=state.session_head(vit.model))
+    return None if pair is None else (vit, pair)
+
+
+def scatter_figure(found):
+    vit, pair = found
+    return attention_gradient_scatter(pair.attention, pair.gradient, pair.rho,
+                                      f"{vit.model.spec.display_name}, '{vit.target_label}'")
+
+
+@st.fragment
+def agreement_part() -> None:
+    """The two agreement heatmaps; the top-k slider reruns only this part."""
+    percent = links.number(st.slider, "Top-k % for the overlap", 1, 50, key="cmp_topk",
+                           default=10)
+    numbers = agreement_numbers(percent)
     st.markdown(
         "**Spearman ρ** compares the full ranking of cells (1 = same order, -1 = reversed). "
         f"**Top-{percent} % overlap** is the share of one map's top cells that are also the "
@@ -194,17 +239,20 @@ if len(all_maps) >= 2:
                    "cover exactly the same pixels.")
     left, right = st.columns(2)
     with left:
-        ui.show_figure(agreement_heatmap(names, rho, "Spearman rank correlation"),
-                       key="cmp_spearman")
+        ui.show_figure(agreement_heatmap(numbers["names"], numbers["spearman"],
+                                         "Spearman rank correlation"), key="cmp_spearman")
     with right:
-        ui.show_figure(agreement_heatmap(names, overlap, f"Top-{percent} % overlap", 0, 1,
-                                         "Viridis"), key="cmp_overlap")
-else:
-    st.info("Choose at least two methods to compare their maps.")
+        ui.show_figure(agreement_heatmap(numbers["names"], numbers["top_k_overlap"],
+                                         f"Top-{percent} % overlap", 0, 1, "Viridis"),
+                       key="cmp_overlap")
 
-vit_section = next((s for s in sections if s.model.spec.family == "vit"), None)
-scatter_figure = None
-if vit_section is not None:
+
+def agreement_view() -> None:
+    st.header("4 · Do the methods agree?")
+    if len(all_maps()) >= 2:
+        agreement_part()
+    else:
+        st.info("Choose at least two methods to compare their maps.")
     st.subheader("Attention vs gradient")
     st.markdown(
         "Is a patch that [CLS] attends to also a patch the score is sensitive to? Each point is "
@@ -213,18 +261,32 @@ if vit_section is not None:
         "is the 'attention is not explanation' warning: attention shows where information "
         "is read from, not what the decision depends on.")
     with ui.friendly_errors():
-        pair = compare.attention_vs_gradient(vit_section.model, image, vit_section.target,
-                                             head=state.session_head(vit_section.model))
-        if pair is not None:
-            scatter_figure = attention_gradient_scatter(
-                pair.attention, pair.gradient, pair.rho,
-                f"{vit_section.model.spec.display_name}, '{vit_section.target_label}'")
-            ui.show_figure(scatter_figure, key="cmp_scatter")
-            agreement = (agreement or {}) | {"attention_vs_gradient_spearman": pair.rho}
+        found = attention_pair()
+        if found is not None:
+            ui.show_figure(scatter_figure(found), key="cmp_scatter")
+        else:
+            st.info("Needs a ViT whose attention and gradient share one patch grid.")
 
-# --- 5. localisation --------------------------------------------------------------------------
-st.header("5 · Localisation (optional)")
-if st.checkbox("Score the maps against a box I give", key="cmp_localise"):
+
+LOCALISE = "cmp_localise"
+
+
+def box_inputs(first):
+    """The typed box (x0, y0, x1, y1) on the first model's input; kept across views."""
+    cols = st.columns(4)
+    limits = (first.width, first.height, first.width, first.height)
+    defaults = (first.width // 4, first.height // 4, 3 * first.width // 4,
+                3 * first.height // 4)
+    return [links.number(cols[i].number_input, name, 0, limits[i], key=f"cmp_box_{name}",
+                         default=defaults[i]) for i, name in enumerate(("x0", "y0", "x1", "y1"))]
+
+
+@st.fragment
+def localisation_view() -> None:
+    """The box and every map's box; typing a coordinate reruns only this part."""
+    st.header("5 · Localisation (optional)")
+    if not links.flag(st.checkbox, "Score the maps against a box I give", key=LOCALISE):
+        return
     first = pipeline.prepare(sections[0].model, image).model_image
     st.markdown(
         f"Type the object's box in pixels of the model's {first.width}x{first.height} input "
@@ -233,11 +295,7 @@ if st.checkbox("Score the maps against a box I give", key="cmp_localise"):
         "region** is compared with yours by **IoU** (correct when IoU >= 0.5, the seed-001 "
         "protocol). The **pointing game** asks only whether the map's peak falls in your box "
         "(15-pixel tolerance).")
-    cols = st.columns(4)
-    limits = (first.width, first.height, first.width, first.height)
-    defaults = (first.width // 4, first.height // 4, 3 * first.width // 4, 3 * first.height // 4)
-    box = [cols[i].number_input(name, 0, limits[i], defaults[i], key=f"cmp_box_{name}")
-           for i, name in enumerate(("x0", "y0", "x1", "y1"))]
+    box = box_inputs(first)
     with ui.friendly_errors():
         rows = []
         for section in sections:
@@ -256,128 +314,161 @@ if st.checkbox("Score the maps against a box I give", key="cmp_localise"):
         if rows:
             st.dataframe(pd.DataFrame(rows), width="stretch", hide_index=True)
 
-# --- 6. export --------------------------------------------------------------------------------
-st.header("6 · Export")
-settings = {"faithfulness": faith, "methods": {s.model.spec.id: [r.name for r in s.runs]
-                                              for s in sections},
-            "options": {s.model.spec.id: {r.name: r.given for r in s.runs if r.given}
-                        for s in sections}}
-bundle = compare.manifest(image, sections, settings, agreement)
-stem = f"vit-lens-comparison-{bundle['models'][0]['image_sha256'][:10]}"
-left, middle, right = st.columns(3)
-left.download_button("NPZ: raw maps, curves, manifest", compare.npz_bytes(sections, bundle),
-                     file_name=f"{stem}.npz", mime="application/octet-stream", key="cmp_dl_npz")
-middle.download_button("JSON manifest", json.dumps(bundle, indent=2), file_name=f"{stem}.json",
-                       mime="application/json", key="cmp_dl_json")
-with right:
-    digest = compare.manifest_digest(bundle)
-    if find_browser() is None:
-        st.warning("PNG export is off: the server has no Chromium browser for kaleido "
-                   "(Debian package `chromium`). The NPZ and JSON downloads work.")
-    elif st.button("Render the comparison as PNG", key="cmp_png_make"):
-        parts = [f for f in [matrix_figure, scatter_figure] if f is not None]
-        parts += [curves_figure(s.curves, FAMILY_LABEL[s.model.spec.family])
-                  for s in sections if s.curves]
-        if agreement and "spearman" in agreement:
-            parts.append(agreement_heatmap(agreement["names"], agreement["spearman"],
-                                           "Spearman rank correlation"))
-        try:
-            with st.spinner("Rendering with kaleido..."):
-                st.session_state["cmp_png"] = (digest, comparison_png(parts))
-        except ExportUnavailable as error:
-            st.warning(str(error))
-    png = st.session_state.get("cmp_png")
-    if png and png[0] == digest:
-        st.download_button("PNG: the whole comparison", png[1], file_name=f"{stem}.png",
-                           mime="image/png", key="cmp_dl_png")
 
-# --- 7. over a data set -----------------------------------------------------------------------
-st.header("7 · Over a data set: the benchmark")
-st.markdown(
-    "One image proves little: a method can win on this photo by luck. The benchmark scores "
-    "methods on **many images** and reports, per model and metric, the **mean with a "
-    "bootstrap 95 % interval**, the **mean rank** (1 = best on an image) and a comparison "
-    "with a **random map** on the model's own grid - the floor every method must beat. It is "
-    "the same code as `python -m xai_core benchmark` (load its `results.json` here), and every "
-    "value equals what this page computes for one image.")
-source = st.radio("Benchmark results", ["run", "load"], key="cmp_bench_source", horizontal=True,
-                  format_func={"run": "Run a small one on the gallery",
-                               "load": "Load a results.json"}.get)
-if source == "load":
-    uploaded = st.file_uploader("results.json written by `python -m xai_core benchmark`",
-                                type=["json"], key="cmp_bench_file")
-    if uploaded is not None:
-        with ui.friendly_errors():
-            try:
-                data = json.loads(uploaded.getvalue())
-            except (UnicodeDecodeError, json.JSONDecodeError):
-                raise OptionError("The file is not JSON.") from None
-            st.session_state["cmp_bench"] = bench_summary.load_results(data)
-else:
-    ids = [m.spec.id for m in models]
-    left, middle, right = st.columns(3)
-    bench_images = left.multiselect("Gallery images", list(SAMPLES), key="cmp_bench_images",
-                                    default=list(SAMPLES)[:3])
-    choices = sorted({name for m in models for name in bench_plan.methods_for(m.spec.id, ("all",))
-                      if name != bench_plan.RANDOM_METHOD})
-    bench_methods = middle.multiselect(
-        "Methods", choices, key="cmp_bench_methods",
-        default=[n for n in ("gradcam", "saliency", "legrad", "attention") if n in choices],
-        help="The random floor is always added. Each method runs on the models it fits.")
-    bench_steps = right.number_input("Steps", min_value=2, max_value=50, value=10,
-                                     key="cmp_bench_steps")
-    st.caption("Deletion and insertion with the model-input zeros baseline; the class is each "
-               "image's top prediction (the k-NN head uses the gallery bank, not examples you "
-               "added). Every unit (image x model x method) costs a few forward passes per "
-               "step: a minute or more on a CPU.")
-    if st.button("Run the benchmark", key="cmp_bench_run", disabled=not (bench_images and
-                                                                         bench_methods)):
-        import tempfile
-
-        settings = bench_plan.Settings(
-            models=tuple(ids), images="sample:" + ",".join(bench_images),
-            methods=tuple(bench_methods), metrics=("deletion", "insertion"),
-            steps=int(bench_steps), random_weights=any(m.random_weights for m in models))
-        bar = st.progress(0.0, text="Benchmark...")
-        with ui.friendly_errors(), tempfile.TemporaryDirectory() as folder:
-            bench_run.run_benchmark(settings, folder, progress_bar=False, on_progress=lambda d, t:
-                                    bar.progress(d / max(t, 1), text=f"{d} of {t} units"))
-            data = json.loads((Path(folder) / "results.json").read_text())
-            st.session_state["cmp_bench"] = bench_summary.load_results(data)
-            bar.progress(1.0, text="Done.")
-
-loaded = st.session_state.get("cmp_bench")
-if loaded:
-    bench_settings, bench_rows = loaded
-    done_units = {(r["image"], r["model"], r["method"]) for r in bench_rows}
-    summary = bench_summary.summarise(bench_rows, bench_settings, len(done_units),
-                                      len(done_units))
-    if bench_settings.random_weights:
-        st.warning("These results come from RANDOM WEIGHTS (shapes only): they say nothing "
-                   "about a trained model.")
-    st.caption(f"{len(done_units)} units over {len({r['image'] for r in bench_rows})} images; "
-               f"baseline {bench_settings.baseline}, {bench_settings.steps} steps; intervals: "
-               f"{summary['interval']}.")
-    for table in summary["tables"]:
-        ui.show_figure(ranking_figure(table),
-                       key=f"cmp_bench_rank_{table['model']}_{table['metric']}")
-        beaten = [e["method"] for e in table["methods"]
-                  if e.get("vs_random", {}).get("verdict") not in (None, "better than random")]
-        if beaten:
-            st.caption(f"Not better than the random floor on {table['metric']}: "
-                       f"{', '.join(beaten)}.")
-    curves = bench_summary.mean_curves(bench_rows, bench_settings.steps)
-    for model_id in sorted({model for model, _ in curves}):
-        ui.show_figure(mean_curves_figure(curves, model_id),
-                       key=f"cmp_bench_curves_{model_id}")
-    st.subheader("Do the metrics agree?")
+def export_view() -> None:
+    """Everything the other views computed (each cached), as files."""
+    st.header("6 · Export")
     st.markdown(
-        "Spearman correlation between two metrics over every (image, method) pair both scored, "
-        "each turned so that higher is better (deletion's area negated). Near 1: the metrics "
-        "order the maps alike; near 0: they measure different things.")
-    for model_id, (names, matrix) in bench_summary.metric_agreement(bench_rows).items():
-        if len(names) >= 2:
-            ui.show_figure(agreement_heatmap(names, matrix, f"{model_id}: metric agreement"),
-                           key=f"cmp_bench_agree_{model_id}")
-    st.download_button("Summary (JSON)", json.dumps(summary, indent=2), key="cmp_bench_dl",
-                       file_name="benchmark-summary.json", mime="application/json")
+        "The raw maps, the faithfulness curves you ran, the agreement and the localisation "
+        "against your box (when set), with every setting needed to reproduce them.")
+    faith = st.session_state.get("cmp_faith")
+    with ui.friendly_errors():
+        if faith:
+            faithfulness_curves(faith)
+        agreement = agreement_numbers(st.session_state.get("cmp_topk", 10))
+        found = attention_pair()
+        if found is not None:
+            agreement = (agreement or {}) | {"attention_vs_gradient_spearman": found[1].rho}
+        if st.session_state.get(LOCALISE):
+            first = pipeline.prepare(sections[0].model, image).model_image
+            box = [st.session_state.get(f"cmp_box_{n}", d) for n, d in
+                   zip(("x0", "y0", "x1", "y1"), (first.width // 4, first.height // 4,
+                                                  3 * first.width // 4, 3 * first.height // 4))]
+            for section in sections:
+                compare.localise_section(section, box, (first.height, first.width))
+    settings = {"faithfulness": faith, "methods": {s.model.spec.id: [r.name for r in s.runs]
+                                                  for s in sections},
+                "options": {s.model.spec.id: {r.name: r.given for r in s.runs if r.given}
+                            for s in sections}}
+    bundle = compare.manifest(image, sections, settings, agreement)
+    stem = f"vit-lens-comparison-{bundle['models'][0]['image_sha256'][:10]}"
+    left, middle, right = st.columns(3)
+    left.download_button("NPZ: raw maps, curves, manifest", compare.npz_bytes(sections, bundle),
+                         file_name=f"{stem}.npz", mime="application/octet-stream",
+                         key="cmp_dl_npz")
+    middle.download_button("JSON manifest", json.dumps(bundle, indent=2),
+                           file_name=f"{stem}.json", mime="application/json", key="cmp_dl_json")
+    with right:
+        digest = compare.manifest_digest(bundle)
+        if find_browser() is None:
+            st.warning("PNG export is off: the server has no Chromium browser for kaleido "
+                       "(Debian package `chromium`). The NPZ and JSON downloads work.")
+        elif st.button("Render the comparison as PNG", key="cmp_png_make"):
+            parts = [f for f in [matrix_figure(), found and scatter_figure(found)] if f]
+            parts += [curves_figure(s.curves, FAMILY_LABEL[s.model.spec.family])
+                      for s in sections if s.curves]
+            if agreement and "spearman" in agreement:
+                parts.append(agreement_heatmap(agreement["names"], agreement["spearman"],
+                                               "Spearman rank correlation"))
+            try:
+                with st.spinner("Rendering with kaleido..."):
+                    st.session_state["cmp_png"] = (digest, comparison_png(parts))
+            except ExportUnavailable as error:
+                st.warning(str(error))
+        png = st.session_state.get("cmp_png")
+        if png and png[0] == digest:
+            st.download_button("PNG: the whole comparison", png[1], file_name=f"{stem}.png",
+                               mime="image/png", key="cmp_dl_png")
+
+
+def dataset_view() -> None:
+    st.header("7 · Over a data set: the benchmark")
+    st.markdown(
+        "One image proves little: a method can win on this photo by luck. The benchmark scores "
+        "methods on **many images** and reports, per model and metric, the **mean with a "
+        "bootstrap 95 % interval**, the **mean rank** (1 = best on an image) and a comparison "
+        "with a **random map** on the model's own grid - the floor every method must beat. It is "
+        "the same code as `python -m xai_core benchmark` (load its `results.json` here), and every "
+        "value equals what this page computes for one image.")
+    source = st.radio("Benchmark results", ["run", "load"], key="cmp_bench_source", horizontal=True,
+                      format_func={"run": "Run a small one on the gallery",
+                                   "load": "Load a results.json"}.get)
+    if source == "load":
+        uploaded = st.file_uploader("results.json written by `python -m xai_core benchmark`",
+                                    type=["json"], key="cmp_bench_file")
+        if uploaded is not None:
+            with ui.friendly_errors():
+                try:
+                    data = json.loads(uploaded.getvalue())
+                except (UnicodeDecodeError, json.JSONDecodeError):
+                    raise OptionError("The file is not JSON.") from None
+                st.session_state["cmp_bench"] = bench_summary.load_results(data)
+    else:
+        ids = [m.spec.id for m in models]
+        left, middle, right = st.columns(3)
+        bench_images = left.multiselect("Gallery images", list(SAMPLES), key="cmp_bench_images",
+                                        default=list(SAMPLES)[:3])
+        choices = sorted({name for m in models
+                          for name in bench_plan.methods_for(m.spec.id, ("all",))
+                          if name != bench_plan.RANDOM_METHOD})
+        bench_methods = middle.multiselect(
+            "Methods", choices, key="cmp_bench_methods",
+            default=[n for n in ("gradcam", "saliency", "legrad", "attention") if n in choices],
+            help="The random floor is always added. Each method runs on the models it fits.")
+        bench_steps = right.number_input("Steps", min_value=2, max_value=50, value=10,
+                                         key="cmp_bench_steps")
+        st.caption("Deletion and insertion with the model-input zeros baseline; the class is each "
+                   "image's top prediction (the k-NN head uses the gallery bank, not examples you "
+                   "added). Every unit (image x model x method) costs a few forward passes per "
+                   "step: a minute or more on a CPU.")
+        if st.button("Run the benchmark", key="cmp_bench_run", disabled=not (bench_images and
+                                                                             bench_methods)):
+            import tempfile
+
+            settings = bench_plan.Settings(
+                models=tuple(ids), images="sample:" + ",".join(bench_images),
+                methods=tuple(bench_methods), metrics=("deletion", "insertion"),
+                steps=int(bench_steps), random_weights=any(m.random_weights for m in models))
+            bar = st.progress(0.0, text="Benchmark...")
+            with ui.friendly_errors(), tempfile.TemporaryDirectory() as folder:
+                bench_run.run_benchmark(
+                    settings, folder, progress_bar=False,
+                    on_progress=lambda d, t: bar.progress(d / max(t, 1),
+                                                          text=f"{d} of {t} units"))
+                data = json.loads((Path(folder) / "results.json").read_text())
+                st.session_state["cmp_bench"] = bench_summary.load_results(data)
+                bar.progress(1.0, text="Done.")
+
+    loaded = st.session_state.get("cmp_bench")
+    if loaded:
+        bench_settings, bench_rows = loaded
+        done_units = {(r["image"], r["model"], r["method"]) for r in bench_rows}
+        summary = bench_summary.summarise(bench_rows, bench_settings, len(done_units),
+                                          len(done_units))
+        if bench_settings.random_weights:
+            st.warning("These results come from RANDOM WEIGHTS (shapes only): they say nothing "
+                       "about a trained model.")
+        st.caption(f"{len(done_units)} units over {len({r['image'] for r in bench_rows})} images; "
+                   f"baseline {bench_settings.baseline}, {bench_settings.steps} steps; intervals: "
+                   f"{summary['interval']}.")
+        for table in summary["tables"]:
+            ui.show_figure(ranking_figure(table),
+                           key=f"cmp_bench_rank_{table['model']}_{table['metric']}")
+            beaten = [e["method"] for e in table["methods"]
+                      if e.get("vs_random", {}).get("verdict") not in (None, "better than random")]
+            if beaten:
+                st.caption(f"Not better than the random floor on {table['metric']}: "
+                           f"{', '.join(beaten)}.")
+        curves = bench_summary.mean_curves(bench_rows, bench_settings.steps)
+        for model_id in sorted({model for model, _ in curves}):
+            ui.show_figure(mean_curves_figure(curves, model_id),
+                           key=f"cmp_bench_curves_{model_id}")
+        st.subheader("Do the metrics agree?")
+        st.markdown(
+            "Spearman correlation between two metrics over every (image, method) pair both scored, "
+            "each turned so that higher is better (deletion's area negated). Near 1: the metrics "
+            "order the maps alike; near 0: they measure different things.")
+        for model_id, (names, matrix) in bench_summary.metric_agreement(bench_rows).items():
+            if len(names) >= 2:
+                ui.show_figure(agreement_heatmap(names, matrix, f"{model_id}: metric agreement"),
+                               key=f"cmp_bench_agree_{model_id}")
+        st.download_button("Summary (JSON)", json.dumps(summary, indent=2), key="cmp_bench_dl",
+                           file_name="benchmark-summary.json", mime="application/json")
+
+
+VIEWS = {"maps": "1-2 · Theory and maps", "faith": "3 · Faithfulness", "agree": "4 · Agreement",
+         "local": "5 · Localisation", "export": "6 · Export", "dataset": "7 · Over a data set"}
+view = ui.view_picker(VIEWS, key="cmp_view", label="Section",
+                      opened_by={"agree": ("cmp_topk",), "local": (LOCALISE,)})
+{"maps": theory_view, "faith": faithfulness_view, "agree": agreement_view,
+ "local": localisation_view, "export": export_view, "dataset": dataset_view}[view]()

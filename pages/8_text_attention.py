@@ -153,110 +153,125 @@ st.markdown(" ".join(f"`{token}`" for token in tokens))
 st.caption(f"{n} tokens. [CLS] opens and [SEP] closes every input; a piece starting with ## "
            "continues the word before it. The uncased model lower-cases everything first.")
 
-# ------------------------------------------------------------------ head view
-st.subheader("Head view")
-st.markdown(
-    "Each row of the heatmap is one **query** token; its colours show how that token's "
-    "attention is split over the **keys** (columns), and every row adds up to 1. The line "
-    "view shows the same numbers the way bertviz does: queries on the left, keys on the "
-    "right, thicker and darker lines for larger weights. Click a token on the left (or pick "
-    "it below) to pick out its row.")
-head_view(capture)
+VIEWS = {"head": "Head view", "special": "Head specialisation", "layers": "Layer by layer",
+         "rollout": "Rollout", "importance": "Attention vs. importance"}
 
-# ------------------------------------------------------------------ specialisation
-st.subheader("Head specialisation")
-st.markdown(
-    "Some heads have a habit that shows on almost any sentence: looking at the previous or "
-    "next word, at the token itself, or parking their attention on [CLS] or [SEP] (Clark et "
-    "al., 2019, read heavy [SEP] attention as a head having nothing to do). Each number "
-    "below is averaged over all query rows of this sentence: **self** is the mean of the "
-    "diagonal, **previous/next token** the mean of the diagonal just below/above it, "
-    "**[CLS]/[SEP]-directed** the mean weight landing on those tokens, and **entropy** the "
-    f"mean row entropy in nats (0 = all on one token; log {n} = {math.log(n):.2f} = spread "
-    "evenly). Click a column header to sort.")
-rows = tm.specialisation_rows(capture.attentions, capture.cls_index, capture.sep_indices)
-table = pd.DataFrame(rows).rename(columns={k: title for k, (title, _) in tm.METRICS.items()})
-st.dataframe(table, hide_index=True, height=260, key="text_spec_table",
-             column_config={title: st.column_config.NumberColumn(format="%.3f")
-                            for title, _ in tm.METRICS.values()})
-find_heads_view(capture, rows)
 
-# ------------------------------------------------------------------ layers
-st.subheader("Layer by layer")
-progression = tm.layer_progression(capture.attentions, capture.cls_index, capture.sep_indices)
-ui.show_figure(ft.layer_progression_figure(progression, "Averages over heads and queries"),
-               key="text_progression")
-st.markdown(
-    "Entropy is shown as a fraction of log N, the entropy of perfectly even attention, so "
-    "sentences of different lengths compare. A drop means the layer's heads focus on fewer "
-    "tokens; a large [CLS] or [SEP] share is often read as heads idling on a special token "
-    "rather than reading a particular word.")
+def head_section() -> None:
+    st.subheader("Head view")
+    st.markdown(
+        "Each row of the heatmap is one **query** token; its colours show how that token's "
+        "attention is split over the **keys** (columns), and every row adds up to 1. The line "
+        "view shows the same numbers the way bertviz does: queries on the left, keys on the "
+        "right, thicker and darker lines for larger weights. Click a token on the left (or pick "
+        "it below) to pick out its row.")
+    head_view(capture)
 
-# ------------------------------------------------------------------ rollout
-st.subheader("Rollout next to raw attention")
-rollout = tm.text_rollout(capture.attentions)
-last = capture.attentions[-1].mean(0)
-ui.show_figure(ft.token_bars(
-    tokens, {"raw attention from [CLS], last layer (mean of heads)": last[capture.cls_index],
-             "rollout from [CLS] through all layers": rollout[capture.cls_index]},
-    "Where [CLS] looks: one layer vs. all layers", "weight (each sums to 1)"),
-    key="text_rollout")
-st.markdown(
-    "Rollout (Abnar & Zuidema, 2020) follows attention through every layer: each layer's "
-    "heads are averaged, the identity is added for the residual connection, rows are "
-    "renormalised, and the layers are multiplied in order - the convention of Chefer et al.'s "
-    "`compute_rollout_attention`, the same one page 4 uses for images. The added identity "
-    "stands for the residual path, which carries each token's own state forward, so the "
-    "rollout row of [CLS] usually keeps a large share on [CLS] itself and spreads the rest "
-    "more evenly than the last layer alone does. Compare the two bars for each word: rollout "
-    "says where information *could* have flowed from, not which word mattered.")
 
-# ------------------------------------------------------------------ attention vs gradient
-st.subheader("Attention vs. importance")
-st.markdown(
-    "MiniLM has no classifier; it turns a sentence into an embedding (the mean of its last "
-    "token states, scaled to length 1). So the target here is the **cosine similarity** "
-    "between this sentence's embedding and a second sentence's. **Gradient x input** asks "
-    "how much that number moves per token: the gradient of the similarity with respect to "
-    "each input word embedding, multiplied by the embedding itself, summarised by its length "
-    "per token.")
-reference = st.text_input("Second sentence (the target is the similarity to it)",
-                          key="text_reference", max_chars=2000, persist_state="session")
-source_col, special_col = st.columns([2, 1])
-source = source_col.selectbox("Attention summary to compare", list(tm.ATTENTION_SOURCES),
-                              format_func=tm.ATTENTION_SOURCES.get, key="text_source")
-with_special = special_col.checkbox("Include [CLS] and [SEP]", value=False, key="text_special",
-                                    help="Special tokens collect a lot of attention; including "
-                                         "them mostly measures that.")
-try:
-    importance = text.gradient_importance(model, sentence, reference)
-except text.TextInputError as error:
-    st.warning(f"Second sentence: {error}")
-    st.stop()
+def specialisation_view() -> None:
+    st.subheader("Head specialisation")
+    st.markdown(
+        "Some heads have a habit that shows on almost any sentence: looking at the previous or "
+        "next word, at the token itself, or parking their attention on [CLS] or [SEP] (Clark et "
+        "al., 2019, read heavy [SEP] attention as a head having nothing to do). Each number "
+        "below is averaged over all query rows of this sentence: **self** is the mean of the "
+        "diagonal, **previous/next token** the mean of the diagonal just below/above it, "
+        "**[CLS]/[SEP]-directed** the mean weight landing on those tokens, and **entropy** the "
+        f"mean row entropy in nats (0 = all on one token; log {n} = {math.log(n):.2f} = spread "
+        "evenly). Click a column header to sort.")
+    rows = tm.specialisation_rows(capture.attentions, capture.cls_index, capture.sep_indices)
+    table = pd.DataFrame(rows).rename(columns={k: title for k, (title, _) in tm.METRICS.items()})
+    st.dataframe(table, hide_index=True, height=260, key="text_spec_table",
+                 column_config={title: st.column_config.NumberColumn(format="%.3f")
+                                for title, _ in tm.METRICS.values()})
+    find_heads_view(capture, rows)
 
-keep = list(range(n)) if with_special else list(capture.word_indices)
-attention = tm.token_attention(capture.attentions, source, capture.cls_index)[keep]
-gradient = importance.importance[keep]
-agreement = tm.spearman(attention, gradient)
-shown_tokens = [tokens[i] for i in keep]
-st.metric("Cosine similarity of the two sentence embeddings", f"{importance.similarity:.3f}")
-ui.show_figure(ft.attention_vs_gradient_figure(shown_tokens, attention, gradient,
-                                               tm.ATTENTION_SOURCES[source], agreement.rho),
-               key="text_vs_gradient")
-if not math.isnan(agreement.rho):
-    st.markdown(f"**Spearman rank correlation: {agreement.rho:+.2f}** over {agreement.count} "
-                f"tokens (p = {agreement.p_value:.2g}).")
-else:
-    st.info(f"With {agreement.count} token(s), or a constant signal, there is no ranking to "
-            "compare: use a longer sentence.")
-st.markdown(
-    "**The lesson.** Attention says where a head *looked*; gradient x input says which "
-    "tokens the *output* is sensitive to. They answer different questions, and a weak or "
-    "even negative rank correlation is common. Jain & Wallace (2019) showed that attention "
-    "often disagrees with gradient and leave-one-out importance and that very different "
-    "attention can give the same prediction; Wiegreffe & Pinter (2019) answered that "
-    "attention can still be a useful explanation when tested properly. Note also that this "
-    "model never reads [CLS] for its embedding - it averages all tokens - so the [CLS] row, "
-    "the favourite picture in tutorials, is not even on the path to this output. Treat "
-    "attention maps as a view of the computation, and check any claim of importance with a "
-    "method that asks the output.")
+
+def layers_view() -> None:
+    st.subheader("Layer by layer")
+    progression = tm.layer_progression(capture.attentions, capture.cls_index, capture.sep_indices)
+    ui.show_figure(ft.layer_progression_figure(progression, "Averages over heads and queries"),
+                   key="text_progression")
+    st.markdown(
+        "Entropy is shown as a fraction of log N, the entropy of perfectly even attention, so "
+        "sentences of different lengths compare. A drop means the layer's heads focus on fewer "
+        "tokens; a large [CLS] or [SEP] share is often read as heads idling on a special token "
+        "rather than reading a particular word.")
+
+
+def rollout_view() -> None:
+    st.subheader("Rollout next to raw attention")
+    rollout = tm.text_rollout(capture.attentions)
+    last = capture.attentions[-1].mean(0)
+    ui.show_figure(ft.token_bars(
+        tokens, {"raw attention from [CLS], last layer (mean of heads)": last[capture.cls_index],
+                 "rollout from [CLS] through all layers": rollout[capture.cls_index]},
+        "Where [CLS] looks: one layer vs. all layers", "weight (each sums to 1)"),
+        key="text_rollout")
+    st.markdown(
+        "Rollout (Abnar & Zuidema, 2020) follows attention through every layer: each layer's "
+        "heads are averaged, the identity is added for the residual connection, rows are "
+        "renormalised, and the layers are multiplied in order - the convention of Chefer et al.'s "
+        "`compute_rollout_attention`, the same one page 4 uses for images. The added identity "
+        "stands for the residual path, which carries each token's own state forward, so the "
+        "rollout row of [CLS] usually keeps a large share on [CLS] itself and spreads the rest "
+        "more evenly than the last layer alone does. Compare the two bars for each word: rollout "
+        "says where information *could* have flowed from, not which word mattered.")
+
+
+@st.fragment
+def importance_view() -> None:
+    """The second sentence and the attention summary rerun only this part."""
+    st.subheader("Attention vs. importance")
+    st.markdown(
+        "MiniLM has no classifier; it turns a sentence into an embedding (the mean of its last "
+        "token states, scaled to length 1). So the target here is the **cosine similarity** "
+        "between this sentence's embedding and a second sentence's. **Gradient x input** asks "
+        "how much that number moves per token: the gradient of the similarity with respect to "
+        "each input word embedding, multiplied by the embedding itself, summarised by its length "
+        "per token.")
+    reference = st.text_input("Second sentence (the target is the similarity to it)",
+                              key="text_reference", max_chars=2000, persist_state="session")
+    source_col, special_col = st.columns([2, 1])
+    source = source_col.selectbox("Attention summary to compare", list(tm.ATTENTION_SOURCES),
+                                  format_func=tm.ATTENTION_SOURCES.get, key="text_source")
+    with_special = special_col.checkbox("Include [CLS] and [SEP]", value=False, key="text_special",
+                                        help="Special tokens collect a lot of attention; including "
+                                             "them mostly measures that.")
+    try:
+        importance = text.gradient_importance(model, sentence, reference)
+    except text.TextInputError as error:
+        st.warning(f"Second sentence: {error}")
+        st.stop()
+
+    keep = list(range(n)) if with_special else list(capture.word_indices)
+    attention = tm.token_attention(capture.attentions, source, capture.cls_index)[keep]
+    gradient = importance.importance[keep]
+    agreement = tm.spearman(attention, gradient)
+    shown_tokens = [tokens[i] for i in keep]
+    st.metric("Cosine similarity of the two sentence embeddings", f"{importance.similarity:.3f}")
+    ui.show_figure(ft.attention_vs_gradient_figure(shown_tokens, attention, gradient,
+                                                   tm.ATTENTION_SOURCES[source], agreement.rho),
+                   key="text_vs_gradient")
+    if not math.isnan(agreement.rho):
+        st.markdown(f"**Spearman rank correlation: {agreement.rho:+.2f}** over {agreement.count} "
+                    f"tokens (p = {agreement.p_value:.2g}).")
+    else:
+        st.info(f"With {agreement.count} token(s), or a constant signal, there is no ranking to "
+                "compare: use a longer sentence.")
+    st.markdown(
+        "**The lesson.** Attention says where a head *looked*; gradient x input says which "
+        "tokens the *output* is sensitive to. They answer different questions, and a weak or "
+        "even negative rank correlation is common. Jain & Wallace (2019) showed that attention "
+        "often disagrees with gradient and leave-one-out importance and that very different "
+        "attention can give the same prediction; Wiegreffe & Pinter (2019) answered that "
+        "attention can still be a useful explanation when tested properly. Note also that this "
+        "model never reads [CLS] for its embedding - it averages all tokens - so the [CLS] row, "
+        "the favourite picture in tutorials, is not even on the path to this output. Treat "
+        "attention maps as a view of the computation, and check any claim of importance with a "
+        "method that asks the output.")
+
+
+view = ui.view_picker(VIEWS, key="text_part", label="Part")
+{"head": head_section, "special": specialisation_view, "layers": layers_view,
+ "rollout": rollout_view, "importance": importance_view}[view]()

@@ -3,6 +3,7 @@
 import streamlit as st
 
 from dashboard import state, ui
+from dashboard.page_list import PAGES
 from xai_core import pipeline
 from xai_core.figures.curves import prediction_bars
 from xai_core.figures.overlays import image_figure
@@ -14,6 +15,10 @@ st.markdown(
     "looks, and how the explanation methods people cite turn those numbers into maps. "
     "Every map here is computed from a real forward (and, when needed, backward) pass of the "
     "model shown below. Pick a model and an image in the sidebar, then walk through the pages.")
+st.markdown("**New here? Start with the guided tour** of the ViT Explainer (page 0): a Vision "
+            "Transformer step by step, from pixels to its answer.")
+st.page_link(PAGES / "0_vit_explainer.py", label="Start the guided tour",
+             icon=":material/school:", query_params={"tour": "1"})
 
 image = state.current_image()
 if image is not None:

@@ -28,6 +28,18 @@ def chart_specs(app: AppTest) -> list[dict]:
     return [json.loads(chart.proto.spec) for chart in app.get("plotly_chart")]
 
 
+def chart_keys(app: AppTest) -> set[str]:
+    """The keys of the Plotly charts of the last run (what a view draws)."""
+    return {chart.proto.id.rsplit("-", 1)[-1] for chart in app.get("plotly_chart")}
+
+
+def show(app: AppTest, view_key: str, view: str) -> AppTest:
+    """Open one view of a page (its segmented control), as a click on it does."""
+    app.segmented_control(key=view_key).set_value(view).run()
+    assert not app.exception, app.exception
+    return app
+
+
 def chart_title(spec: dict) -> str:
     """A figure's title text ("" when it has none)."""
     return str((spec["layout"].get("title") or {}).get("text") or "")

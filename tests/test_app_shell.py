@@ -16,6 +16,10 @@ def test_home_renders_with_bundled_models():
     assert "257" in card.to_string()
     charts = app.get("plotly_chart")
     assert len(charts) >= 3  # image + two prediction charts
+    # a newcomer is pointed to the Explainer's guided tour, opened at its first step
+    [start] = app.get("page_link")
+    assert start.proto.page == "vit_explainer" and start.proto.query_string == "tour=1"
+    assert "guided tour" in start.proto.label
 
 
 @pytest.mark.parametrize("sample", ["coffee", "collage"])

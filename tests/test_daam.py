@@ -68,8 +68,8 @@ def test_cascading_randomisation_breaks_the_map_and_spares_the_shared_model(dino
     model, image, target, result = dinov2
     before = [layer.weight.clone() for _, block in transformer_blocks(model.module)
               for layer in daam_sanity.attention_linears(block)]
-    check = daam_sanity.cascading_randomisation(model, image, target, steps=[1])
-    assert check.first_randomised == [1] and check.num_blocks == 12
+    check = daam_sanity.cascading_randomisation(model, image, target, steps=[0])
+    assert check.first_randomised == [0] and check.num_blocks == 12
     assert check.rho[0] < 0.5  # fully randomised attention: the map is gone
     after = [layer.weight for _, block in transformer_blocks(model.module)
              for layer in daam_sanity.attention_linears(block)]
@@ -89,7 +89,7 @@ def test_cli_writes_raw_L_and_D(dinov2, tmp_path, capsys):
     np.testing.assert_allclose(saved["map"], saved["D"][-1])
     meta = json.loads(str(saved["meta"]))
     assert meta["variant"] == "knn" and meta["knn"]["class"] == "cat"
-    assert meta["blocks"][0] == "block 1" and meta["prefix_tokens"] == [1] * 12
+    assert meta["blocks"][0] == "block 0" and meta["prefix_tokens"] == [1] * 12
     bad = cli_main(["explain", "--model", "dinov2-s14", "--image", "sample:chelsea",
                     "--method", "daam", "--set", "knn_weights=bogus", "--out", str(out)])
     assert bad == 2 and "knn_weights" in capsys.readouterr().err
@@ -167,7 +167,7 @@ def test_cait_flow_runs_over_class_attention_blocks():
     capture = run_capture(module, pixels, lambda out: out[:, 3].sum())
     ours = daam.daam_from_capture(capture)
     assert ours["block_indices"] == [3, 4]  # after the 3 patch blocks
-    assert ours["block_labels"][0] == "class block 1 (after 3 patch blocks)"
+    assert ours["block_labels"][0] == "class block 3 (after 3 patch blocks)"
     assert ours["L"].shape == (2, 4, 4) and ours["prefix_tokens"] == [1, 1]
     for record in daam.flow_blocks(capture):
         torch.testing.assert_close(daam.decompose(record).sum(0), daam.cls_context(record),
@@ -270,12 +270,12 @@ def test_randomised_copies_cascade_top_down():
     state = lambda m: {k: v.clone() for k, v in m.state_dict().items()}  # noqa: E731
     reference = state(original)
     seen = []
-    for first, randomised in daam_sanity.randomised_copies(module, [2, 4], seed=0):
+    for first, randomised in daam_sanity.randomised_copies(module, [1, 3], seed=0):
         now = state(randomised)
-        changed = {int(k.split(".")[1]) + 1 for k in now
+        changed = {int(k.split(".")[1]) for k in now  # blocks.<index>.attn...
                    if not torch.equal(now[k], reference[k])}
         kinds = {k.split(".")[2] for k in now if not torch.equal(now[k], reference[k])}
         seen.append((first, changed, kinds))
-    assert seen == [(4, {4}, {"attn"}), (2, {2, 3, 4}, {"attn"})]
-    assert daam_sanity.sanity_steps(12) == [12, 9, 6, 3, 1]
-    assert daam_sanity.sanity_steps(2) == [2, 1]
+    assert seen == [(3, {3}, {"attn"}), (1, {1, 2, 3}, {"attn"})]
+    assert daam_sanity.sanity_steps(12) == [11, 8, 5, 2, 0]
+    assert daam_sanity.sanity_steps(2) == [1, 0]

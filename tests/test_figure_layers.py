@@ -19,7 +19,7 @@ from PIL import Image
 from xai_core import toy_attention as toy
 from xai_core.figures import layers, reuse
 from xai_core.figures.matrices import head_mosaic, multihead_figure, position_mosaic_figure
-from xai_core.figures.overlays import overlay_figure
+from xai_core.figures.overlays import map_row_figure, overlay_figure, practical_matrix
 from xai_core.figures.style import DIVERGING, HEATMAP_SCALE
 from xai_core.maps import min_max
 
@@ -56,6 +56,25 @@ def test_a_photo_layer_covers_exactly_its_pixel_coordinates(size):
     np.testing.assert_allclose(span(trace, *sent.size), (0, size[0], 0, size[1]), atol=1e-9)
     shrunk = np.asarray(image.resize(sent.size, Image.Resampling.LANCZOS), dtype=float)
     assert np.abs(np.asarray(sent.convert("RGB"), dtype=float) - shrunk).mean() < 3
+
+
+def test_a_photo_repeated_in_small_panels_is_sent_at_panel_size():
+    """Eight panels side by side get PAGE_WIDTH / 8 screen pixels each: every copy of the
+    photo goes at that size (not 224), still spanning the panel's full pixel range."""
+    image = photo(224, 224)
+    maps = [(f"m{i}", np.random.default_rng(i).random((14, 14))) for i in range(7)]
+    figure = practical_matrix([("row", image, maps)], height_per_row=260)
+    photos = [t for t in figure.data if t.type == "image"]
+    assert len(photos) == 8
+    side = int(np.ceil(layers.PAGE_WIDTH / 8))
+    assert layers.panel_side(image, 8, 260) == side < 224
+    for trace in photos:
+        sent = decoded(trace.source)
+        assert sent.size == (side, side)
+        np.testing.assert_allclose(span(trace, *sent.size), (0, 224, 0, 224), atol=1e-9)
+    # a wide panel (two side by side, 480 high) keeps the photo as it is
+    wide = map_row_figure(image, [maps[0][1], maps[1][1]], ["a", "b"], (16, 16), height=480)
+    assert {decoded(t.source).size for t in wide.data if t.type == "image"} == {(224, 224)}
 
 
 def test_a_lossless_layer_keeps_every_pixel_and_its_transparency():

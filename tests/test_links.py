@@ -79,12 +79,13 @@ def test_block_and_head_link_by_index_and_leave_the_url_with_their_page():
          if chart_title(s).startswith("Block 3, head 2")]
     assert len(z) == 1
     np.testing.assert_allclose(z[0], query_attention(capture, 3, query)[1], atol=1e-6)
-    assert app.query_params == {"sa_block": "3", "sa_head": "1"}
+    # the link opened the view that holds its widgets, and the URL says so
+    assert app.query_params == {"sa_view": "model", "sa_block": "3", "sa_head": "1"}
     app.switch_page("../pages/home.py").run()
     assert app.query_params == {}  # another page's choices leave the URL ...
     app.switch_page("../pages/2_self_attention.py").run()
     assert app.slider(key="sa_block").value == 3  # ... but stay with the session
-    assert app.query_params == {"sa_block": "3", "sa_head": "1"}
+    assert app.query_params == {"sa_view": "model", "sa_block": "3", "sa_head": "1"}
 
 
 def test_class_and_method_links_on_the_cnn():
@@ -109,8 +110,43 @@ def test_knn_class_links_by_its_label():
     cup = model.head.class_names.index("coffee cup")
     app = open_link("5_gradcam.py", gc_part="vit", gc_vit_target="coffee cup")
     no_problems(app)
-    assert app.radio(key="gc_part").value == "vit"
+    assert app.segmented_control(key="gc_part").value == "vit"
     assert app.selectbox(key="gc_vit_target").value == cup
     top = pipeline.predict(model, load_sample("chelsea"), topk=1)[0].index
     assert top != cup  # so the link, not the default, chose it
     assert app.query_params == {"gc_part": "vit", "gc_vit_target": "coffee cup"}
+
+
+def test_block_and_head_links_of_pages_3_4_and_6_open_their_view():
+    """Pages 3, 4 and 6 link their block and head pickers by index too; a link opens the
+    view that holds them."""
+    capture = pipeline.vit_capture(get_model("dinov2-s14"), load_sample("chelsea"))
+    page3 = open_link("3_attention_distance.py", p3_block="5", p3_head="2")
+    no_problems(page3)
+    query = page3.number_input(key="p3_query").value
+    z = [plotly_array(s["data"][1]["z"]).ravel() for s in chart_specs(page3)
+         if chart_title(s) == f"Block 5, head 2: where patch {query} looks"]
+    assert len(z) == 1
+    np.testing.assert_allclose(z[0], capture.blocks[5].acts["attn"][0, 2, query + 1, 1:].numpy(),
+                               rtol=1e-6)
+    assert page3.query_params == {"p3_view": "head", "p3_block": "5", "p3_head": "2"}
+
+    page4 = open_link("4_rollout_heads.py", p4_sink_block="10", p4_sink_head="0")
+    no_problems(page4)
+    received = [s for s in chart_specs(page4)
+                if chart_title(s) == "Block 10, head 0: mean attention each patch receives"]
+    assert len(received) == 1
+    np.testing.assert_allclose(
+        plotly_array(received[0]["data"][1]["z"]).ravel(),
+        capture.blocks[10].acts["attn"][0, 0, :, 1:].double().mean(0).numpy(), rtol=1e-6)
+    big = open_link("4_rollout_heads.py", p4_big_block="7", p4_big_head="4")
+    no_problems(big)
+    assert any(chart_title(s).startswith("Block 7, head 4") for s in chart_specs(big))
+
+    page6 = open_link("6_daam_flow.py", daam_channel_block="3")
+    no_problems(page6)
+    assert page6.get("select_slider")[0].value == 3  # frame 3 = block 3 on DINOv2
+    assert page6.query_params == {"daam_view": "channels", "daam_channel_block": "3"}
+    refused = open_link("6_daam_flow.py", daam_channel_block="12")
+    assert not refused.exception
+    assert "`12`" in " ".join(w.value for w in refused.warning)

@@ -122,6 +122,30 @@ def test_spearman_and_top_k_overlap():
     assert overlap[1, 2] == 0 and np.allclose(rho, rho.T)
 
 
+def test_agreement_matrices_are_cached_by_content_and_order():
+    rng = np.random.default_rng(1)
+    maps_ = {"x": rng.random((14, 14)), "y": rng.random((14, 14)), "z": rng.random((7, 7))}
+    names, rho, overlap = agreement.agreement_matrices(maps_, 10)
+    hits = agreement.AGREEMENT_CACHE.hits
+    again = agreement.agreement_matrices({k: v.copy() for k, v in maps_.items()}, 10)
+    assert agreement.AGREEMENT_CACHE.hits == hits + 1 and again[1] is rho  # equal content
+    assert not rho.flags.writeable  # shared between sessions: read-only
+    np.testing.assert_allclose(rho[0, 2], agreement.spearman(maps_["x"], maps_["z"]))
+    # another order: the names and both matrices follow it
+    flipped, rho_f, overlap_f = agreement.agreement_matrices(dict(reversed(maps_.items())), 10)
+    assert flipped == ["z", "y", "x"]
+    np.testing.assert_allclose(rho_f, rho[::-1, ::-1])
+    np.testing.assert_allclose(overlap_f, overlap[::-1, ::-1])
+    # one cell changed: recomputed, and the answer moves
+    changed = dict(maps_, x=maps_["x"].copy())
+    changed["x"][0, 0] += 5.0
+    _, rho_c, _ = agreement.agreement_matrices(changed, 10)
+    assert rho_c[0, 1] == pytest.approx(agreement.spearman(changed["x"], maps_["y"]))
+    assert rho_c[0, 1] != rho[0, 1]
+    # another top-k share is another question
+    assert agreement.agreement_matrices(maps_, 20)[2] is not overlap
+
+
 def test_localisation_box_iou_and_pointing_game():
     # Two blobs on a 14x14 grid of a 224-pixel input: the larger one wins.
     grid = np.zeros((14, 14))

@@ -4,8 +4,8 @@ taxonomy with the bundled DINOv2 and its k-NN targets. Pickers must change the m
 import re
 
 import numpy as np
-from apptest_helpers import (chart_specs, chart_title, element_text, no_problems, open_app,
-                             plotly_array)
+from apptest_helpers import (chart_keys, chart_specs, chart_title, element_text, no_problems,
+                             open_app, plotly_array, show)
 
 from xai_core import pipeline
 from xai_core.models import get_model
@@ -42,6 +42,7 @@ def test_cnn_part_explains_matches_the_library_and_pickers_change_maps():
     espresso = pipeline.resolve_target(model, "espresso")
     app = open_app(PAGE, image_choice="collage", gc_family=["Grad-CAM"])
     no_problems(app)
+    assert chart_keys(app) == {"gc_alpha", "gc_sum", "gc_relu", "gc_up"}  # step by step
     captions = element_text(app, "caption")
     difference = float(re.search(r"largest difference ([0-9.e+-]+)\.", captions).group(1))
     assert difference < 1e-5  # the page's own check against pytorch-grad-cam
@@ -60,9 +61,11 @@ def test_cnn_part_explains_matches_the_library_and_pickers_change_maps():
     app.selectbox(key="gc_layer_efficientnet-lite0").set_value("blocks.3.2.bn3").run()
     no_problems(app)
     assert heatmap(app, "3 · After the ReLU").shape == (14, 14)  # a stride-16 stage
+    show(app, "gc_cnn_view", "classes")
     pair = [s for s in chart_specs(app)
             if [t["type"] for t in s["data"]] == ["image", "heatmap"] * 4]
     assert len(pair) == 1  # Grad-CAM and saliency for class A and class B
+    show(app, "gc_cnn_view", "family")
     table = app.table[0].value
     assert list(table["method"]) == ["Grad-CAM"]
 

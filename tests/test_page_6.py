@@ -4,7 +4,7 @@ layouts of a distilled DeiT and CaiT with random weights (offline)."""
 import json
 
 import numpy as np
-from apptest_helpers import chart_specs, element_text, open_app, plotly_array
+from apptest_helpers import chart_keys, chart_specs, element_text, open_app, plotly_array, show
 
 PAGE = "6_daam_flow.py"
 
@@ -37,12 +37,20 @@ def test_dinov2_knn_flow_voters_and_target_change():
     app = open_app(PAGE, vit_model="dinov2-s14", image_choice="collage")
     assert not app.exception, app.exception
     assert not app.error, element_text(app, "error")
+    assert chart_keys(app) == {"daam_flow", "daam_contrib"}  # the flow view alone
     maps = check_flow(flow_spec(app), 12)
     # Official display: every D frame is min-max scaled after the sigmoid.
     assert np.allclose(maps[:, 1].reshape(12, -1).max(1), 1.0)
     assert "1 prefix token(s) ([CLS])" in element_text(app, "info")
+    # blocks are numbered from 0, as on every page: the slider and the titles say so
+    spec = flow_spec(app)
+    assert [s["label"] for s in spec["layout"]["sliders"][0]["steps"]] == [
+        f"block {b}" for b in range(12)]
+    assert spec["layout"]["title"]["text"] == "block 11"
+    show(app, "daam_view", "vote")
     voters = app.dataframe[0].value
     assert len(voters) == 20 and (voters["used for w"] != "").any()
+    show(app, "daam_view", "flow")
     assert "Official DAAM display" in element_text(app, "caption")
 
     target = app.selectbox(key="daam_target")
@@ -65,15 +73,15 @@ def test_distilled_deit_random_weights_layout():
     assert "RANDOM WEIGHTS" in element_text(app, "caption") + element_text(app, "error")
     check_flow(flow_spec(app), 12)
     assert "2 prefix token(s) ([CLS], [DIST])" in element_text(app, "info")
-    app.toggle(key="daam_sanity").set_value(True).run()
+    show(app, "daam_view", "sanity")
     assert not app.exception, app.exception
     rows = [s for s in chart_specs(app) if "trained model" in json.dumps(s["layout"])]
     assert len(rows) == 1
     titles = [a["text"] for a in rows[0]["layout"]["annotations"]]
-    # 12 blocks: randomised from the top down to blocks 12, 9, 6, 3 and 1, each with its rho.
+    # 12 blocks (0-11): randomised from the top down to blocks 11, 8, 5, 2 and 0, with rho.
     assert titles[0] == "trained model" and len(titles) == 6
     assert [t.split(" random")[0] for t in titles[1:]] == [
-        f"blocks {k}-12" for k in (12, 9, 6, 3, 1)]
+        "block 11", *(f"blocks {k}-11" for k in (8, 5, 2, 0))]
     assert all(-1 <= float(t.split("ρ = ")[1]) <= 1 for t in titles[1:])
 
 
@@ -82,7 +90,7 @@ def test_cait_random_weights_runs_over_class_blocks():
     assert not app.exception, app.exception
     maps = check_flow(flow_spec(app), 2)
     assert "class-attention blocks" in element_text(app, "info")
-    assert "class block 1" in json.dumps(flow_spec(app)["frames"][0]["layout"])
+    assert "class block 24" in json.dumps(flow_spec(app)["frames"][0]["layout"])
     target = app.selectbox(key="daam_target")
     target.set_value((target.value + 1) % 1000).run()
     assert not app.exception
@@ -106,7 +114,7 @@ def test_dinov2_sink_frame_is_named_and_left_in():
     assert received[head].max() > 0.99 and patch >= 0
     assert int(maps[0, 0].argmax()) == patch  # the L frame of block 0 shows the sink
     captions = element_text(app, "caption")
-    assert (f"Frame “block 1” shows an attention sink, not the object: its brightest patch is "
+    assert (f"Frame “block 0” shows an attention sink, not the object: its brightest patch is "
             f"patch {patch} (row {patch // 16}, col {patch % 16}), the key that head {head}"
             in captions)
     assert int(maps[-1, 1].argmax()) != patch  # the accumulated map is not the sink

@@ -7,7 +7,7 @@ import json
 
 import numpy as np
 import pytest
-from apptest_helpers import chart_specs, chart_title, open_app
+from apptest_helpers import chart_keys, chart_specs, chart_title, open_app, show
 from scipy.stats import spearmanr
 from streamlit.runtime.memory_media_file_storage import MemoryMediaFileStorage
 from streamlit.testing.v1 import app_test as app_test_module
@@ -15,6 +15,7 @@ from streamlit.testing.v1 import app_test as app_test_module
 from xai_core import compare, pipeline
 from xai_core.images import image_sha256, load_sample
 from xai_core.methods import METHODS
+from xai_core.metrics.localisation import localise
 from xai_core.models import get_model
 
 PAGE = "7_comparison.py"
@@ -56,6 +57,8 @@ def test_comparison_page_renders_runs_metrics_and_exports(media):
     assert not app.error, [e.value for e in app.error]
     captions = " ".join(c.value for c in app.caption)
     assert "DINOv2" in captions and "EfficientNet-Lite0" in captions  # both bundled models
+    assert chart_keys(app) == {"cmp_matrix"}  # the first view: the theory and the maps
+    theory = app.table[0].value
     # attention vs gradient: rho recomputed here from the capture, patch by patch
     model = get_model("dinov2-s14")
     image = load_sample("coffee")
@@ -66,18 +69,20 @@ def test_comparison_page_renders_runs_metrics_and_exports(media):
     attention = capture.blocks[-1].acts["attn"][0, :, 0, 1:].mean(0).numpy()
     norm = capture.input_grad[0].norm(dim=0).numpy()
     gradient = norm[:rows * ph, :cols * pw].reshape(rows, ph, cols, pw).mean(axis=(1, 3)).ravel()
+    show(app, "cmp_view", "agree")
     titles = [t for t in map(chart_title, chart_specs(app)) if "Spearman ρ" in t]
     assert titles and f"ρ = {spearmanr(attention, gradient).statistic:.3f}" in titles[0]
-    theory = app.table[0].value
     assert theory.loc["Measured here: map grid", "rollout"] == f"{rows}x{cols}"
     assert "fwd" in theory.loc["Measured here: passes, wall time", "attention"]
 
+    show(app, "cmp_view", "faith")
     app.number_input(key="cmp_steps").set_value(2)
     app.checkbox(key="cmp_perturb").uncheck()
     app.button(key="cmp_run_metrics").click().run()
     assert not app.exception, app.exception
     assert "Done:" in app.get("progress")[0].proto.text
 
+    show(app, "cmp_view", "export")  # the curves come from the cache
     archive = np.load(io.BytesIO(media(app, "cmp_dl_npz")))
     manifest = json.loads(str(archive["manifest"]))
     assert manifest["models"][0]["image_sha256"] == image_sha256(image)
@@ -143,6 +148,7 @@ def test_comparison_page_runs_a_method_with_a_non_default_option(media):
     theory = app.table[0].value
     assert theory.loc["Options here", "attention"] == "block=3"
     assert any("attention (block=3)" in str(spec) for spec in chart_specs(app))
+    show(app, "cmp_view", "export")
     model, image = get_model("dinov2-s14"), load_sample("coffee")
     archive = np.load(io.BytesIO(media(app, "cmp_dl_npz")))
     exported = archive["dinov2-s14__attention__map"]
@@ -156,3 +162,15 @@ def test_comparison_page_runs_a_method_with_a_non_default_option(media):
     entry = manifest["models"][0]["methods"][0]
     assert entry["name"] == "attention" and entry["options"]["block"] == 3
     assert manifest["settings"]["options"]["dinov2-s14"] == {"attention": {"block": 3}}
+
+    # a box typed in the localisation view reaches the export made in another view
+    show(app, "cmp_view", "local")
+    app.checkbox(key="cmp_localise").check().run()
+    app.number_input(key="cmp_box_x0").set_value(10).run()
+    table = app.dataframe[0].value
+    shown = table[(table["model"] == "ViT") & (table["method"] == "attention")]
+    show(app, "cmp_view", "export")
+    exported = json.loads(media(app, "cmp_dl_json").decode())["models"][0]["localisation"]
+    expected = localise(block_3, (224, 224), (10, 56, 168, 168))  # the box on the input
+    assert exported["attention"]["iou"] == pytest.approx(expected.iou)
+    assert round(expected.iou, 3) == shown["IoU"].iloc[0]

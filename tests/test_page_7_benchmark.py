@@ -12,7 +12,8 @@ from xai_core.benchmark.plan import Settings
 from xai_core.benchmark.run import run_benchmark
 
 PAGE = "7_comparison.py"
-CHEAP = dict(image_choice="coffee", cmp_methods_vit=["attention"], cmp_methods_cnn=["gradcam"])
+CHEAP = dict(image_choice="coffee", cmp_methods_vit=["attention"], cmp_methods_cnn=["gradcam"],
+             cmp_view="dataset")
 
 
 @pytest.fixture(scope="module")

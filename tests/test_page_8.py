@@ -4,7 +4,10 @@ import json
 
 import numpy as np
 import pytest
-from apptest_helpers import chart_specs, chart_title, element_text, open_app, plotly_array
+from apptest_helpers import (chart_keys, chart_specs, chart_title, element_text, open_app,
+                             plotly_array, show)
+
+VIEWS = ("head", "special", "layers", "rollout", "importance")
 
 PAGE = "8_text_attention.py"
 
@@ -33,25 +36,40 @@ def test_page_renders_every_section(tokenizer):
     z = plotly_array(heatmap["data"][0]["z"]).astype(float)
     assert z.shape == (len(expected), len(expected))
     np.testing.assert_allclose(z.sum(1), 1.0, atol=1e-5)  # rows (queries) sum to 1
-    for title in ("Lines, layer 5", "Averages over heads", "Where [CLS] looks"):
-        titled(app, title)
-    # heatmap, lines, metric heatmap, layers, rollout, vs gradient
-    assert len(chart_specs(app)) == 6
-    assert len(app.dataframe[0].value) == 6 * 12  # one row per layer x head
+    titled(app, "Lines, layer 5")
+    assert chart_keys(app) == {"text_heatmap", "text_lines"}  # the first view: the head view
     markdown = element_text(app, "markdown")
     assert "`[CLS]`" in markdown and "`[SEP]`" in markdown
-    assert "Spearman rank correlation" in markdown
+    show(app, "text_part", "special")
+    assert len(app.dataframe[0].value) == 6 * 12  # one row per layer x head
+    assert chart_keys(app) == {"text_metric_heatmap"}
+    show(app, "text_part", "layers")
+    titled(app, "Averages over heads")
+    show(app, "text_part", "rollout")
+    titled(app, "Where [CLS] looks")
+    show(app, "text_part", "importance")
+    assert chart_keys(app) == {"text_vs_gradient"}
+    assert "Spearman rank correlation" in element_text(app, "markdown")
 
 
 def test_new_sentence_updates_all_figures():
     app = open_app(PAGE, timeout=180)
-    before = [json.dumps(s, sort_keys=True) for s in chart_specs(app)]
+
+    def every_figure() -> list[str]:
+        specs = []
+        for view in VIEWS:
+            show(app, "text_part", view)
+            specs += [json.dumps(s, sort_keys=True) for s in chart_specs(app)]
+        return specs
+    before = every_figure()
+    assert len(before) == 6  # heatmap, lines, metric heatmap, layers, rollout, vs gradient
     new = "She thanked the nurse because she was kind."
     app.text_area(key="text_input").input(new).run()
     assert not app.exception and not app.warning
-    after = [json.dumps(s, sort_keys=True) for s in chart_specs(app)]
+    after = every_figure()
     assert len(after) == len(before)
     assert all(a != b for a, b in zip(after, before))
+    show(app, "text_part", "head")
     assert "nurse" in titled(app, "Attention, layer")["layout"]["yaxis"]["ticktext"]
     app.radio(key="text_view").set_value("all heads of the layer").run()
     grid = titled(app, "Layer 5: all 12 heads")
@@ -78,7 +96,7 @@ def test_2000_characters_are_truncated_with_a_notice():
 
 
 def test_empty_second_sentence_gets_a_message():
-    app = open_app(PAGE, timeout=180)
+    app = open_app(PAGE, timeout=180, text_part="importance")
     app.text_input(key="text_reference").input("").run()
     assert not app.exception
     assert "Second sentence" in element_text(app, "warning")
@@ -89,7 +107,9 @@ def test_example_fills_both_sentences_and_a_row_can_be_highlighted():
     app.selectbox(key="text_example").set_value("Negation").run()
     assert not app.exception
     assert app.text_area(key="text_input").value.startswith("This film was not good")
+    show(app, "text_part", "importance")
     assert app.text_input(key="text_reference").value == "I loved this movie."
+    show(app, "text_part", "head")
     assert "not" in titled(app, "Attention, layer")["layout"]["yaxis"]["ticktext"]
     [picker] = [s for s in app.selectbox if s.label == "Highlight the row of"]
     picker.set_value(4).run()

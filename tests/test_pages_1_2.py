@@ -7,7 +7,8 @@ import math
 import numpy as np
 import pytest
 import torch
-from apptest_helpers import ENTRY, no_problems, open_app, plotly_array
+from apptest_helpers import (ENTRY, chart_keys, no_problems, open_app, plotly_array,
+                             show)
 from scipy.special import softmax as scipy_softmax
 from sklearn.metrics.pairwise import cosine_similarity
 from streamlit.testing.v1 import AppTest
@@ -48,6 +49,8 @@ def page1():
 
 def test_page1_renders_with_bundled_models(page1):
     no_problems(page1)
+    # the first view is the first lesson only: the patch grid and the sequence
+    assert chart_keys(page1) == {"tok_grid", "tok_strip"}
     assert [m.value for m in page1.metric][:3] == ["16 x 16", "256", "257"]
     assert any("256 + 1 = 257" in latex.value for latex in page1.latex)
     grid = chart(page1, "tok_grid")
@@ -56,11 +59,14 @@ def test_page1_renders_with_bundled_models(page1):
     boxes = plotly_array(grid["data"][-1]["customdata"])  # index, row, col, x0, x1, y0, y1, token
     assert boxes.shape == (256, 8)
     np.testing.assert_array_equal(boxes[17], [17, 1, 1, 14, 28, 14, 28, 18])
+    show(page1, "tok_view", "prediction")
     assert chart(page1, "tok_pred_vit") and chart(page1, "tok_pred_cnn")
     captions = " ".join(c.value for c in page1.caption)
     assert "similarity" in captions and "cat" in captions  # k-NN neighbours of the cat
+    show(page1, "tok_view", "embedding")
     pca = chart(page1, "tok_pca")
     assert sum("PC" in a["text"] for a in pca["layout"]["annotations"]) == 28
+    show(page1, "tok_view", "patches")
 
 
 def test_page1_calculator_follows_the_sliders(page1):
@@ -81,6 +87,7 @@ def test_page1_calculator_follows_the_sliders(page1):
 
 
 def test_page1_position_map_follows_the_patch(page1):
+    show(page1, "tok_view", "position")
     page1.number_input(key="tok_pos_patch").set_value(0).run()
     no_problems(page1)
     spec = chart(page1, "tok_pos_one")
@@ -91,7 +98,8 @@ def test_page1_position_map_follows_the_patch(page1):
 
 
 def test_page1_collage_shows_split_confidence():
-    app = open_app("1_tokenization.py", timeout=180, image_choice="collage")
+    app = open_app("1_tokenization.py", timeout=180, image_choice="collage",
+                   tok_view="prediction")
     no_problems(app)
     message = " ".join(i.value for i in app.info)
     assert "One summary, two objects" in message and "DINOv2" in message
@@ -118,6 +126,8 @@ def page2():
 
 def test_page2_shows_the_seed_numbers(page2):
     no_problems(page2)
+    # the first view is the worked example by hand: its four matrices, nothing else
+    assert chart_keys(page2) == {"toy_scores", "toy_scaled", "toy_weights", "toy_output"}
     np.testing.assert_array_equal(texts(chart(page2, "toy_scores")),
                                   [[3.00, 6.00, 0.50], [4.00, 8.75, -0.50], [0.20, -0.80, 4.10]])
     np.testing.assert_array_equal(texts(chart(page2, "toy_weights")),
@@ -145,6 +155,7 @@ def test_page2_edited_q_cell_changes_the_weights():
 
 
 def test_page2_temperature_changes_the_entropy(page2):
+    show(page2, "sa_view", "temperature")
     scores = toy.TEMPERATURE_Q @ toy.TEMPERATURE_K.T
     shown = {}
     for temperature in (0.05, 2.0, 200.0):
@@ -158,7 +169,24 @@ def test_page2_temperature_changes_the_entropy(page2):
     assert values[0] < 0.01 and values[0] < values[1] < values[2] and values[2] > 1.99
 
 
+def test_page2_heads_view_splits_the_width(page2):
+    show(page2, "sa_view", "heads")
+    page2.radio(key="toy_heads").set_value(4).run()
+    no_problems(page2)
+    panels = chart(page2, "toy_heads_figure")["data"]
+    assert len(panels) == 4
+    x = toy.MULTIHEAD_X  # head h reads its own d_k = 1 slice of Q, K and V: one column each
+    for h, panel in enumerate(panels):
+        q, k = x @ toy.MULTIHEAD_WQ[:, h:h + 1], x @ toy.MULTIHEAD_WK[:, h:h + 1]
+        oracle = scipy_softmax(q @ k.T / 1.0, axis=1)
+        np.testing.assert_allclose(plotly_array(panel["z"]), oracle, atol=1e-6)
+    output = chart(page2, "toy_mh_output")
+    assert plotly_array(output["data"][0]["z"]).shape == (len(toy.MULTIHEAD_TOKENS), 4)
+
+
 def test_page2_query_patch_and_head_change_the_attention_figure(page2):
+    show(page2, "sa_view", "model")
+    assert chart_keys(page2) == {"sa_chart"}  # the real model's part alone
     capture = pipeline.vit_capture(get_model("dinov2-s14"), load_sample("chelsea"))
     last = len(capture.blocks) - 1
     figures = []
@@ -179,7 +207,7 @@ def test_page2_query_patch_and_head_change_the_attention_figure(page2):
 
 def test_page2_distilled_deit_uses_cls_query():
     app = open_app("2_self_attention.py", timeout=180, vit_model="deit-s16-distilled",
-                   vit_random=True)
+                   vit_random=True, sa_view="model")
     assert not app.exception
     app.toggle(key="sa_use_cls").set_value(True).run()
     assert not app.exception

@@ -5,7 +5,8 @@ the methods (checked against formulas computed here)."""
 import numpy as np
 import pytest
 import torch
-from apptest_helpers import chart_specs, chart_title, element_text, open_app, plotly_array
+from apptest_helpers import (chart_keys, chart_specs, chart_title, element_text, open_app,
+                             plotly_array, show)
 from streamlit.testing.v1 import AppTest
 
 from xai_core import pipeline
@@ -76,6 +77,7 @@ def test_page_3_on_dinov2_all_controls():
     app.checkbox(key="p3_renorm").check().run()
     ok(app)
     assert "renormalised to sum 1" in element_text(app, "caption")
+    show(app, "p3_view", "head")
     app.selectbox(key="p3_block").set_value(3).run()
     app.selectbox(key="p3_head").set_value(2).run()
     app.number_input(key="p3_query").set_value(10).run()
@@ -85,11 +87,30 @@ def test_page_3_on_dinov2_all_controls():
                                capture.blocks[3].acts["attn"][0, 2, 11, 1:].numpy(), rtol=1e-6)
 
 
+def test_page_3_scatter_click_opens_that_head():
+    app = ok(open_app("3_attention_distance.py"))
+    assert {c["layout"]["title"]["text"] for c in chart_specs(app)} == {
+        "Mean attention distance, this image", "A CNN's receptive field grows with depth"}
+    app.session_state["p3_scatter"] = {"selection": {"points": [{"customdata": [4, 1]}]}}
+    app.run()
+    ok(app)
+    assert app.segmented_control(key="p3_view").value == "head"
+    assert (app.selectbox(key="p3_block").value, app.selectbox(key="p3_head").value) == (4, 1)
+    capture = pipeline.vit_capture(get_model("dinov2-s14"), load_sample("chelsea"))
+    query = app.number_input(key="p3_query").value
+    head_map = chart(app, f"Block 4, head 1: where patch {query} looks")
+    np.testing.assert_allclose(plotly_array(head_map["data"][1]["z"]).ravel(),
+                               capture.blocks[4].acts["attn"][0, 1, query + 1, 1:].numpy(),
+                               rtol=1e-6)
+    assert app.query_params == {"p3_view": "head", "p3_block": "4", "p3_head": "1"}
+
+
 def test_page_3_random_deit_with_gallery():
     app = ok(open_app("3_attention_distance.py", **DEIT))
     assert "RANDOM WEIGHTS" in element_text(app, "error")
+    show(app, "p3_view", "head")
     assert "[CLS]" in element_text(app, "caption") and "[DIST]" in element_text(app, "caption")
-    app.toggle(key="p3_gallery").set_value(True).run()
+    show(app, "p3_view", "gallery")
     ok(app)
     averaged = chart(app, "Mean over 9 images")
     assert all("error_y" in t for t in averaged["data"] if t["name"].startswith("head"))
@@ -122,6 +143,7 @@ def test_page_4_on_dinov2_all_controls():
     sink_head = int(scores[0].argmax())
     sink_patch = int(keys[0, sink_head]) - 1
     assert app.selectbox(key="p4_start").value == "auto"
+    assert chart_keys(app) == {"p4_rollout", "p4_raw", "p4_gae"}  # the rollout view alone
     first = chart(app, "Rollout, blocks 1–11<br>(mean")
     auto_map = rollout.attention_rollout(capture, 1).query_row()[0]
     np.testing.assert_allclose(plotly_array(first["data"][1]["z"]), auto_map, rtol=1e-6)
@@ -149,6 +171,7 @@ def test_page_4_on_dinov2_all_controls():
         element_text(app, "caption")
 
     # sinks and registers: scores, entropy, one head drawn on the image
+    show(app, "p4_view", "sinks")
     heat = chart(app, "Sink score per head")
     np.testing.assert_allclose(plotly_array(heat["data"][0]["z"]), scores, rtol=1e-9)
     entropy = np.stack([torch.special.entr(b.acts["attn"][0].double()).sum(-1).mean(-1).numpy()
@@ -167,6 +190,9 @@ def test_page_4_on_dinov2_all_controls():
     assert "sink key is **[CLS]**" in element_text(app, "caption")  # measured: 0.35 on [CLS]
     assert "No registers" in element_text(app)
 
+    show(app, "p4_view", "rollout")
+    assert "Largest difference" not in element_text(app)  # the conventions run when opened
+    app.session_state["p4_conventions"] = True  # a click on the expander
     app.selectbox(key="p4_fusion").set_value("max").run()
     app.slider(key="p4_discard").set_value(0.5).run()
     app.selectbox(key="p4_start").set_value(2).run()
@@ -193,6 +219,7 @@ def test_page_4_on_dinov2_all_controls():
     np.testing.assert_allclose(plotly_array(gae_chart["data"][1]["z"]),
                                gae.gae_map(graded, 20)[0], rtol=1e-5)
 
+    show(app, "p4_view", "heads")
     app.radio(key="p4_grid_query_kind").set_value("a patch").run()
     app.number_input(key="p4_grid_query").set_value(100).run()
     app.selectbox(key="p4_big_block").set_value(5).run()
@@ -208,6 +235,10 @@ def test_page_4_on_dinov2_all_controls():
 def test_page_4_register_model_lists_registers_as_possible_sinks():
     app = ok(open_app("4_rollout_heads.py", vit_model="dinov2-s14-reg4", vit_random=True))
     assert "RANDOM WEIGHTS" in element_text(app, "error") + element_text(app)
+    # random weights spread attention evenly: nothing is left out, rollout starts at block 0
+    chart(app, "Rollout, blocks 0–11")
+    assert app.toggle(key="p4_full").disabled
+    show(app, "p4_view", "sinks")
     text = element_text(app)
     assert "4 register tokens ([REG1], [REG2], [REG3], [REG4])" in text
     assert "untrained network" in text
@@ -221,8 +252,6 @@ def test_page_4_register_model_lists_registers_as_possible_sinks():
     assert len(hover) == 12 * 6 and all("→" in h for h in hover)
     # random weights spread attention evenly: nothing is left out, rollout starts at block 0
     assert scores.max() < SINK_THRESHOLD
-    chart(app, "Rollout, blocks 0–11")
-    assert app.toggle(key="p4_full").disabled
 
 
 def test_page_4_random_deit_marks_both_prefix_tokens():
@@ -232,6 +261,7 @@ def test_page_4_random_deit_marks_both_prefix_tokens():
     assert "[CLS]" in captions and "[DIST]" in captions
     assert "the class logit" in captions
     app.selectbox(key="p4_fusion").set_value("min").run()
+    show(app, "p4_view", "heads")
     app.radio(key="p4_grid_query_kind").set_value("a patch").run()
     ok(app)
 

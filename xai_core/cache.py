@@ -1,19 +1,25 @@
 """A thread-safe LRU cache bounded by entries and by bytes, and the one way to key it.
 
 Results are keyed by content (`cache_key`: model, weights, head, image digest, then the
-question's own settings), so one session's entry is a correct answer for any other session
+question's own settings, arrays and images among them by `fingerprint`), so one session's entry is a correct answer for any other session
 asking the same question: sharing them leaks nothing and saves the GPU from repeating work.
 Values must be treated as read-only by callers.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import enum
+import hashlib
 import threading
 from collections import OrderedDict
 from typing import Any, Callable, Hashable
 
 import numpy as np
 import torch
+from PIL import Image
+
+from .images import image_sha256
 
 
 def cache_key(kind: str, model, *details: Hashable, image: str | None = None,
@@ -27,6 +33,47 @@ def cache_key(kind: str, model, *details: Hashable, image: str | None = None,
     return (kind, None if model is None else model.spec.id,
             None if model is None else model.random_weights,
             None if head is None else head.fingerprint(), image, *details)
+
+
+class NoContentKey(TypeError):
+    """An input whose content cannot be keyed: the figure is built without the cache."""
+
+
+def fingerprint(value: Any) -> Hashable:
+    """A hashable key that changes whenever `value`'s content does: arrays and images by a
+    digest of their bytes (with dtype and shape, or mode and size), floats exactly."""
+    if isinstance(value, bool):
+        return ("bool", value)  # True == 1 as a key: keep them apart
+    if value is None or isinstance(value, (int, str, bytes)):
+        return value
+    if isinstance(value, float):
+        return ("float", value.hex())  # exact, and NaN equals itself
+    if isinstance(value, enum.Enum):
+        return ("enum", type(value).__qualname__, value.name)
+    if isinstance(value, np.generic):
+        return fingerprint(value.item())
+    if isinstance(value, torch.Tensor):  # any dtype, bfloat16 included: its raw bytes
+        flat = value.detach().cpu().contiguous().reshape(-1)
+        return ("tensor", str(value.dtype), tuple(value.shape),
+                hashlib.sha256(flat.view(torch.uint8).numpy().tobytes()).hexdigest())
+    if isinstance(value, np.ndarray):
+        if value.dtype == object:
+            return ("objects", value.shape, fingerprint(value.tolist()))
+        contiguous = np.ascontiguousarray(value)
+        return ("array", contiguous.dtype.str, contiguous.shape,
+                hashlib.sha256(contiguous.tobytes()).hexdigest())
+    if isinstance(value, Image.Image):
+        return ("image", image_sha256(value))
+    if isinstance(value, (list, tuple)):
+        return (type(value).__name__, tuple(fingerprint(item) for item in value))
+    if isinstance(value, dict):
+        items = [(fingerprint(k), fingerprint(v)) for k, v in value.items()]
+        return ("dict", tuple(sorted(items, key=repr)))
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return (type(value).__qualname__, tuple(
+            (field.name, fingerprint(getattr(value, field.name)))
+            for field in dataclasses.fields(value)))
+    raise NoContentKey(f"no content key for a {type(value).__qualname__}")
 
 
 def approximate_bytes(value: Any) -> int:

@@ -27,9 +27,10 @@ from .capture import CaptureError
 from .cli.common import run_meta
 from .errors import OptionError
 from .methods import METHODS, Method
+from .methods.base import RESULT_CACHE
 from .metrics.agreement import patch_gradient_importance, spearman
 from .metrics.localisation import localise
-from .pipeline import CAPTURE_CACHE, TargetError, prepare, vit_capture
+from .pipeline import TargetError, prepare, vit_capture
 
 
 @dataclass
@@ -161,8 +162,8 @@ def run_method(model, image, name: str, target: int | None, head=None,
             run.error = f"'{name}' returned no 2-D map (shape {np.shape(result.map)})."
         return run
 
-    try:
-        return CAPTURE_CACHE.get_or_compute(key, compute)
+    try:  # with the methods' own results: small entries must not push captures out
+        return RESULT_CACHE.get_or_compute(key, compute)
     except _Failed as failed:  # failures are reported, never cached
         return failed.run
 

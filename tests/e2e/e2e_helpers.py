@@ -127,3 +127,9 @@ def wait_app_idle(page, timeout_ms: int = 240_000) -> None:
     page.wait_for_selector("[data-testid='stApp']", timeout=timeout_ms)
     page.wait_for_timeout(300)  # let a rerun triggered by the last action start
     page.wait_for_selector(APP_READY, timeout=timeout_ms)
+
+
+def open_view(page, key: str, title: str) -> None:
+    """Click the button `title` of a page's view picker (the segmented control `key`)."""
+    page.locator(f".st-key-{key} button", has_text=title).first.click()
+    wait_app_idle(page)

@@ -10,7 +10,7 @@ import re
 from urllib.parse import quote
 
 import pytest
-from e2e_helpers import ARTIFACTS, ROOT, running_apps, wait_app_idle
+from e2e_helpers import ARTIFACTS, ROOT, open_view, running_apps, wait_app_idle
 from PIL import Image
 
 from dashboard.page_list import existing_pages
@@ -113,6 +113,7 @@ def test_patch_click_changes_the_figure(session):
     """Page 1: clicking the top-left square of the position mosaic enlarges patch 0."""
     page, _ = session
     open_page(page, dict(page_list())["1_tokenization.py"])
+    open_view(page, "tok_view", "Position embeddings")
     before = title_of(page, "tok_pos_one")
     mosaic = plotly(page, "tok_pos_chart")
     mosaic.scroll_into_view_if_needed()
@@ -149,13 +150,14 @@ def test_daam_animation_plays_and_slider_moves(session):
     assert len(seen) >= 3, seen
     shot(page, "6_daam_flow-playing")
 
+    open_view(page, "daam_view", "Channel inspector")
     channels = plotly(page, "daam_channels")
     labels = "gd => gd.layout.annotations.map(a => a.text).join('|')"
     before = channels.evaluate(labels)
     # Streamlit's slider is a react-aria range input (visually hidden, keyboard-driven)
     slider = page.locator(".st-key-daam_channel_block input[type='range']").first
     slider.focus()
-    page.keyboard.press("Home")  # block 1 instead of the last block
+    page.keyboard.press("Home")  # block 0 instead of the last block
     page.wait_for_function(
         f"before => {{ const gd = document.querySelector('.st-key-daam_channels .js-plotly-plot');"
         f" return gd && ({labels})(gd) !== before; }}", arg=before, timeout=240_000)

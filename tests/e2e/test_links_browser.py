@@ -30,7 +30,9 @@ def test_a_link_with_ids_opens_the_page_and_the_url_follows(browser, app_url):
     title = page.locator(".st-key-sa_chart .js-plotly-plot").first.evaluate(
         "gd => gd.layout.title.text")
     assert re.sub(r"<[^>]+>", "", title).startswith("Block 3, head 2")  # Streamlit adds <b>
-    assert query(page) == {"image_choice": "motorcycle", "sa_block": "3", "sa_head": "1"}
+    # the link opened the part of the page that holds the block and head, and says so
+    assert query(page) == {"image_choice": "motorcycle", "sa_view": "model", "sa_block": "3",
+                           "sa_head": "1"}
 
     page.locator(".st-key-image_choice button[aria-label='Open']").click()
     page.locator("[role='option']", has_text="Cup of coffee").click()
@@ -43,6 +45,6 @@ def test_a_link_with_ids_opens_the_page_and_the_url_follows(browser, app_url):
     page.wait_for_function("() => location.pathname.replace(/\\/$/, '').split('/').pop() "
                            "!== 'self_attention'", timeout=240_000)
     wait_app_idle(page)
-    page.wait_for_function("() => !location.search.includes('sa_block')", timeout=60_000)
+    page.wait_for_function("() => !location.search.includes('sa_')", timeout=60_000)
     assert query(page) == {"image_choice": "coffee"}
     page.close()

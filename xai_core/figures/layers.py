@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import io
+import math
 
 import numpy as np
 import plotly.graph_objects as go
@@ -24,6 +25,10 @@ from .style import colour_table
 # Every figure shows a picture at most ~600 screen pixels a side (a third of a wide page,
 # or a 420-px-high chart): sending more only costs bytes and decoding.
 DISPLAY_MAX_SIDE = 640
+# The main column of a wide page on a 1920-px lecture screen: a figure of n panels side by
+# side gives each at most PAGE_WIDTH / n screen pixels, so a photo repeated in every panel
+# is sent at that size (Plotly's JSON cannot share one picture between panels).
+PAGE_WIDTH = 1400
 JPEG_QUALITY = 85
 LAYER_CACHE = BoundedCache(max_entries=256, max_bytes=32 * 2**20)
 
@@ -46,6 +51,13 @@ def _encode(image: Image.Image, max_side: int, lossless: bool) -> tuple[str, tup
         small.convert("RGB").save(buffer, format="JPEG", quality=JPEG_QUALITY)
     kind = "webp" if lossless else "jpeg"
     return f"data:image/{kind};base64," + base64.b64encode(buffer.getvalue()).decode(), small.size
+
+
+def panel_side(image: Image.Image, columns: int, height: float) -> int:
+    """The longer side, in screen pixels, that `image` takes at most when fitted (aspect kept)
+    into one of `columns` panels side by side, `height` pixels high: the size to send it at."""
+    scale = min(PAGE_WIDTH / columns / image.width, height / image.height)
+    return min(DISPLAY_MAX_SIDE, max(1, math.ceil(scale * max(image.size))))
 
 
 def image_data_uri(image: Image.Image) -> str:

@@ -16,7 +16,7 @@ from PIL import Image
 from ..maps import min_max
 from ..methods.vit_gradcam import Cell
 from .clicks import patch_click_targets
-from .layers import image_trace
+from .layers import DISPLAY_MAX_SIDE, image_trace, panel_side
 from .reuse import reused
 from .style import DIVERGING, HEATMAP_SCALE, LINE_COLOURS, symmetric_bound
 
@@ -30,11 +30,12 @@ def _panel(row: int | None, col: int | None) -> dict:
 
 
 def add_image(figure: go.Figure, image: Image.Image, row: int | None = None,
-              col: int | None = None) -> None:
+              col: int | None = None, max_side: int = DISPLAY_MAX_SIDE) -> None:
     """The image in pixel coordinates (y down) in one panel of `figure` (the subplot at
-    row, col when given), its axes hidden and locked to the image's aspect ratio."""
+    row, col when given), its axes hidden and locked to the image's aspect ratio; sent at
+    most `max_side` pixels a side (a small panel: `layers.panel_side`)."""
     panel = _panel(row, col)
-    figure.add_trace(image_trace(image), **panel)
+    figure.add_trace(image_trace(image, max_side), **panel)
     x_axis = "x" if row is None else figure.get_subplot(row, col).xaxis.plotly_name
     figure.update_xaxes(visible=False, range=[0, image.width], **panel)
     figure.update_yaxes(visible=False, range=[image.height, 0],
@@ -43,12 +44,12 @@ def add_image(figure: go.Figure, image: Image.Image, row: int | None = None,
 
 def add_overlay(figure: go.Figure, image: Image.Image, values: np.ndarray,
                 cell_size: tuple[float, float], row: int | None = None, col: int | None = None,
-                **heatmap) -> go.Heatmap:
-    """THE heatmap over an image: the image (`add_image`), then the (rows, cols) map
-    `values` on top, each cell `cell_size` pixels (`grid_heatmap`, which takes `heatmap`).
-    Every figure that draws a map over an image draws each panel with this. Returns the
-    heatmap trace as stored in the figure, for per-panel tweaks."""
-    add_image(figure, image, row, col)
+                max_side: int = DISPLAY_MAX_SIDE, **heatmap) -> go.Heatmap:
+    """THE heatmap over an image: the image (`add_image`, at most `max_side` pixels a side),
+    then the (rows, cols) map `values` on top, each cell `cell_size` pixels (`grid_heatmap`,
+    which takes `heatmap`). Every figure that draws a map over an image draws each panel with
+    this. Returns the heatmap trace as stored in the figure, for per-panel tweaks."""
+    add_image(figure, image, row, col, max_side)
     figure.add_trace(grid_heatmap(values, cell_size, **heatmap), **_panel(row, col))
     return figure.data[-1]
 
@@ -221,9 +222,10 @@ def map_row(image: Image.Image, maps: list[tuple[str, np.ndarray]], height: int 
     count = len(maps)
     figure = make_subplots(rows=1, cols=count, subplot_titles=[t for t, _ in maps],
                            horizontal_spacing=0.01)
+    side = panel_side(image, count, height)
     for i, (_, values) in enumerate(maps, start=1):
         small, cell = coarse(min_max(values) if shared_scale else values)
-        add_overlay(figure, image, small, cell, row=1, col=i, zmin=0, zmax=1,
+        add_overlay(figure, image, small, cell, row=1, col=i, max_side=side, zmin=0, zmax=1,
                     hovertemplate="%{z:.2f}<extra></extra>").update(showscale=(i == count))
     figure.update_layout(height=height, margin=dict(l=0, r=0, t=50, b=0))
     return figure
@@ -231,13 +233,14 @@ def map_row(image: Image.Image, maps: list[tuple[str, np.ndarray]], height: int 
 
 @reused
 def flow_figure(image: Image.Image, L: np.ndarray, D: np.ndarray, patch_size: tuple[int, int],
-                labels: list[str], opacity: float = 0.6, height: int = 480,
-                start: int | None = None) -> go.Figure:
+                labels: list[str], short_labels: list[str], opacity: float = 0.6,
+                height: int = 480, start: int | None = None) -> go.Figure:
     """Animated DAAM flow: per-block map L_b (left) and accumulated D_b (right).
 
     `L` and `D` are (B, rows, cols) already scaled to [0, 1] for display. One
-    frame per block updates only the two heatmap traces (indices 1 and 3); a play
-    button and a slider scrub the frames in the browser, no rerun.
+    frame per block (titled `labels[i]`, named `short_labels[i]` on the slider) updates
+    only the two heatmap traces (indices 1 and 3); a play button and a slider scrub the
+    frames in the browser, no rerun.
     """
     count = len(L)
     start = count - 1 if start is None else start
@@ -245,11 +248,14 @@ def flow_figure(image: Image.Image, L: np.ndarray, D: np.ndarray, patch_size: tu
                            subplot_titles=("L_b: what block b adds",
                                            "D_b: accumulated up to block b"))
     hover = "row %{y}, col %{x}<br>display value %{z:.3f}<extra></extra>"
-    add_overlay(figure, image, L[start], patch_size, row=1, col=1, opacity=opacity, zmin=0.0,
+    side = panel_side(image, 2, height)
+    add_overlay(figure, image, L[start], patch_size, row=1, col=1, max_side=side,
+                opacity=opacity, zmin=0.0,
                 zmax=1.0, name="L_b", hovertemplate=hover).update(showscale=False)
-    add_overlay(figure, image, D[start], patch_size, row=1, col=2, opacity=opacity, zmin=0.0,
+    add_overlay(figure, image, D[start], patch_size, row=1, col=2, max_side=side,
+                opacity=opacity, zmin=0.0,
                 zmax=1.0, name="D_b", hovertemplate=hover)
-    names = [f"{i + 1}" for i in range(count)]
+    names = list(short_labels)
     figure.frames = [go.Frame(name=name, traces=[1, 3], data=[
         go.Heatmap(z=np.asarray(L[i], dtype=np.float32)),
         go.Heatmap(z=np.asarray(D[i], dtype=np.float32))],
@@ -270,7 +276,7 @@ def flow_figure(image: Image.Image, L: np.ndarray, D: np.ndarray, patch_size: tu
                                    args=[[None], dict(frame=dict(duration=0, redraw=False),
                                                       mode="immediate")])])],
         sliders=[dict(active=start, x=0.16, len=0.84, y=-0.02, yanchor="top",
-                      currentvalue=dict(prefix="block "),
+                      currentvalue=dict(prefix=""),
                       steps=[dict(label=name, method="animate", args=[[name], still])
                              for name in names])])
     return figure
@@ -284,6 +290,7 @@ def map_row_figure(image: Image.Image, maps: list[np.ndarray], titles: list[str]
     each divided by its largest |value| on a blue-white-red scale centred on 0."""
     figure = make_subplots(rows=1, cols=len(maps), subplot_titles=titles,
                            horizontal_spacing=0.01)
+    side = panel_side(image, len(maps), height)
     for i, values in enumerate(maps, start=1):
         if signed:
             shown, scale = np.asarray(values) / symmetric_bound(values), dict(
@@ -294,7 +301,7 @@ def map_row_figure(image: Image.Image, maps: list[np.ndarray], titles: list[str]
             shown, scale = min_max(values), dict(
                 zmin=0.0, zmax=1.0, hovertemplate="row %{y}, col %{x}<br>%{z:.3f}<extra></extra>")
         add_overlay(figure, image, shown, patch_size, row=1, col=i, opacity=opacity,
-                    **scale).update(showscale=(i == len(maps)))
+                    max_side=side, **scale).update(showscale=(i == len(maps)))
     figure.update_layout(height=height, margin=dict(l=0, r=0, t=50, b=0))
     figure.update_annotations(font_size=11)
     return figure
@@ -316,11 +323,12 @@ def practical_matrix(rows: list[tuple[str, Image.Image, list[tuple[str, np.ndarr
     figure = make_subplots(rows=len(rows), cols=columns, subplot_titles=titles,
                            horizontal_spacing=0.01, vertical_spacing=0.08)
     for r, (_, image, maps) in enumerate(rows, start=1):
-        add_image(figure, image, r, 1)
+        side = panel_side(image, columns, height_per_row)
+        add_image(figure, image, r, 1, side)
         for c, (name, values) in enumerate(maps, start=2):
             values = coarse(values)[0]  # pixel-level maps: area-averaged for sending only
             add_overlay(figure, image, min_max(values), _cell_size(image, values.shape), r, c,
-                        opacity=opacity, name=name,
+                        max_side=side, opacity=opacity, name=name,
                         hovertemplate=f"{name}<br>row %{{y}}, col %{{x}}"
                                       "<br>normalised %{z:.2f}<extra></extra>",
                         ).update(coloraxis="coloraxis")

@@ -101,8 +101,8 @@ class DaamResult:
     C: np.ndarray  # (B, C) channel importance, unclipped
     T: np.ndarray  # (B, C) [CLS] contexts (the identity's right-hand side)
     block_indices: list[int]  # capture block index of each frame
-    block_labels: list[str]  # e.g. "block 3", "class block 1 (after 24 patch blocks)"
-    short_labels: list[str]  # e.g. "block 3", "class block 1"
+    block_labels: list[str]  # e.g. "block 3", "class block 24 (after 24 patch blocks)"
+    short_labels: list[str]  # e.g. "block 3", "class block 24"
     block_kind: str  # "self", or "class": the flow runs over CaiT's class-attention blocks
     num_heads: int
     prefix_tokens: list[int]
@@ -152,12 +152,13 @@ def sink_frames(result: DaamResult, analysis) -> list[dict]:
 
 
 def _block_labels(blocks: list[BlockRecord], capture: Capture) -> tuple[list[str], list[str]]:
-    """(labels, short labels) of the flow's frames."""
+    """(labels, short labels) of the flow's frames: blocks numbered from 0 in forward order,
+    as the capture and every page number them."""
     if blocks[0].kind == "class":
         patch_blocks = sum(1 for b in capture.blocks if b.kind == "self")
-        short = [f"class block {i + 1}" for i in range(len(blocks))]
+        short = [f"class block {b.index}" for b in blocks]
         return [f"{label} (after {patch_blocks} patch blocks)" for label in short], short
-    labels = [f"block {b.index + 1}" for b in blocks]
+    labels = [f"block {b.index}" for b in blocks]
     return labels, labels
 
 

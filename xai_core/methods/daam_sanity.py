@@ -21,12 +21,13 @@ from .daam import explain as daam_method
 
 
 def sanity_steps(num_blocks: int, count: int = 4) -> list[int]:
-    """1-based first randomised block for each step, top down, ending with full (1).
+    """The first randomised block (0-based) of each step, top down, ending with full (0).
 
-    12 blocks: [12, 9, 6, 3, 1] (the paper's 12, 9, 6, 3 plus full randomisation)."""
+    12 blocks: [11, 8, 5, 2, 0] (the paper's blocks 12, 9, 6, 3 counted from 1, plus full
+    randomisation)."""
     step = max(1, num_blocks // count)
-    firsts = [num_blocks - i * step for i in range(count) if num_blocks - i * step >= 1]
-    return list(dict.fromkeys(firsts + [1]))
+    firsts = [num_blocks - 1 - i * step for i in range(count) if num_blocks - 1 - i * step >= 0]
+    return list(dict.fromkeys(firsts + [0]))
 
 
 def attention_linears(block: torch.nn.Module) -> list[torch.nn.Linear]:
@@ -51,7 +52,7 @@ def randomise_attention(block: torch.nn.Module, seed: int) -> None:
 class SanityResult:
     original: np.ndarray  # final accumulated map D_B of the trained model
     maps: list[np.ndarray]  # final D_B after each step
-    first_randomised: list[int]  # 1-based block from which everything up to the top is random
+    first_randomised: list[int]  # block (0-based) from which everything up to the top is random
     num_blocks: int
     rho: list[float]  # Spearman(original, step map)
     seconds: float
@@ -67,13 +68,13 @@ def private_copy(model) -> torch.nn.Module:
 def randomised_copies(module: torch.nn.Module, steps: list[int],
                       seed: int = 0) -> Iterator[tuple[int, torch.nn.Module]]:
     """Randomise `module` IN PLACE (pass a private copy), top down and cumulatively:
-    after the step for k, the attention linears of blocks k..B (1-based) are random.
-    Block n always gets seed*1000 + n, so a state does not depend on the path to it."""
+    after the step for k, the attention linears of blocks k..B-1 (0-based) are random.
+    Block i always gets seed*1000 + i, so a state does not depend on the path to it."""
     blocks = [block for _, block in transformer_blocks(module)]
-    randomised = len(blocks) + 1  # blocks numbered >= this are random
+    randomised = len(blocks)  # blocks from this index on are random
     for first in sorted(set(steps), reverse=True):
-        for number in range(first, randomised):
-            randomise_attention(blocks[number - 1], seed * 1000 + number)
+        for index in range(first, randomised):
+            randomise_attention(blocks[index], seed * 1000 + index)
         randomised = min(randomised, first)
         yield first, module
 
@@ -88,8 +89,8 @@ def cascading_randomisation(model, image, target: int, head=None, formula: str =
                            channel_relu=channel_relu).detail
     module_blocks = transformer_blocks(model.module)
     steps = sorted(set(steps or sanity_steps(len(module_blocks))), reverse=True)
-    if any(not 1 <= k <= len(module_blocks) for k in steps):
-        raise ValueError(f"Sanity steps must lie in 1-{len(module_blocks)}.")
+    if any(not 0 <= k < len(module_blocks) for k in steps):
+        raise ValueError(f"Sanity steps must lie in 0-{len(module_blocks) - 1}.")
     prepared = prepare(model, image)
     key = cache_key("daam-sanity", model, target, formula, original.channel_relu, tuple(steps),
                     seed, image=prepared.sha256, head=head)
