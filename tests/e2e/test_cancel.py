@@ -13,7 +13,7 @@ import os
 import time
 
 import pytest
-from e2e_helpers import ARTIFACTS, running_apps, wait_app_idle
+from e2e_helpers import ARTIFACTS, open_view, running_apps, wait_app_idle
 
 STOP_LIMIT_S = 20.0  # a batch of 16 EfficientNet-Lite0 forwards: ~2 s here (one thread); the run: minutes
 QUIET_CPU_S = 0.25  # CPU seconds per second of an idle replica: well below a busy one's ~1
@@ -65,8 +65,9 @@ def test_leaving_the_page_and_stop_end_score_cam(app, browser):
         page.goto(app.url, timeout=60_000)
         wait_app_idle(page)
         open_nav(page, "Grad-CAM")
-        page.wait_for_selector(".st-key-gc_family_maps .js-plotly-plot")
         wait_app_idle(page)
+        open_view(page, "gc_cnn_view", "The CAM family")
+        page.wait_for_selector(".st-key-gc_family_maps .js-plotly-plot")
 
         start_score_cam(page)
         left_at = time.monotonic()
