@@ -68,7 +68,8 @@ for column, model in zip(columns, models):
                     options[name] = ui.method_options(METHODS[name], model,
                                                       key=f"cmp_opt_{family}_{name}")
         with st.spinner(f"Running {len(chosen)} methods on {model.spec.display_name}..."):
-            runs = compare.run_methods(model, image, chosen, target, head, options)
+            runs = compare.run_methods(model, image, chosen, target, head, options,
+                                       should_stop=ui.stop_check())
         sections.append(compare.ModelSection(model, target, head.class_names[target],
                                              score_kind(model, head), runs))
         for run in runs:

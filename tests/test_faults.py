@@ -12,7 +12,7 @@ import torch
 from apptest_helpers import open_app
 from single_thread import one_torch_thread
 from tiny_models import images, tiny_cnn
-from xai_core import pipeline
+from xai_core import compare, pipeline
 from xai_core.cli.main import main as cli_main
 from xai_core.faults import (RETRY_BATCH_DIVISOR, Cancelled, ModelOutOfMemory,
                              retry_with_smaller_batch)
@@ -249,3 +249,24 @@ def test_stopping_ends_a_metric_curve_within_one_batch(cnn, oracle, monkeypatch)
     with pytest.raises(Cancelled):
         deletion(cnn, image, should_stop=lambda: bool(stop))
     assert sizes == [16] and lock_free_and_no_hooks(cnn)
+
+
+def test_stopping_ends_occlusion_within_one_batch():
+    """Occlusion runs Captum's hundreds of forwards: Stop, pressed during its 3rd forward,
+    lets that one finish and starts no 4th; the comparison passes the stop on instead of
+    reporting a failed method, caches nothing half-done, and the next run is whole."""
+    model, image = tiny_cnn(), images(1)[0]
+    expected = METHODS["occlusion"](model, image, target=3, batch=2).map
+    RESULT_CACHE.clear()
+    forwards = []
+    handle = model.module.register_forward_pre_hook(lambda *_: forwards.append(1))
+    try:
+        with pytest.raises(Cancelled):
+            compare.run_method(model, image, "occlusion", 3, options={"batch": 2},
+                               should_stop=lambda: len(forwards) >= 3)
+    finally:
+        handle.remove()
+    assert len(forwards) == 3 and lock_free_and_no_hooks(model)
+    again = compare.run_method(model, image, "occlusion", 3, options={"batch": 2})
+    assert again.ok
+    np.testing.assert_array_equal(again.map, expected)

@@ -26,6 +26,7 @@ from .cache import cache_key
 from .capture import CaptureError
 from .cli.common import run_meta
 from .errors import OptionError
+from .faults import Cancelled, StopCheck
 from .methods import METHODS, Method
 from .methods.base import RESULT_CACHE
 from .metrics.agreement import patch_gradient_importance, spearman
@@ -129,10 +130,12 @@ def _valid_map(values) -> np.ndarray | None:
 
 
 def run_method(model, image, name: str, target: int | None, head=None,
-               options: dict | None = None) -> MethodRun:
+               options: dict | None = None, should_stop: StopCheck | None = None) -> MethodRun:
     """Run one registered method with its default (or given) options, measured and cached.
     User-facing failures (a bad option, a method that cannot handle this model) come back
-    as `MethodRun.error` instead of raising, so one method cannot break the page."""
+    as `MethodRun.error` instead of raising, so one method cannot break the page; a stop
+    (`should_stop`, asked between batches by the methods of many passes) is not a failure
+    and propagates."""
     info = METHODS[name]
     target = target if info.needs_target else None
     prepared = prepare(model, image)
@@ -145,7 +148,10 @@ def run_method(model, image, name: str, target: int | None, head=None,
         try:
             run.options = info.resolve(model, options)  # refused here, before any pass
             with PassCounter(model) as counter:
-                result = info(model, image, target=target, head=head, **run.options)
+                result = info(model, image, target=target, head=head,
+                              should_stop=should_stop, **run.options)
+        except Cancelled:
+            raise
         except (CaptureError, OptionError, TargetError, ValueError) as error:
             run.error = str(error)
             raise _Failed(run) from None
@@ -175,10 +181,11 @@ class _Failed(Exception):
 
 
 def run_methods(model, image, names: list[str], target: int | None, head=None,
-                options: dict[str, dict] | None = None) -> list[MethodRun]:
+                options: dict[str, dict] | None = None,
+                should_stop: StopCheck | None = None) -> list[MethodRun]:
     """`run_method` for each name; `options` maps a method's name to its non-default options."""
     options = options or {}
-    return [run_method(model, image, name, target, head, options.get(name))
+    return [run_method(model, image, name, target, head, options.get(name), should_stop)
             for name in names if name in METHODS]
 
 

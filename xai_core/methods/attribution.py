@@ -21,10 +21,10 @@ from typing import Callable
 import numpy as np
 import torch
 
-from ..faults import raise_if_out_of_memory
+from ..faults import StopCheck, check_stop, raise_if_out_of_memory
 from ..pipeline import head_of, prepare
 from ..rng import seeded
-from .base import Choice, Int
+from .base import Choice, ExplainRequest, Int
 
 REFERENCES = ("zeros", "black", "blur", "rise-blur", "mean")
 REFERENCE_NAMES = {
@@ -43,16 +43,19 @@ REFERENCE = Choice("reference", "zeros", REFERENCES,
 SEED = Int("seed", 0, 0, 2**31 - 1, "Seed of the random draws: the same seed, the same map.")
 
 
-def score_forward(model, target: int, head=None) -> Callable[[torch.Tensor], torch.Tensor]:
+def score_forward(model, target: int, head=None, should_stop: StopCheck | None = None
+                  ) -> Callable[[torch.Tensor], torch.Tensor]:
     """x (B, 3, H, W) -> (B,) class score of each image (the head's score_fn sums over its
     batch, so it is applied image by image). Each call holds the model's lock for its own
     forward only: Captum calls it once per batch, and other sessions' model calls go in
     between (the lock is first come, first served), so a method of hundreds of passes does
-    not hold up everyone else's page."""
+    not hold up everyone else's page. `should_stop()` is asked before each forward, so a
+    stopped run ends within one batch."""
     score = head_of(model, head).score_fn(target)
     module = model.module
 
     def forward(pixels: torch.Tensor) -> torch.Tensor:
+        check_stop(should_stop)
         with model.lock:
             output = module(pixels)
         return torch.stack([score(output[i:i + 1]) for i in range(output.shape[0])])
@@ -90,17 +93,19 @@ def cell_mask(size: tuple[int, int], cell: int) -> torch.Tensor:
     return (rows[:, None] * columns + cols[None, :])[None, None]
 
 
-def attribute(model, image, target: int, head,
+def attribute(request: ExplainRequest,
               compute: Callable[[Callable, torch.Tensor], tuple[torch.Tensor, dict]],
               seed: int | None = None) -> tuple[np.ndarray, dict]:
-    """Run `compute(forward, pixels) -> (attributions (1, 3, H, W), extras)`, each forward
-    under the model's lock (`score_forward`), the whole call, given a seed, under torch's
+    """Run `compute(forward, pixels) -> (attributions (1, 3, H, W), extras)` for the
+    request's model, image, target and head, each forward under the model's lock and after
+    the request's stop check (`score_forward`), the whole call, given a seed, under torch's
     seeded generator. Returns the attributions as (3, H, W) float32 numpy and the extras.
     Not cached here: the method's entry point caches its result by every option."""
-    head = head_of(model, head)
+    model = request.model
     # a leaf that asks for gradients (Captum would otherwise switch it on and warn)
-    pixels = prepare(model, image).pixels.to(model.device).clone().requires_grad_(True)
-    forward = score_forward(model, target, head)
+    pixels = prepare(model, request.image).pixels.to(model.device).clone().requires_grad_(True)
+    forward = score_forward(model, request.target, head_of(model, request.head),
+                            request.should_stop)
     try:
         with seeded(model.device, seed):
             attributions, extras = compute(forward, pixels)

@@ -229,6 +229,8 @@ class ExplainRequest:
     target: int | None  # a valid class index for a method that needs one, else None
     head: Any = None  # the head that scores the target (a session's own k-NN bank, or the
     # model's); None for a method without a target
+    should_stop: Callable[[], bool] | None = None  # asked between batches by methods of many
+    # passes (Occlusion, KernelSHAP...): Stop ends them within one batch; not in the cache key
 
 
 @dataclass
@@ -298,10 +300,12 @@ class Method:
     def convention_for(self, values: dict) -> str:
         return self.convention(values) if callable(self.convention) else self.convention
 
-    def __call__(self, model, image, *, target=None, head=None, **options) -> ExplainResult:
+    def __call__(self, model, image, *, target=None, head=None, should_stop=None,
+                 **options) -> ExplainResult:
         """The method on one image, cached by content. `target` is a class index or name
         (None: the top prediction) for a method that needs one and ignored otherwise;
-        `head` a session's own head. Results are shared: treat them as read-only."""
+        `head` a session's own head; `should_stop` the caller's stop check (ExplainRequest).
+        Results are shared: treat them as read-only."""
         values = self.resolve(model, options)
         if self.needs_target:
             head = head_of(model, head)
@@ -312,7 +316,7 @@ class Method:
                         image=image_sha256(image), head=head)
 
         def compute() -> ExplainResult:
-            result = self.compute(ExplainRequest(model, image, target, head), **values)
+            result = self.compute(ExplainRequest(model, image, target, head, should_stop), **values)
             result.meta = {**result.meta, "convention": self.convention_for(values)}
             result.options = dict(values)
             return result

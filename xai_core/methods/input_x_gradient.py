@@ -32,6 +32,5 @@ def explain(request: ExplainRequest) -> ExplainResult:
     def compute(forward, pixels):
         return InputXGradient(forward).attribute(pixels), {}
 
-    attributions = attribute(request.model, request.image, request.target, request.head,
-                             compute)[0]
+    attributions = attribute(request, compute)[0]
     return ExplainResult(map=sum_channels(attributions), arrays={"attributions": attributions})

@@ -48,8 +48,7 @@ def explain(request: ExplainRequest, *, steps: int, reference: str, batch: int) 
             internal_batch_size=batch, return_convergence_delta=True)
         return attributions, {"delta": float(delta.abs().max())}
 
-    attributions, extras = attribute(model, request.image, request.target, request.head,
-                                     compute)
+    attributions, extras = attribute(request, compute)
     return ExplainResult(
         map=sum_channels(attributions), arrays={"attributions": attributions},
         meta={"steps": steps, "reference": reference, "convergence_delta": extras["delta"]})

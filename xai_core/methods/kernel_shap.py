@@ -63,7 +63,7 @@ def explain(request: ExplainRequest, *, samples: int, reference: str, seed: int,
             n_samples=samples, perturbations_per_eval=batch)
         return attributions, {}
 
-    attributions = attribute(model, request.image, request.target, request.head, compute,
+    attributions = attribute(request, compute,
                              seed=seed)[0]
     return ExplainResult(
         map=per_cell(attributions, cell), arrays={"attributions": attributions},

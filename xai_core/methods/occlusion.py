@@ -70,7 +70,7 @@ def explain(request: ExplainRequest, *, window: int, stride: int, reference: str
             baselines=reference_pixels(model, pixels, reference), perturbations_per_eval=batch)
         return attributions, {}
 
-    attributions = attribute(model, request.image, request.target, request.head, compute)[0]
+    attributions = attribute(request, compute)[0]
     return ExplainResult(
         map=attributions.mean(axis=0).astype(np.float32), arrays={"attributions": attributions},
         meta={"window": window, "stride": stride, "cell_pixels": cell, "reference": reference})

@@ -37,7 +37,6 @@ def explain(request: ExplainRequest) -> ExplainResult:
     def compute(forward, pixels):
         return Saliency(forward).attribute(pixels, abs=True), {}
 
-    attributions = attribute(request.model, request.image, request.target, request.head,
-                             compute)[0]
+    attributions = attribute(request, compute)[0]
     return ExplainResult(map=max_abs_channels(attributions),
                          arrays={"attributions": attributions})

@@ -50,8 +50,7 @@ def explain(request: ExplainRequest, *, samples: int, noise: float, seed: int,
             stdevs=noise * spread, abs=True)
         return attributions, {}
 
-    attributions = attribute(request.model, request.image, request.target, request.head,
-                             compute, seed=seed)[0]
+    attributions = attribute(request, compute, seed=seed)[0]
     return ExplainResult(
         map=max_abs_channels(attributions), arrays={"attributions": attributions},
         meta={"samples": samples, "noise": noise, "seed": seed})
