@@ -128,7 +128,7 @@ def test_agreement_matrices_are_cached_by_content_and_order():
     names, rho, overlap = agreement.agreement_matrices(maps_, 10)
     hits = agreement.AGREEMENT_CACHE.hits
     again = agreement.agreement_matrices({k: v.copy() for k, v in maps_.items()}, 10)
-    assert agreement.AGREEMENT_CACHE.hits == hits + 1 and again[1] is rho  # equal content
+    assert agreement.AGREEMENT_CACHE.hits == hits + 2 and again[1] is rho  # equal content
     assert not rho.flags.writeable  # shared between sessions: read-only
     np.testing.assert_allclose(rho[0, 2], agreement.spearman(maps_["x"], maps_["z"]))
     # another order: the names and both matrices follow it
@@ -142,8 +142,10 @@ def test_agreement_matrices_are_cached_by_content_and_order():
     _, rho_c, _ = agreement.agreement_matrices(changed, 10)
     assert rho_c[0, 1] == pytest.approx(agreement.spearman(changed["x"], maps_["y"]))
     assert rho_c[0, 1] != rho[0, 1]
-    # another top-k share is another question
-    assert agreement.agreement_matrices(maps_, 20)[2] is not overlap
+    # another top-k share is another question for the overlap only
+    _, rho_20, overlap_20 = agreement.agreement_matrices(maps_, 20)
+    assert rho_20 is rho and overlap_20 is not overlap
+    assert overlap_20[0, 1] == agreement.top_k_overlap(maps_["x"], maps_["y"], 20)
 
 
 def test_localisation_box_iou_and_pointing_game():
