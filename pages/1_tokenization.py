@@ -86,9 +86,11 @@ def patches_view():
             "Hover over a patch to see its number, its row and column, and the pixels it "
             "covers. Patches are numbered in reading order (raster order): left to right, then "
             "top to bottom.")
+        count = layout.num_prefix_tokens
         st.markdown(
-            f"In front of the patches the model places **{layout.num_prefix_tokens} prefix "
-            f"token(s)**: {', '.join(names) if names else 'none'}. [CLS] is a learned vector "
+            f"In front of the patches the model places **{count} prefix "
+            f"token{'' if count == 1 else 's'}**: {', '.join(names) if names else 'none'}. "
+            "[CLS] is a learned vector "
             "with no pixels of its own; it collects a summary of the image that the classifier "
             "(or the k-NN) reads at the end. A distillation token [DIST] plays the same role for "
             "a teacher network, and register tokens [REG] give the model scratch space.")

@@ -41,7 +41,7 @@ def test_dinov2_knn_flow_voters_and_target_change():
     maps = check_flow(flow_spec(app), 12)
     # Official display: every D frame is min-max scaled after the sigmoid.
     assert np.allclose(maps[:, 1].reshape(12, -1).max(1), 1.0)
-    assert "1 prefix token(s) ([CLS])" in element_text(app, "info")
+    assert "1 prefix token ([CLS])" in element_text(app, "info")
     # blocks are numbered from 0, as on every page: the slider and the titles say so
     spec = flow_spec(app)
     assert [s["label"] for s in spec["layout"]["sliders"][0]["steps"]] == [
@@ -72,7 +72,7 @@ def test_distilled_deit_random_weights_layout():
     assert not app.exception, app.exception
     assert "RANDOM WEIGHTS" in element_text(app, "caption") + element_text(app, "error")
     check_flow(flow_spec(app), 12)
-    assert "2 prefix token(s) ([CLS], [DIST])" in element_text(app, "info")
+    assert "2 prefix tokens ([CLS], [DIST])" in element_text(app, "info")
     show(app, "daam_view", "sanity")
     assert not app.exception, app.exception
     rows = [s for s in chart_specs(app) if "trained model" in json.dumps(s["layout"])]
