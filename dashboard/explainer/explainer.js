@@ -1425,9 +1425,9 @@ class Explainer {
       ctx.imageSmoothingEnabled = false;
       ctx.drawImage(img, c * sw, r * sh, sw, sh, 0, 0, this.patchTile.width, this.patchTile.height);
     }
-    const [ph, pw] = m.ov.layout.patch;
+    const prefix = m.blocks[0].prefix;
     this.detailBox.querySelector(".vx-patch-info").innerHTML = `Patch <b>${p}</b> = row ${r}, column ${c}: ` +
-      `it becomes token number <b>${m.blocks[0].prefix + p}</b> in the sequence (${ph}×${pw}×3 = ${ph * pw * 3} numbers).`;
+      `it becomes token number <b>${prefix + p}</b> in the sequence (after ${prefix} prefix token${prefix === 1 ? "" : "s"}).`;
   }
 
   drawTokenMap() {
