@@ -203,15 +203,17 @@ def per_head_maps(cell: Cell, height: int = 240) -> go.Figure:
 @reused
 def matrix_figure(matrix: np.ndarray, row_labels, column_labels, title: str,
                   decimals: int = 2, colorscale: str = "Blues", zmin: float | None = None,
-                  zmax: float | None = None, height: int = 260) -> go.Figure:
-    """A small labelled matrix with its numbers written in the cells."""
+                  zmax: float | None = None, height: int = 290) -> go.Figure:
+    """A small labelled matrix with its numbers written in the cells; the column labels
+    on top, under the title (the top margin holds both)."""
     matrix = np.asarray(matrix, dtype=float)
     figure = go.Figure(go.Heatmap(
         z=matrix, x=list(column_labels), y=list(row_labels), colorscale=colorscale, zmin=zmin,
         zmax=zmax, text=np.vectorize(lambda v: f"{v:.{decimals}f}")(matrix),
         texttemplate="%{text}", showscale=False,
         hovertemplate="row %{y}, column %{x}: %{text}<extra></extra>"))
-    figure.update_layout(title=title, height=height, margin=dict(l=10, r=10, t=40, b=10))
+    figure.update_layout(title=dict(text=title, y=1, yanchor="top", pad=dict(t=8)),
+                         height=height, margin=dict(l=10, r=10, t=70, b=10))
     figure.update_yaxes(autorange="reversed", type="category")
     figure.update_xaxes(type="category", side="top")
     return figure
