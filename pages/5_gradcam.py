@@ -148,7 +148,8 @@ def vit_part(image, model) -> None:
     st.markdown(
         "A ViT has no convolutional feature map, so 'apply Grad-CAM to a ViT' leaves open "
         "*where* to read features and gradients, and *how* to weight them. Following the "
-        "taxonomy of seed paper 002, each block offers six places:")
+        "taxonomy of *Grad-CAM for Vision Transformers: A Systematic Taxonomy and Audit of "
+        "Methodological Ambiguity in Explainable AI*, each block offers six places:")
     st.markdown("  \n".join(f"**{loc}** · {LOCATION_NAMES[loc]}" for loc in LOCATIONS))
     st.markdown(
         "and two weightings (the gradient averaged over the patch tokens, or the gradient at "

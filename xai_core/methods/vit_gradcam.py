@@ -271,7 +271,8 @@ def _cell_meta(cell: Cell) -> dict:
             "status": cell.status, "reason": cell.reason}
 
 
-CONVENTION = ("seed 002 taxonomy: F1..F6 per block; weights = patch-token mean (eq. 10/11) or "
+CONVENTION = ("ViT Grad-CAM taxonomy ('Grad-CAM for Vision Transformers: A Systematic "
+              "Taxonomy'): F1..F6 per block; weights = patch-token mean (eq. 10/11) or "
               "[CLS] gradient (eq. 12/13); F2 = [CLS] attention row with heads as channels "
               "(eq. 8); F2/F3 heads summed before ReLU (eq. 15) or ReLU per head then summed "
               "(eq. 16); prefix tokens dropped; raw map on the patch grid (no min-max)")
