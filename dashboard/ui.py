@@ -18,6 +18,11 @@ def font_size() -> int:
     return PRESENTATION_FONT if state.selection().presentation else NORMAL_FONT
 
 
+def count(number: int, noun: str) -> str:
+    """'1 prefix token', '5 prefix tokens': the page's words agree with the model's count."""
+    return f"{number} {noun}{'' if number == 1 else 's'}"
+
+
 def show_figure(fig: go.Figure, key: str, **kwargs):
     """Every Plotly figure goes through here, so presentation mode reaches them all."""
     fig.update_layout(font=dict(size=font_size()))

@@ -86,10 +86,10 @@ def patches_view():
             "Hover over a patch to see its number, its row and column, and the pixels it "
             "covers. Patches are numbered in reading order (raster order): left to right, then "
             "top to bottom.")
-        count = layout.num_prefix_tokens
         st.markdown(
-            f"In front of the patches the model places **{count} prefix "
-            f"token{'' if count == 1 else 's'}**: {', '.join(names) if names else 'none'}. "
+            f"In front of the patches the model places "
+            f"**{ui.count(layout.num_prefix_tokens, 'prefix token')}**: "
+            f"{', '.join(names) if names else 'none'}. "
             "[CLS] is a learned vector "
             "with no pixels of its own; it collects a summary of the image that the classifier "
             "(or the k-NN) reads at the end. A distillation token [DIST] plays the same role for "
@@ -164,7 +164,7 @@ def position_view():
                            on_select=_pick_position, selection_mode="points")
             st.caption(f"Position table read from the model: {pos_rows}x{pos_cols} patch "
                        "positions"
-                       + (f" after {similarity.prefix_in_table} prefix row(s)"
+                       + (f" after {ui.count(similarity.prefix_in_table, 'prefix row')}"
                           if similarity.prefix_in_table else "")
                        + ". A model trained at another resolution has its table resampled to the "
                          "grid it runs at (DINOv2 was trained on a 37x37 grid at 518 px). Click a "

@@ -225,9 +225,9 @@ def model_view():
                 f"The colours are one row of this block's attention matrix A: the weights the "
                 f"query **{who}** gives to each of the {layout.num_patches} patch keys "
                 f"({'mean over' if head_choice == MEAN_HEAD else 'one of'} "
-                f"{record.num_heads} heads). The full row also covers the "
-                f"{record.num_prefix_tokens} prefix key(s), which are not pixels: they take "
-                f"**{prefix_share:.1%}** of it, the patches the other {1 - prefix_share:.1%}.")
+                f"{record.num_heads} heads). The full row also covers "
+                f"{ui.count(record.num_prefix_tokens, 'prefix key')} (not pixels), which take "
+                f"**{prefix_share:.1%}** of it; the patches take the other {1 - prefix_share:.1%}.")
             st.markdown(
                 "Try a patch on the object and one on the background, an early block and a late "
                 "one, single heads and the mean. Early blocks tend to look near the query; later "

@@ -194,7 +194,7 @@ def _findings(capture, analysis, model, marks) -> str:
         into = [s for s in sink_heads if s.key_name in registers]
         lines.append(f"**Registers:** this model has {len(registers)} register tokens "
                      f"({', '.join(registers)}), prefix tokens like [CLS], so they can be sink "
-                     f"keys: {len(into)} sink head(s) park their attention on a register here.")
+                     f"keys. Sink heads that park their attention on a register here: {len(into)}.")
     elif analysis.prefix_names:
         lines.append(f"**No registers:** the prefix tokens are {', '.join(analysis.prefix_names)}"
                      "; any scratch space the model needs has to be a patch or one of them.")

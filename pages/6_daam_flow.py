@@ -177,8 +177,8 @@ with ui.friendly_errors():
     where = ("its class-attention blocks, the only blocks with a [CLS] query (the patch blocks "
              "before them have no [CLS] token)" if result.block_kind == "class"
              else f"all {len(result.L)} blocks")
-    st.info(f"Token layout read from the model: {prefix} prefix "
-            f"token{'' if prefix == 1 else 's'} "
+    st.info(f"Token layout read from the model: "
+            f"{ui.count(prefix, 'prefix token')} "
             f"({', '.join(names[:prefix]) or 'none'}) and a {result.grid[0]}x{result.grid[1]} "
             f"patch grid. The flow runs over {where}; prefix tokens are left out of the maps "
             "because they have no pixels.")

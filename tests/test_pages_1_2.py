@@ -215,7 +215,7 @@ def test_page2_distilled_deit_uses_cls_query():
     capture = pipeline.vit_capture(get_model("deit-s16-distilled", random_weights=True),
                                    load_sample("chelsea"))
     np.testing.assert_allclose(z, query_attention(capture, 11, None).mean(0), atol=1e-6)
-    assert "2 prefix key(s)" in " ".join(m.value for m in app.markdown)
+    assert "2 prefix keys (not pixels)" in " ".join(m.value for m in app.markdown)
     assert math.isclose(z.sum() + float(capture.blocks[11].acts["attn"][0, :, 0, :2].sum(-1)
                                         .mean()), 1.0, abs_tol=1e-5)
 
