@@ -294,8 +294,8 @@ def localisation_view() -> None:
         "(x to the right, y down; x1, y1 excluded). Each map is resized to the input, "
         "binarised at **0.1 x its maximum**, and the tight box around its **largest connected "
         "region** is compared with yours by **IoU** (correct when IoU >= 0.5, the "
-        "localisation protocol of the DAAM paper, Liao et al.). The **pointing game** asks only whether the map's peak falls in your box "
-        "(15-pixel tolerance).")
+        "localisation protocol of the DAAM paper, Liao et al.). The **pointing game** asks "
+        "only whether the map's peak falls in your box (15-pixel tolerance).")
     box = box_inputs(first)
     with ui.friendly_errors():
         rows = []

@@ -257,8 +257,8 @@ def importance_view() -> None:
         st.markdown(f"**Spearman rank correlation: {agreement.rho:+.2f}** over {agreement.count} "
                     f"tokens (p = {agreement.p_value:.2g}).")
     else:
-        st.info(f"With {ui.count(agreement.count, 'token')}, or a constant signal, there is no ranking to "
-                "compare: use a longer sentence.")
+        st.info(f"With {ui.count(agreement.count, 'token')}, or a constant signal, there is "
+                "no ranking to compare: use a longer sentence.")
     st.markdown(
         "**The lesson.** Attention says where a head *looked*; gradient x input says which "
         "tokens the *output* is sensitive to. They answer different questions, and a weak or "

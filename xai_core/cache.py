@@ -1,8 +1,9 @@
 """A thread-safe LRU cache bounded by entries and by bytes, and the one way to key it.
 
 Results are keyed by content (`cache_key`: model, weights, head, image digest, then the
-question's own settings, arrays and images among them by `fingerprint`), so one session's entry is a correct answer for any other session
-asking the same question: sharing them leaks nothing and saves the GPU from repeating work.
+question's own settings, arrays and images among them by `fingerprint`), so one session's
+entry is a correct answer for any other session asking the same question: sharing them
+leaks nothing and saves the GPU from repeating work.
 Values must be treated as read-only by callers.
 """
 
