@@ -124,6 +124,16 @@ def vit_page_inputs():
     return image, model
 
 
+def scoring_head(model, missing: str = "no class score to explain"):
+    """The session's head of `model` (its classifier or k-NN bank), or None after saying
+    that the model has neither and what that leaves the page without (`missing`)."""
+    head = state.session_head(model)
+    if head is None:
+        st.warning(f"{model.label} has no classifier and no k-NN memory bank, so there is "
+                   f"{missing}.")
+    return head
+
+
 def model_caption(model) -> None:
     st.caption(f"Model: **{model.label}** · weights: {model.weights_source} · "
                f"device: {model.device}")

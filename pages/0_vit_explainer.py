@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from dashboard import state, ui
+from dashboard import ui
 from dashboard.explainer_component import explainer_view
 from dashboard.explainer_tour import TOUR
 from xai_core.explainer import QUANTISATION
@@ -17,10 +17,8 @@ st.markdown(
     "upload).")
 
 image, model = ui.vit_page_inputs()
-head = state.session_head(model)
+head = ui.scoring_head(model, "no prediction to follow")
 if head is None:
-    st.warning(f"{model.label} has neither a classifier nor a k-NN memory bank, so there is "
-               "no prediction to follow.")
     st.stop()
 
 explainer_view(model, image, head)

@@ -157,10 +157,8 @@ def vit_part(image, model) -> None:
         "before the ReLU or passed through the ReLU one by one and then summed. F2 uses the "
         "[CLS] query's attention row, with one channel per head (Chefer's attention Grad-CAM). "
         "All of it comes from **one** forward and **one** backward pass.")
-    head = state.session_head(model)
+    head = ui.scoring_head(model)
     if head is None:
-        st.warning(f"{model.label} has no classifier and no k-NN memory bank, so there is no "
-                   "class score to explain.")
         return
     target = ui.target_picker(model, image, key="gc_vit_target", head=head)
     with st.spinner("One forward + one backward, then every variant..."):

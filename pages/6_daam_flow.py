@@ -34,10 +34,8 @@ RELU_LABELS = {"auto": "As the official code", "yes": "ReLU(C_b): positive only"
 FORMULA_LABELS = {"official": "Official code", "paper": "Paper's formula"}
 
 image, model = ui.vit_page_inputs()
-head = state.session_head(model)
+head = ui.scoring_head(model)
 if head is None:
-    st.warning(f"{model.label} has no classifier and no k-NN memory bank, so there is no "
-               "class score to explain.")
     st.stop()
 
 def controls(model, image, head, knn: bool):
