@@ -1,6 +1,6 @@
 """The Captum-based methods equal Captum's own attribute() called here on the same model,
 image and target; their maps pass basic sanity checks (completeness for Integrated
-Gradients, the capture's own input gradient for saliency, class sensitivity on the cat +
+Gradients, the ViT's k-NN score given to Captum by hand, class sensitivity on the cat +
 coffee collage for the class-discriminative ones)."""
 
 import numpy as np
@@ -113,10 +113,13 @@ def test_vit_knn_score_equals_captum_and_the_capture_gradient():
     ours = run(model, image, target, "integrated-gradients", steps=4, batch=4)
     np.testing.assert_allclose(ours.arrays["attributions"], expected.detach()[0].numpy(),
                                rtol=1e-3, atol=1e-4 * float(expected.detach().abs().max()))
-    capture = pipeline.vit_capture(model, image, target)  # one backward of the same score
-    saliency = run(model, image, target, "saliency")
-    np.testing.assert_allclose(saliency.map, capture.input_grad[0].abs().amax(0).numpy(),
-                               rtol=1e-3, atol=1e-3 * float(saliency.map.max()))
+    # saliency and Input x Gradient read the shared capture's backward of the same score
+    for name, reference in (("saliency", Saliency(knn_score).attribute(x, abs=True)),
+                            ("input-x-gradient", InputXGradient(knn_score).attribute(x))):
+        expected = reference.detach()[0].numpy()
+        np.testing.assert_allclose(run(model, image, target, name).arrays["attributions"],
+                                   expected, rtol=1e-3, atol=1e-4 * float(np.abs(expected).max()),
+                                   err_msg=name)
 
 
 def halves(values: np.ndarray) -> tuple[float, float]:

@@ -122,7 +122,8 @@ def test_comparison_page_with_an_unavailable_vit_still_shows_the_cnn():
 
 def test_measured_cost_counts_the_passes_a_method_really_ran():
     """An image no other test uses, so nothing is cached: Grad-CAM runs one forward and one
-    backward pass; asking again returns the cached run; a failing option is reported."""
+    backward pass; asking again returns the cached run; saliency and Input x Gradient then
+    run no pass of their own; a failing option is reported."""
     from PIL import Image
 
     model = get_model("efficientnet-lite0")
@@ -133,6 +134,9 @@ def test_measured_cost_counts_the_passes_a_method_really_ran():
     assert (run.forwards, run.images, run.backwards) == (1, 1, 1)
     assert run.wall_ms > 0 and run.cost_text().startswith("1 fwd + 1 bwd")
     assert compare.run_method(model, noise, "gradcam", target) is run
+    for name in ("saliency", "input-x-gradient"):  # they read the same backward's input grad
+        shared = compare.run_method(model, noise, name, target)
+        assert shared.ok and (shared.forwards, shared.backwards) == (0, 0), name
     bad = compare.run_method(model, noise, "gradcam", target, options={"no_such": "1"})
     assert not bad.ok and "no_such" in bad.error
 

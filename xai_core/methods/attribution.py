@@ -1,5 +1,5 @@
-"""What the Captum-based methods share (Integrated Gradients, SmoothGrad, Input x Gradient,
-gradient saliency, Occlusion, KernelSHAP).
+"""What the attribution methods share (Integrated Gradients, SmoothGrad, Occlusion and
+KernelSHAP through Captum; gradient saliency and Input x Gradient from the shared capture).
 
 - The forward function Captum differentiates is the model followed by our class score:
   the target logit for an ImageNet head, the k-NN class score for a self-supervised ViT -
@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 from ..faults import StopCheck, check_stop, raise_if_out_of_memory
-from ..pipeline import head_of, prepare
+from ..pipeline import cnn_capture, head_of, prepare, vit_capture
 from ..rng import seeded
 from .base import Choice, ExplainRequest, Int
 
@@ -113,6 +113,20 @@ def attribute(request: ExplainRequest,
         raise_if_out_of_memory(error)
         raise
     return attributions.detach()[0].float().cpu().numpy(), extras
+
+
+def captured_input_gradient(request: ExplainRequest) -> tuple[np.ndarray, np.ndarray]:
+    """(pixels, d score / d pixels), each (3, H, W) float32, from the shared cached capture:
+    the same forward + backward that Grad-CAM (CNN) or GAE and the ViT Grad-CAM taxonomy
+    read, so a page that shows them too pays no extra pass. The score is the one
+    `score_forward` gives Captum (tests compare with Captum's Saliency and InputXGradient)."""
+    model = request.model
+    if model.spec.family == "cnn":
+        capture = cnn_capture(model, request.image, request.target)
+    else:
+        capture = vit_capture(model, request.image, request.target, request.head)
+    pixels = prepare(model, request.image).pixels
+    return (pixels[0].float().cpu().numpy(), capture.input_grad[0].float().numpy())
 
 
 def sum_channels(attributions: np.ndarray) -> np.ndarray:

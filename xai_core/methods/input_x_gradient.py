@@ -1,13 +1,14 @@
-"""Input x Gradient (Shrikumar et al. 2016), computed by Captum.
+"""Input x Gradient (Shrikumar et al. 2016).
 
 Attribution of pixel i: x_i * d score / d x_i on the model input (normalised pixels, so
 its implicit reference is model-input zeros, the training mean colour); the map sums the
-signed attributions over the colour channels.
+signed attributions over the colour channels. The gradient is the shared capture's input
+gradient, equal to Captum's `InputXGradient` on the same score (tested).
 """
 
 from __future__ import annotations
 
-from .attribution import attribute, sum_channels
+from .attribution import captured_input_gradient, sum_channels
 from .base import ANY_FAMILY, ExplainRequest, ExplainResult, Theory, method
 
 THEORY = (
@@ -21,16 +22,12 @@ THEORY = (
 
 @method("input-x-gradient", family=ANY_FAMILY, needs_target=True, cost="gradient",
         theory=Theory(*THEORY),
-        convention="Captum InputXGradient on the normalised model input (implicit reference: "
-                   "model-input zeros); target = the class score; map = summed over colour "
-                   "channels (signed, raw)",
-        summary="Input x Gradient through Captum (no options).")
+        convention="x * d class score / dx on the normalised model input (implicit "
+                   "reference: model-input zeros), from the shared capture's backward (equal "
+                   "to Captum InputXGradient); map = summed over colour channels (signed, raw)",
+        summary="Input x Gradient from the shared capture (no options).")
 def explain(request: ExplainRequest) -> ExplainResult:
     """(3, H, W) x * d score / dx in `arrays`."""
-    from captum.attr import InputXGradient
-
-    def compute(forward, pixels):
-        return InputXGradient(forward).attribute(pixels), {}
-
-    attributions = attribute(request, compute)[0]
+    pixels, gradient = captured_input_gradient(request)
+    attributions = pixels * gradient
     return ExplainResult(map=sum_channels(attributions), arrays={"attributions": attributions})

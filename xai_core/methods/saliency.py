@@ -1,14 +1,16 @@
-"""Gradient saliency (Simonyan et al. 2014), computed by Captum's Saliency.
+"""Gradient saliency (Simonyan et al. 2014): |d score / d pixel| at input resolution; the
+map keeps the largest value over the colour channels, as in the paper. Page 5 shows it
+beside Grad-CAM.
 
-|d score / d pixel| at input resolution; the map keeps the largest value over the colour
-channels, as in the paper. Page 5 shows it beside Grad-CAM.
+The gradient is the shared capture's input gradient (one backward serves Grad-CAM or GAE
+and this), equal to Captum's `Saliency(abs=True)` on the same score (tested).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from .attribution import attribute, max_abs_channels
+from .attribution import captured_input_gradient, max_abs_channels
 from .base import ANY_FAMILY, ExplainRequest, ExplainResult, Theory, method
 
 THEORY = (
@@ -27,16 +29,12 @@ def saliency_for_display(values: np.ndarray, percentile: float = 99.0) -> np.nda
 
 @method("saliency", family=ANY_FAMILY, needs_target=True, cost="gradient",
         theory=Theory(*THEORY),
-        convention="Captum Saliency (abs=True): |d class score / d pixel| on the model input; "
-                   "map = max over colour channels (Simonyan), raw",
-        summary="Gradient saliency through Captum (no options).")
+        convention="|d class score / d pixel| on the model input, from the shared capture's "
+                   "backward (equal to Captum Saliency, abs=True); map = max over colour "
+                   "channels (Simonyan), raw",
+        summary="Gradient saliency from the shared capture (no options).")
 def explain(request: ExplainRequest) -> ExplainResult:
     """(3, H, W) |d score / d pixel| in `arrays`; the map is its max over colour channels."""
-    from captum.attr import Saliency
-
-    def compute(forward, pixels):
-        return Saliency(forward).attribute(pixels, abs=True), {}
-
-    attributions = attribute(request, compute)[0]
+    attributions = np.abs(captured_input_gradient(request)[1])
     return ExplainResult(map=max_abs_channels(attributions),
                          arrays={"attributions": attributions})
