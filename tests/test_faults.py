@@ -88,12 +88,13 @@ def lock_free_and_no_hooks(model) -> bool:
 
 def test_score_cam_retries_once_with_a_smaller_batch(cnn, oracle, monkeypatch, freed):
     image, expected, _ = oracle
-    sizes = inject(monkeypatch, cnn.module, lambda n: n > 4,
+    batch = 16  # a GPU-like batch (the CPU default for a CNN is already small)
+    monkeypatch.setattr(gradcam, "default_batch_size", lambda model: batch)
+    retry = batch // RETRY_BATCH_DIVISOR
+    sizes = inject(monkeypatch, cnn.module, lambda n: n > retry,
                    lambda: torch.cuda.OutOfMemoryError(CUDA_OOM))
     result = gradcam.cam_family(cnn, image, 3, names=("Score-CAM",))[0]
     channels = cnn.module.get_submodule(cnn.spec.cnn_target_layer).num_features
-    batch = pipeline.default_batch_size(cnn)
-    retry = batch // RETRY_BATCH_DIVISOR
     # the image, then the first batch fails; again: the image, then batches a quarter the size
     assert sizes == [1, batch, 1] + [retry] * (channels // retry)
     np.testing.assert_allclose(result.map, expected, atol=1e-5)
@@ -102,6 +103,7 @@ def test_score_cam_retries_once_with_a_smaller_batch(cnn, oracle, monkeypatch, f
 
 def test_out_of_memory_again_says_so_and_the_next_request_works(cnn, oracle, monkeypatch):
     image, expected, top = oracle
+    monkeypatch.setattr(gradcam, "default_batch_size", lambda model: 16)  # retried at 4
     inject(monkeypatch, cnn.module, lambda n: n > 1,
            lambda: torch.cuda.OutOfMemoryError(CUDA_OOM))
     with pytest.raises(ModelOutOfMemory, match="ran out of GPU") as failure:
