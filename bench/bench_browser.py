@@ -16,6 +16,9 @@ Definitions (one place; bench/FINDINGS.md uses the same words):
   navigation. The server restarts when the unseen images run out.
 - repeat visit: the same context opens the same URL again in a new tab (a new session,
   warm server and browser caches; the app's JavaScript boots again).
+- third visit: once more in another new tab. Chromium keeps the compiled code of a script
+  only from its second run on, so this is what a returning student's browser does; the
+  target is judged on the repeat visit.
 - page switch: in that tab, a click on the page's menu entry coming from another page (the
   same session: what a student does in a lecture).
 - interaction: a slider moved one step with the keyboard, or a patch clicked, timed from
@@ -294,12 +297,12 @@ def _fresh_images():
 def _print_table(results: list[dict], first_start: dict) -> None:
     print(f"\n  browser (load average {os.getloadavg()[0]:.1f}): seconds to interactive, "
           "websocket MB, charts; CPU seconds of the server and the browser per repeat visit")
-    print(f"  {'page':<28} {'first':>6} {'repeat':>6} {'switch':>6} {'MB':>5} {'charts':>6} "
-          f"{'act':>5}  {'srv cpu':>7} {'brw cpu':>7}  interaction")
+    print(f"  {'page':<28} {'first':>6} {'repeat':>6} {'third':>6} {'switch':>6} {'MB':>5} "
+          f"{'charts':>6} {'act':>5}  {'srv cpu':>7} {'brw cpu':>7}  interaction")
     for r in results:
         first, repeat, act = r["first"], r["repeat"], r["interaction"]
         print(f"  {r['title']:<28} {first.seconds:6.2f} {repeat.seconds:6.2f} "
-              f"{r['switch'].seconds:6.2f} "
+              f"{r['third'].seconds:6.2f} {r['switch'].seconds:6.2f} "
               f"{repeat.megabytes:5.2f} {repeat.charts:6d} "
               f"{act.seconds if act else float('nan'):5.2f}  {repeat.server_cpu:7.2f} "
               f"{repeat.browser_cpu:7.2f}  {r['how']}")
@@ -320,6 +323,8 @@ def _rows(results: list[dict], first_start: dict) -> list[dict]:
                      "target <= 3 s"},
             {"name": f"{title}: repeat visit", "value": repeat.seconds, "unit": "s",
              "note": f"{_cpu(repeat)}; target <= 1.5 s"},
+            {"name": f"{title}: third visit (compiled code cached)", "value": r["third"].seconds,
+             "unit": "s", "note": _cpu(r["third"])},
             {"name": f"{title}: page switch (menu, same session)", "value": r["switch"].seconds,
              "unit": "s", "note": f"{_cpu(r['switch'])}; {r['switch'].megabytes:.2f} MB"},
             {"name": f"{title}: websocket, repeat visit", "value": repeat.megabytes, "unit": "MB",
@@ -377,12 +382,13 @@ def measure_all(only: list[str] | None = None) -> tuple[list[dict], dict]:
                 url = f"{server.url}{paths[page_file]}?image_choice={image}"
                 context = browser.new_context(viewport=VIEWPORT)
                 first = Tab(context, server.process.pid).visit(url)
+                repeat = Tab(context, server.process.pid).visit(url)  # same context: warm caches
                 tab = Tab(context, server.process.pid)
-                repeat = tab.visit(url)  # same context: warm caches
+                third = tab.visit(url)  # the scripts' compiled code is cached by now
                 switch = page_switch(tab, titles, page_file)
                 how, act = interaction(tab, url, page_file)
                 results.append({"page": page_file, "title": title, "image": image,
-                                "first": first, "repeat": repeat, "switch": switch,
+                                "first": first, "repeat": repeat, "third": third, "switch": switch,
                                 "interaction": act, "how": how, "errors": tab.errors})
                 context.close()
         finally:

@@ -2,7 +2,8 @@
 bundled model, and the speed-up of batched over one-image-at-a-time evaluation.
 
 Every perturbed image is one full forward pass; on a CPU a ViT-S forward is compute-bound
-already at batch 1, so batching only removes per-call overhead. Wall times stretch when
+already at batch 1, so batching only removes per-call overhead, and a CNN's activations
+outgrow the CPU's caches beyond a batch of about 4 (`pipeline.default_batch_size`). Wall times stretch when
 other work shares the CPU: each row also gives the process's CPU seconds (all threads) and
 the load average, and the speed-up alternates the two ways (a, b, a, b, ...) and takes
 medians, so a changing load slows both alike.
