@@ -171,9 +171,9 @@ def _imagenet_class_names() -> list[str]:
 def _prepare(module: torch.nn.Module, device: torch.device, family: str) -> torch.nn.Module:
     module.eval().to(device)
     if family == "cnn" and device.type == "cpu":
-        # oneDNN's convolutions run about twice as fast on channels-last weights (measured:
-        # EfficientNet-Lite0 0.195 s vs 0.22 s per 21-image curve at batch 1, 0.12 vs 0.26 s at
-        # batch 4); the values agree with the default layout to float rounding
+        # oneDNN's convolutions run faster on channels-last weights, most at small batches
+        # (EfficientNet-Lite0, one 21-image curve: 0.195 s vs 0.22 s at batch 1, 0.12 s vs
+        # 0.26 s at batch 4); the values agree with the default layout to float rounding
         module.to(memory_format=torch.channels_last)
     for parameter in module.parameters():
         parameter.requires_grad_(False)  # gradients flow to activations only
