@@ -7,8 +7,9 @@ Definitions (one place; bench/FINDINGS.md uses the same words):
 - interactive: after the action, (1) a `script_finished` message from the server reached
   the browser, (2) the app shows script state `notRunning`, (3) no element is stale (greyed,
   waiting for a rerun) or a placeholder (`stSkeleton`, shown while a chart's code loads),
-  (4) every Plotly chart on the page has drawn its SVG (each `stPlotlyChart` holds a
-  `.js-plotly-plot .main-svg`); a custom component's own drawing is not waited for
+  (4) every Plotly chart on the page has drawn its latest figure (each `.vl-chart` of
+  dashboard/charts.py says `data-state="drawn"` and holds a `.main-svg`); another custom
+  component's own drawing is not waited for
   (bench_explainer times the Explainer's). Checked on every animation frame;
   if another run starts within SETTLE_S after that, the wait starts again.
 - first visit: a new browser context (new session, empty browser cache) opens the page's URL
@@ -52,6 +53,7 @@ sys.path.insert(0, str(ROOT / "tests" / "e2e"))
 from e2e_helpers import (CHROMIUM_FLAGS, MAKE_RUN, AppProcess, app_env,  # noqa: E402
                          chromium_path)
 
+CHART = "vit_lens.chart"  # dashboard/charts.py's component
 SETTLE_S = 0.4
 TIMEOUT_S = 300
 INTERACTION_TIMEOUT_S = 120
@@ -74,10 +76,10 @@ INTERACTIVE_JS = """() => {
     const app = document.querySelector("[data-testid='stApp']");
     if (!app || app.getAttribute("data-test-script-state") !== "notRunning") return false;
     if (document.querySelector("[data-stale='true'], [data-testid='stSkeleton']")) return false;
-    return [...document.querySelectorAll("[data-testid='stPlotlyChart']")]
-        .every(chart => chart.querySelector(".js-plotly-plot .main-svg"));
+    return [...document.querySelectorAll(".vl-chart")]
+        .every(chart => chart.dataset.state === "drawn" && chart.querySelector(".main-svg"));
 }"""
-CHART_COUNT_JS = "() => document.querySelectorAll(\"[data-testid='stPlotlyChart']\").length"
+CHART_COUNT_JS = "() => document.querySelectorAll('.vl-chart').length"
 # the centre of a clickable chart's patch marker (an invisible scatter point with customdata)
 PATCH_POINT_JS = """(gd) => {
     const trace = gd._fullData.find(t => t.type === "scatter" && t.customdata
@@ -122,8 +124,8 @@ def _message_kinds(payload: bytes) -> tuple[str, str]:
     if kind == "delta" and message.delta.WhichOneof("type") == "new_element":
         new = message.delta.new_element
         element = new.WhichOneof("type") or ""
-        if element == "plotly_chart":  # ids end with "-<key>" for keyed charts
-            element += ":" + new.plotly_chart.id.split("-", 2)[-1]
+        if element == "bidi_component" and new.bidi_component.component_name == CHART:
+            element = "chart:" + new.bidi_component.id.split("-", 2)[-1]  # "...-<key>"
     return kind, element
 
 

@@ -5,7 +5,7 @@ Two measures per page, both medians of several reruns after a warm-up:
 - "AppTest rerun": the whole script run by Streamlit's AppTest (entry script with the
   sidebar, then the page), i.e. everything the server does except sending to a browser;
 - "figures": the page's own work called directly - cached captures/predictions, the toy
-  math, building every Plotly figure and serialising it to JSON as st.plotly_chart does.
+  math, building every Plotly figure and serialising it to JSON as dashboard/charts.py does.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ from contextlib import contextmanager
 import plotly.graph_objects as go
 import streamlit as st
 
-from . import links, state
+from . import charts, links, state
 from .widgets import Interval, keep_valid
 
 PRESENTATION_FONT = 22
@@ -26,7 +26,7 @@ def count(number: int, noun: str) -> str:
 def show_figure(fig: go.Figure, key: str, **kwargs):
     """Every Plotly figure goes through here, so presentation mode reaches them all."""
     fig.update_layout(font=dict(size=font_size()))
-    return st.plotly_chart(fig, key=key, width="stretch", **kwargs)
+    return charts.plotly_chart(fig, key=key, **kwargs)
 
 
 def view_picker(views: dict[str, str], key: str, label: str = "Show",

@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 from streamlit.testing.v1 import AppTest
 
+CHART_COMPONENT = "vit_lens.chart"
 ENTRY = str(Path(__file__).resolve().parent.parent / "dashboard" / "app.py")
 
 
@@ -23,14 +24,25 @@ def open_app(page: str | None = None, timeout: float = 300, **session_state) -> 
     return app.switch_page(f"../pages/{page}").run()
 
 
+def charts(app: AppTest) -> list:
+    """Every Plotly chart of the last run (dashboard/charts.py's component), in page order."""
+    return [element for element in app.get("bidi_component")
+            if element.proto.component_name == CHART_COMPONENT]
+
+
+def chart_message(chart) -> dict:
+    """What the chart's element sends the browser: {"src", "select", "figure"}."""
+    return json.loads(chart.proto.bytes)
+
+
 def chart_specs(app: AppTest) -> list[dict]:
-    """Every Plotly chart of the last run, as the figure JSON Streamlit sends."""
-    return [json.loads(chart.proto.spec) for chart in app.get("plotly_chart")]
+    """Every Plotly chart of the last run, as the figure JSON the browser gets."""
+    return [chart_message(chart)["figure"] for chart in charts(app)]
 
 
 def chart_keys(app: AppTest) -> set[str]:
     """The keys of the Plotly charts of the last run (what a view draws)."""
-    return {chart.proto.id.rsplit("-", 1)[-1] for chart in app.get("plotly_chart")}
+    return {chart.key for chart in charts(app)}
 
 
 def show(app: AppTest, view_key: str, view: str) -> AppTest:

@@ -1,9 +1,10 @@
 """The app shell: starts, home renders per bundled model, uploads, offline hub models."""
 
 import io
+import json
 
 import pytest
-from apptest_helpers import element_text, open_app
+from apptest_helpers import chart_specs, element_text, open_app
 from PIL import Image
 
 
@@ -14,8 +15,7 @@ def test_home_renders_with_bundled_models():
     card = app.table[0].value
     assert "16x16 = 256 patches" in card.to_string()
     assert "257" in card.to_string()
-    charts = app.get("plotly_chart")
-    assert len(charts) >= 3  # image + two prediction charts
+    assert len(chart_specs(app)) >= 3  # image + two prediction charts
     # a newcomer is pointed to the Explainer's guided tour, opened at its first step
     [start] = app.get("page_link")
     assert start.proto.page == "vit_explainer" and start.proto.query_string == "tour=1"
@@ -39,7 +39,7 @@ def test_upload_works_and_bad_upload_shows_message():
     assert "Upload an image" in element_text(app, "info")
     app.sidebar.get("file_uploader")[0].set_value(("green.png", png_bytes(), "image/png")).run()
     assert not app.exception and not app.error
-    assert "(64x48)" in app.get("plotly_chart")[0].proto.spec
+    assert "(64x48)" in json.dumps(chart_specs(app)[0])
     app.sidebar.get("file_uploader")[0].set_value(("fake.png", b"<html>no</html>", "image/png")).run()
     assert not app.exception
     assert "not an image we can read" in element_text(app, "error")

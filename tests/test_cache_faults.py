@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 import safetensors.torch
 
-from apptest_helpers import open_app
+from apptest_helpers import chart_specs, open_app
 from xai_core.cli.main import main as cli_main
 from xai_core.models import disk_cache, loaders, settings
 
@@ -86,7 +86,7 @@ def test_cli_and_app_go_on_without_the_cache(fresh, monkeypatch, capsys, code):
     app = open_app()  # same process: the model is loaded, the notice stands
     assert not app.exception, app.exception
     assert not app.error, [e.value for e in app.error]
-    titles = " ".join(chart.proto.spec for chart in app.get("plotly_chart"))
+    titles = " ".join(json.dumps(spec) for spec in chart_specs(app))
     assert "k-NN" in titles and "ImageNet-1k" in titles  # both columns predicted
     notes = [str(c.value) for c in app.sidebar.caption if "Nothing new can be cached" in c.value]
     assert len(notes) == 1 and os.strerror(code) in notes[0]

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from apptest_helpers import chart_specs
 from PIL import Image
 from streamlit.testing.v1 import AppTest
 
@@ -204,8 +205,7 @@ def start(**state) -> AppTest:
 def knn_top_labels(app) -> list[str]:
     import json
 
-    for chart in app.get("plotly_chart"):
-        spec = json.loads(chart.proto.spec)
+    for spec in chart_specs(app):
         if "k-NN" in json.dumps(spec.get("layout", {}).get("title", "")):
             return list(spec["data"][0]["y"])
     raise AssertionError("no k-NN prediction chart on the home page")
@@ -234,7 +234,7 @@ def test_two_app_sessions_keep_their_own_state():
     def image_title(app):
         import json
 
-        return json.dumps(json.loads(app.get("plotly_chart")[0].proto.spec)["layout"]["title"])
+        return json.dumps(chart_specs(app)[0]["layout"]["title"])
 
     assert "(451x300)" in image_title(cat) and "(96x64)" in image_title(upload)
     assert cat.session_state["presentation"] is True

@@ -5,11 +5,13 @@ CUDA's OutOfMemoryError as torch raises it, and a real failed CPU allocation."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 import torch
 
-from apptest_helpers import open_app
+from apptest_helpers import chart_specs, open_app
 from single_thread import one_torch_thread
 from tiny_models import images, tiny_cnn
 from xai_core import compare, pipeline
@@ -213,12 +215,12 @@ def test_app_shows_a_sentence_and_the_other_model_still_works(monkeypatch):
     assert not app.exception, app.exception
     errors = [str(e.value) for e in app.error]
     assert len(errors) == 1 and "ran out of GPU" in errors[0]
-    titles = " ".join(str(chart.proto.spec) for chart in app.get("plotly_chart"))
+    titles = " ".join(json.dumps(spec) for spec in chart_specs(app))
     assert "k-NN" in titles and "ImageNet-1k" not in titles  # DINOv2 predicted, the CNN did not
     monkeypatch.undo()
     app.run()
     assert not app.exception and not app.error
-    titles = " ".join(str(chart.proto.spec) for chart in app.get("plotly_chart"))
+    titles = " ".join(json.dumps(spec) for spec in chart_specs(app))
     assert "k-NN" in titles and "ImageNet-1k" in titles
 
 

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from apptest_helpers import chart_specs
 from hostile_corpus import Case, corpus, matches
 from single_thread import one_torch_thread
 from streamlit.testing.v1 import AppTest
@@ -56,7 +57,7 @@ def upload_name(case: Case) -> str:
 
 
 def image_chart_title(app) -> str:
-    return json.dumps(json.loads(app.get("plotly_chart")[0].proto.spec)["layout"]["title"])
+    return json.dumps(chart_specs(app)[0]["layout"]["title"])
 
 
 def test_every_case_in_one_app_session():

@@ -5,7 +5,8 @@ with a displayed label still works, and a value the app does not have is refused
 import json
 
 import numpy as np
-from apptest_helpers import ENTRY, chart_specs, chart_title, no_problems, plotly_array
+from apptest_helpers import (ENTRY, chart_message, chart_specs, chart_title, charts, no_problems,
+                             plotly_array)
 from streamlit.testing.v1 import AppTest
 
 from xai_core import pipeline
@@ -27,8 +28,8 @@ def open_link(page: str | None = None, **params) -> AppTest:
 
 
 def home_image_title(app: AppTest) -> str:
-    found = [chart_title(json.loads(c.proto.spec)) for c in app.get("plotly_chart")
-             if "home_image" in c.proto.id]
+    found = [chart_title(chart_message(c)["figure"]) for c in charts(app)
+             if c.key == "home_image"]
     assert len(found) == 1
     return found[0]
 

@@ -4,7 +4,7 @@ import json
 
 import numpy as np
 import pytest
-from apptest_helpers import (chart_keys, chart_specs, chart_title, element_text, open_app,
+from apptest_helpers import (chart_keys, charts, chart_specs, chart_title, element_text, open_app,
                              plotly_array, show)
 
 VIEWS = ("head", "special", "layers", "rollout", "importance")
@@ -81,7 +81,7 @@ def test_empty_input_gets_a_message():
     app.text_area(key="text_input").input("   ").run()
     assert not app.exception
     assert "empty" in element_text(app, "warning")
-    assert not app.get("plotly_chart")
+    assert not charts(app)
 
 
 def test_2000_characters_are_truncated_with_a_notice():

@@ -7,8 +7,8 @@ import math
 import numpy as np
 import pytest
 import torch
-from apptest_helpers import (ENTRY, chart_keys, no_problems, open_app, plotly_array,
-                             show)
+from apptest_helpers import (ENTRY, chart_keys, chart_message, charts, no_problems, open_app,
+                             plotly_array, show)
 from scipy.special import softmax as scipy_softmax
 from sklearn.metrics.pairwise import cosine_similarity
 from streamlit.testing.v1 import AppTest
@@ -22,9 +22,9 @@ from xai_core.models import get_model
 
 
 def chart(app, key: str) -> dict:
-    found = [c for c in app.get("plotly_chart") if c.proto.id.endswith(key)]
+    found = [c for c in charts(app) if c.key == key]
     assert len(found) == 1, f"no single chart with key {key}"
-    return json.loads(found[0].proto.spec)
+    return chart_message(found[0])["figure"]
 
 
 def texts(spec: dict) -> np.ndarray:

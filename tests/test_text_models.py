@@ -3,6 +3,7 @@
 from pathlib import Path
 
 import pytest
+from apptest_helpers import chart_keys, charts
 from streamlit.testing.v1 import AppTest
 
 from xai_core.models import ModelUnavailableError, availability, get_model
@@ -26,8 +27,8 @@ def test_page_8_switches_between_text_models():
     warning = " ".join(w.value for w in app.warning)
     assert "BERT-base" in warning and "HF_HUB_OFFLINE" in warning
     assert "random weights" not in warning
-    assert not app.get("plotly_chart")  # nothing is drawn for a model that did not load
+    assert not charts(app)  # nothing is drawn for a model that did not load
     app.selectbox(key="text_model").set_value("minilm-l6").run()
     assert not app.exception and not app.warning
     # the head view (the page's first) draws the attention heatmap and the line view
-    assert {chart.key for chart in app.get("plotly_chart")} >= {"text_heatmap", "text_lines"}
+    assert chart_keys(app) >= {"text_heatmap", "text_lines"}

@@ -105,6 +105,12 @@ def test_every_page_opens(session, name, title):
     no_exception(page)
     main = page.locator("[data-testid='stMain']")
     assert len(main.inner_text()) > 200  # words, not a blank page
+    # every chart drew (dashboard/charts.py: the library came from app/static/)
+    page.wait_for_function("() => [...document.querySelectorAll('.vl-chart')]"
+                           ".every(c => c.dataset.state !== 'drawing')")
+    states = page.evaluate("() => [...document.querySelectorAll('.vl-chart')]"
+                           ".map(c => c.dataset.state)")
+    assert "failed" not in states and (states or name == "0_vit_explainer.py"), states
     shot(page, name.removesuffix(".py"))
     assert errors == [], errors  # no JavaScript error in the browser
 

@@ -25,8 +25,8 @@ def patch_click_targets(grid: tuple[int, int], patch_size: tuple[int, int],
 
 
 def click_customdata(chart_state) -> tuple | None:
-    """The customdata of a chart's first selected point (st.plotly_chart with
-    on_select) as a tuple, or None. The browser sends numpy-backed customdata as
+    """The customdata of a chart's first selected point (the chart state of
+    dashboard/charts.py, shaped like st.plotly_chart's with on_select) as a tuple, or None. The browser sends numpy-backed customdata as
     {"0": .., "1": ..} objects and plain lists as lists: accept both."""
     points = ((chart_state or {}).get("selection") or {}).get("points") or []
     data = points[0].get("customdata") if points else None

@@ -1,0 +1,81 @@
+"""dashboard/charts.py: the vendored plotly.js bundle and the message each chart sends.
+(The browser side - drawing, clicks, the library served at app/static/ - is checked by the
+e2e tests: every page opens with every chart drawn, a patch click changes a figure.)"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+import tomllib
+from pathlib import Path
+
+import plotly.graph_objects as go
+import plotly.io as pio
+import plotly.offline
+
+from dashboard import charts
+
+ROOT = Path(__file__).resolve().parent.parent
+BUNDLE = ROOT / "dashboard" / "static" / charts.PLOTLY_JS
+
+
+def _bundle_text() -> str:
+    return BUNDLE.read_text(encoding="utf-8")
+
+
+def test_bundle_is_the_plotly_js_of_the_python_package_with_its_licence():
+    header = _bundle_text()[:300]
+    assert f"plotly.js (cartesian - minified) v{plotly.offline.get_plotlyjs_version()}" in header
+    licence = BUNDLE.with_name(charts.PLOTLY_JS.replace(".min.js", ".LICENSE.txt")).read_text()
+    assert "MIT License" in licence and "Plotly" in licence
+
+
+def test_static_serving_is_on_so_the_browser_can_fetch_the_bundle():
+    config = tomllib.loads((ROOT / ".streamlit" / "config.toml").read_text())
+    assert config["server"]["enableStaticServing"] is True
+    # Streamlit serves <main script's folder>/static at app/static/
+    assert BUNDLE.parent == ROOT / "dashboard" / "static" and (ROOT / "dashboard" / "app.py").exists()
+    assert charts.PLOTLY_URL == f"app/static/{charts.PLOTLY_JS}"
+
+
+def _trace_classes_used() -> set[str]:
+    """Every `go.<Trace>(` the app's code calls."""
+    names = set()
+    for folder in ("xai_core", "dashboard", "pages"):
+        for path in (ROOT / folder).rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                        and isinstance(node.func.value, ast.Name) and node.func.value.id == "go"):
+                    names.add(node.func.attr)
+    return names
+
+
+def test_every_trace_type_the_app_draws_is_in_the_bundle():
+    registered = set(re.findall(r'moduleType:"trace",name:"([a-z0-9]+)"', _bundle_text()))
+    assert {"bar", "heatmap", "image", "scatter"} <= registered
+    used = {getattr(go, name)().type for name in _trace_classes_used()
+            if hasattr(getattr(go, name), "type") and name not in ("Figure", "Frame")}
+    assert used, "found no trace constructors: the scan is broken"
+    assert used <= registered, f"not in the cartesian bundle: {used - registered}"
+
+
+def test_message_carries_the_figure_the_library_url_and_whether_clicks_count():
+    fig = go.Figure(go.Bar(x=[1, 2], y=[3, 4]), layout=dict(title="t", width=300))
+    fig.update_layout(template=charts.TEMPLATE, width=None)
+    message = json.loads(charts.figure_message(fig, select=True))
+    assert message["src"] == charts.PLOTLY_URL and message["select"] is True
+    assert message["figure"] == json.loads(fig.to_json())
+    assert message["figure"]["data"][0]["y"] == [3, 4]
+    assert json.loads(charts.figure_message(fig, select=False))["select"] is False
+
+
+def test_template_is_plotly_white_without_unused_parts_and_smaller():
+    layout = charts.TEMPLATE.layout
+    white = pio.templates["plotly_white"].layout
+    assert layout.plot_bgcolor == white.plot_bgcolor == "white"
+    assert layout.xaxis.gridcolor == white.xaxis.gridcolor
+    assert layout.polar.bgcolor is None and layout.ternary.bgcolor is None
+    assert layout.font.color == "#31333F"
+    small = len(go.Figure(layout=dict(template=charts.TEMPLATE)).to_json())
+    assert small < len(go.Figure().to_json()) / 2
