@@ -7,7 +7,9 @@ import json
 
 import numpy as np
 import pytest
+import torch
 from apptest_helpers import chart_keys, chart_specs, chart_title, open_app, show
+from PIL import Image
 from scipy.stats import spearmanr
 from streamlit.runtime.memory_media_file_storage import MemoryMediaFileStorage
 from streamlit.testing.v1 import app_test as app_test_module
@@ -178,3 +180,29 @@ def test_comparison_page_runs_a_method_with_a_non_default_option(media):
     expected = localise(block_3, (224, 224), (10, 56, 168, 168))  # the box on the input
     assert exported["attention"]["iou"] == pytest.approx(expected.iou)
     assert round(expected.iou, 3) == shown["IoU"].iloc[0]
+
+
+def test_attention_methods_reuse_the_forward_of_the_gradient_methods_capture():
+    """Chosen in the page's order (attention first), the methods with a target still run
+    first: GAE's capture (1 forward + 1 backward) also answers attention's and rollout's
+    forward-only request, so they run no pass, and return the maps a capture of their own
+    gives. Results come back in the order asked."""
+    from xai_core.capture import capture
+
+    model = get_model("dinov2-s14")
+    noise = Image.fromarray(np.random.default_rng(12).integers(0, 255, (90, 120, 3), np.uint8))
+    target = pipeline.resolve_target(model, None, noise)
+    names = ["attention", "rollout", "gae"]
+    runs = compare.run_methods(model, noise, names, target)
+    assert [run.name for run in runs] == names and all(run.ok for run in runs)
+    attention, rollout, gae = runs
+    assert (gae.forwards, gae.backwards) == (1, 1)
+    assert (attention.forwards, attention.backwards) == (0, 0)
+    assert (rollout.forwards, rollout.backwards) == (0, 0)
+    graded = pipeline.vit_capture(model, noise, target)
+    assert pipeline.vit_capture(model, noise) is graded
+    own = capture(model, pipeline.prepare(model, noise).pixels)  # a forward-only pass
+    for mine, shared in zip(own.blocks, graded.blocks):
+        torch.testing.assert_close(mine.acts["attn"], shared.acts["attn"], rtol=0, atol=1e-6)
+    last = own.blocks[-1].acts["attn"][0, :, 0, own.layout.num_prefix_tokens:].mean(0)
+    np.testing.assert_allclose(attention.map.ravel(), last.numpy(), rtol=1e-5, atol=1e-7)

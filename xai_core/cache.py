@@ -130,6 +130,15 @@ class BoundedCache:
                 with self._lock:
                     self._pending.pop(key, None)
 
+    def peek(self, key: Hashable) -> Any | None:
+        """The value under `key` if it is cached (counted as a hit), else None; never computes."""
+        with self._lock:
+            if key not in self._items:
+                return None
+            self._items.move_to_end(key)
+            self.hits += 1
+            return self._items[key][0]
+
     def _store(self, key: Hashable, value: Any) -> None:
         size = approximate_bytes(value)
         with self._lock:

@@ -183,10 +183,16 @@ class _Failed(Exception):
 def run_methods(model, image, names: list[str], target: int | None, head=None,
                 options: dict[str, dict] | None = None,
                 should_stop: StopCheck | None = None) -> list[MethodRun]:
-    """`run_method` for each name; `options` maps a method's name to its non-default options."""
+    """`run_method` for each name; `options` maps a method's name to its non-default options.
+    Results come in the order of `names`; the methods with a target run first, so that the
+    forward-only methods find the forward pass of their capture already made
+    (`pipeline.vit_capture`)."""
     options = options or {}
-    return [run_method(model, image, name, target, head, options.get(name), should_stop)
-            for name in names if name in METHODS]
+    known = [name for name in names if name in METHODS]
+    order = sorted(known, key=lambda name: not METHODS[name].needs_target)  # stable
+    runs = {name: run_method(model, image, name, target, head, options.get(name), should_stop)
+            for name in order}
+    return [runs[name] for name in known]
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,7 @@ the app comes from the same code path and the same bounded caches.
 from __future__ import annotations
 
 import os
+from collections import OrderedDict
 from dataclasses import dataclass
 
 import torch
@@ -122,16 +123,34 @@ def _class_by_name(names: list[str], wanted: str) -> int:
     raise TargetError(f"No class is called '{wanted}'.")
 
 
+# forward-only capture key -> the key of the latest capture with a backward of that image
+# (its forward is the same pass, so it answers forward-only requests too); bounded
+_GRADED_OF: OrderedDict = OrderedDict()
+_GRADED_OF_ENTRIES = 64
+
+
 def vit_capture(model, image: Image.Image, target: int | None = None, head=None) -> Capture:
-    """One forward (+ one backward for a target class index) of a ViT, cached."""
+    """One forward (+ one backward for a target class index) of a ViT, cached. A request
+    without a target is answered by a cached capture of the same image with a target when
+    there is one: its activations come from the same forward pass, so the attention
+    methods that run after a gradient method cost no pass of their own."""
     prepared = prepare(model, image)
-    score_fn = None
-    if target is not None:  # only a backward pass depends on the head
-        head = head_of(model, head)
-        score_fn = head.score_fn(target)
-    key = cache_key("vit", model, target, image=prepared.sha256,
-                    head=None if target is None else head)
-    return CAPTURE_CACHE.get_or_compute(key, lambda: capture(model, prepared.pixels, score_fn))
+    plain_key = cache_key("vit", model, None, image=prepared.sha256, head=None)
+    if target is None:
+        graded = CAPTURE_CACHE.peek(_GRADED_OF.get(plain_key))
+        if graded is not None:
+            return graded
+        return CAPTURE_CACHE.get_or_compute(plain_key,
+                                            lambda: capture(model, prepared.pixels, None))
+    head = head_of(model, head)  # only a backward pass depends on the head
+    key = cache_key("vit", model, target, image=prepared.sha256, head=head)
+    found = CAPTURE_CACHE.get_or_compute(
+        key, lambda: capture(model, prepared.pixels, head.score_fn(target)))
+    _GRADED_OF[plain_key] = key
+    _GRADED_OF.move_to_end(plain_key)
+    while len(_GRADED_OF) > _GRADED_OF_ENTRIES:
+        _GRADED_OF.popitem(last=False)
+    return found
 
 
 def cnn_capture(model, image: Image.Image, target: int, layer: str | None = None) -> CnnCapture:
