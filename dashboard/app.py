@@ -13,7 +13,7 @@ import xai_core  # noqa: E402,F401,I001  (before torch: it sets the threads' wai
 import streamlit as st  # noqa: E402
 import torch  # noqa: E402
 
-from dashboard import links, replica, state, ui  # noqa: E402
+from dashboard import charts, links, replica, state, ui  # noqa: E402
 from dashboard.page_list import PAGES, existing_pages  # noqa: E402
 from xai_core.faults import Cancelled, ModelOutOfMemory  # noqa: E402
 from xai_core.images import (COLLAGE_ID, IMAGE_SUFFIXES, SAMPLES, ImageError,  # noqa: E402
@@ -64,7 +64,7 @@ def _device_info() -> str:
     return f"CPU ({torch.get_num_threads()} threads)"
 
 
-def sidebar():
+def sidebar(charts_follow: bool):
     with st.sidebar:
         st.markdown("### ViT Lens")
         _model_picker("vit", "vit_model", "Vision Transformer", DEFAULT_VIT)
@@ -74,6 +74,8 @@ def sidebar():
                    help="Larger text and figure fonts for projecting in a lecture hall.")
         st.caption(_device_info())
         replica.track_session()
+        if charts_follow:
+            charts.preload()
         return st.empty()  # for the disk-cache notice, filled once the page has run
 
 
@@ -85,7 +87,7 @@ def main() -> None:
              for name, title, icon in existing_pages()]
     navigation = st.navigation(pages)
     links.start_run()
-    cache_spot = sidebar()
+    cache_spot = sidebar(charts_follow=navigation.url_path != "vit_explainer")
     ui.cache_notice(cache_spot)
     ui.apply_presentation_css()
     replica.restart_notice()

@@ -41,13 +41,25 @@ TEMPLATE = go.layout.Template(layout={
 TEMPLATE.layout.font = APP_FONT
 TEMPLATE.layout.hoverlabel.font.family = APP_FONT["family"]
 
+_CHART_JS = (HERE / "chart" / "chart.js").read_text(encoding="utf-8")
 _mount = st.components.v2.component(
     "vit_lens.chart",
     html="",
     css=".vl-chart { width: 100%; }",
-    js=(HERE / "chart" / "chart.js").read_text(encoding="utf-8"),
+    js=_CHART_JS,
     isolate_styles=False,  # plotly.js styles its charts from the document's <head>
 )
+_mount_preload = st.components.v2.component(
+    "vit_lens.chart_library", html="", js=_CHART_JS, isolate_styles=False)
+
+
+def preload() -> None:
+    """Start fetching the chart library as the page opens (call it from the sidebar), not
+    when the first chart arrives: page 7 sends its first chart after about a second of
+    computing, and a new browser spends a few tenths of a second more fetching and
+    compiling the library. Draws nothing."""
+    message = json.dumps({"preload": True, "src": PLOTLY_URL})
+    _mount_preload(key="chart_library", data=message.encode())
 
 
 def _rerun_only() -> None:

@@ -5,32 +5,35 @@
  * bundle (bar, heatmap, image, scatter and a few more; 1.5 MB) is served once from
  * app/static/ and shared by every chart of the document.
  *
- * The message from Python (bytes, UTF-8 JSON): {src, select, figure}. `select` charts report
+ * The message from Python (bytes, UTF-8 JSON): {src, select, figure}, or {preload, src} from
+ * the sidebar, which starts fetching the library while the server still computes the page. `select` charts report
  * a clicked point as the `selection` state, in st.plotly_chart's shape:
  * {points: [{curve_number, point_number, point_index, x, y, customdata}]}.
  * The chart's element carries data-state: "drawing", "drawn" or "failed".
  */
 
-const charts = new WeakMap();  // parentElement -> {host, text, send}
-let plotly = null;  // the one load of the library, shared by every chart
+const charts = new WeakMap();  // parentElement -> {host, text, send, select, listening}
+const SCRIPT_ID = "vl-plotly";
 
+/* The library, loaded once per document: a <script> element every chart (and the
+ * sidebar's preload, a separate component with its own copy of this module) waits on. */
 function loadPlotly(src) {
   if (window.Plotly) return Promise.resolve(window.Plotly);
-  if (!plotly) {
-    plotly = new Promise((resolve, reject) => {
-      const script = document.createElement("script");
-      script.src = src;
-      script.async = true;
-      script.onload = () => resolve(window.Plotly);
-      script.onerror = () => {
-        plotly = null;  // a later chart may try again
-        script.remove();
-        reject(new Error(`the chart library did not load (${src})`));
-      };
-      document.head.appendChild(script);
-    });
+  let script = document.getElementById(SCRIPT_ID);
+  if (!script) {
+    script = document.createElement("script");
+    script.id = SCRIPT_ID;
+    script.src = src;
+    script.async = true;
+    document.head.appendChild(script);
   }
-  return plotly;
+  return new Promise((resolve, reject) => {
+    script.addEventListener("load", () => resolve(window.Plotly));
+    script.addEventListener("error", () => {
+      script.remove();  // a later chart may try again
+      reject(new Error(`the chart library did not load (${src})`));
+    });
+  });
 }
 
 function decode(data) {
@@ -72,13 +75,17 @@ function create(parentElement) {
 }
 
 export default function mount({ parentElement, data, setStateValue }) {
+  const text = decode(data);
+  if (text.startsWith('{"preload"')) {  // the sidebar's: fetch the library, draw nothing
+    loadPlotly(JSON.parse(text).src).catch(() => {});  // a chart reports the failure
+    return;
+  }
   let chart = charts.get(parentElement);
   if (!chart || !chart.host.isConnected) {
     chart = create(parentElement);
     charts.set(parentElement, chart);
   }
   chart.send = setStateValue;
-  const text = decode(data);
   if (text === chart.text) return;  // the same figure again (a rerun that changed nothing)
   chart.text = text;
   const message = JSON.parse(text);
