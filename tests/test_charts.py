@@ -79,3 +79,21 @@ def test_template_is_plotly_white_without_unused_parts_and_smaller():
     assert layout.font.color == "#31333F"
     small = len(go.Figure(layout=dict(template=charts.TEMPLATE)).to_json())
     assert small < len(go.Figure().to_json()) / 2
+
+
+def test_pages_with_charts_start_loading_the_library_from_the_sidebar():
+    """The sidebar mounts the library's preload on a page with charts, not on the
+    Explainer (it draws none); the preload names the same bundle and is not a chart."""
+    from apptest_helpers import charts as chart_elements
+    from apptest_helpers import open_app
+
+    def preloads(app):
+        return [element for element in app.get("bidi_component")
+                if element.proto.component_name == "vit_lens.chart_library"]
+
+    home = open_app()
+    [preload] = preloads(home)
+    assert json.loads(preload.proto.bytes) == {"preload": True, "src": charts.PLOTLY_URL}
+    assert chart_elements(home) and preload not in chart_elements(home)
+    explainer = open_app("0_vit_explainer.py")
+    assert not explainer.exception and preloads(explainer) == []

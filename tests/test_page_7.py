@@ -14,6 +14,7 @@ from scipy.stats import spearmanr
 from streamlit.runtime.memory_media_file_storage import MemoryMediaFileStorage
 from streamlit.testing.v1 import app_test as app_test_module
 
+from xai_core import capture as capture_module
 from xai_core import compare, pipeline
 from xai_core.images import image_sha256, load_sample
 from xai_core.methods import METHODS
@@ -206,3 +207,29 @@ def test_attention_methods_reuse_the_forward_of_the_gradient_methods_capture():
         torch.testing.assert_close(mine.acts["attn"], shared.acts["attn"], rtol=0, atol=1e-6)
     last = own.blocks[-1].acts["attn"][0, :, 0, own.layout.num_prefix_tokens:].mean(0)
     np.testing.assert_allclose(attention.map.ravel(), last.numpy(), rtol=1e-5, atol=1e-7)
+
+
+def test_gradient_methods_share_one_forward_and_give_the_maps_they_give_alone():
+    """DAAM, GAE and LeGrad on one image inside `run_methods`: the first runs the forward
+    and its backward, the others only their own backward passes, each counted for the
+    method that ran it; every map equals the map of the method run on its own."""
+    from tiny_models import images, tiny_vit
+
+    from xai_core.methods.base import RESULT_CACHE
+    from xai_core.methods.rollout import ROLLOUT_CACHE
+
+    model = tiny_vit("test-tiny-knn-shared", knn=True)  # an id no other test uses
+    image = images(1)[0]
+    target = pipeline.resolve_target(model, None, image)
+    names = ["daam", "gae", "legrad"]
+    daam, gae, legrad = compare.run_methods(model, image, names, target)
+    assert (daam.forwards, daam.backwards) == (1, 1)
+    assert (gae.forwards, gae.backwards) == (0, 1)
+    assert (legrad.forwards, legrad.backwards, legrad.partial_backwards) == (0, 0, 2)
+    for cache in (pipeline.CAPTURE_CACHE, RESULT_CACHE, ROLLOUT_CACHE):
+        cache.clear()
+    alone = {name: METHODS[name](model, image, target=target).map for name in names}
+    for run in (daam, gae, legrad):
+        np.testing.assert_allclose(run.map, alone[run.name], rtol=1e-5, atol=1e-7,
+                                   err_msg=run.name)
+    assert capture_module.shared_outputs() == []  # the kept graph is gone afterwards

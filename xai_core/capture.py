@@ -17,7 +17,9 @@ project (B = batch, H = heads, Nq/Nk = query/key tokens, C = width, d = C/H):
 With a target, one `torch.autograd.grad` call gives the gradient of that scalar
 with respect to every recorded tensor (and the input pixels); nothing is left
 on the parameters and no hook outlives the call. Everything is returned as CPU
-float32 tensors so results can be cached and shared between sessions.
+float32 tensors so results can be cached and shared between sessions. Inside
+`shared_forwards()`, captures with different targets (and LeGrad's per-block backward
+passes) of the same pixels share one forward pass, its graph kept until the block ends.
 
 Token layout is read from the model and the input: prefix tokens (CLS,
 distillation, registers), patch grid, patch size. CaiT's class-attention blocks
@@ -26,6 +28,8 @@ distillation, registers), patch grid, patch size. CaiT's class-attention blocks
 
 from __future__ import annotations
 
+import hashlib
+import threading
 import time
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
@@ -261,11 +265,12 @@ def _as_cpu(tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     return {k: v.detach().to("cpu", torch.float32) for k, v in tensors.items()}
 
 
-def _gradients(score: torch.Tensor, recorders: list[_Recorder], pixels: torch.Tensor):
+def _gradients(score: torch.Tensor, recorders: list[_Recorder], pixels: torch.Tensor,
+               keep_graph: bool = False):
     """One backward pass for every recorded tensor of every block, and the input."""
     names = [(i, k) for i, r in enumerate(recorders) for k in r.sources()]
     inputs = [recorders[i].sources()[k] for i, k in names] + [pixels]
-    grads = torch.autograd.grad(score, inputs, allow_unused=True)
+    grads = torch.autograd.grad(score, inputs, allow_unused=True, retain_graph=keep_graph)
     grads = [torch.zeros_like(x) if g is None else g for x, g in zip(inputs, grads)]
     per_block: list[dict[str, torch.Tensor]] = [{} for _ in recorders]
     for (i, k), g in zip(names, grads[:-1]):
@@ -276,11 +281,94 @@ def _gradients(score: torch.Tensor, recorders: list[_Recorder], pixels: torch.Te
 def run_capture(module: torch.nn.Module, pixels: torch.Tensor, score_fn: ScoreFn | None = None,
                 lock=None) -> Capture:
     """Forward `pixels` through a timm ViT, recording every block; with `score_fn`
-    (model output -> scalar) also one backward pass for all gradients."""
+    (model output -> scalar) also one backward pass for all gradients. Inside
+    `shared_forwards()` a capture with a backward reuses the thread's forward pass of the
+    same model and pixels when there is one."""
     layout = token_layout(module, pixels)
     blocks = transformer_blocks(module)
+    if score_fn is not None and _shared_registry() is not None:
+        return _backward_on_shared(module, pixels, score_fn, layout, blocks, lock)
     with (lock if lock is not None else nullcontext()), block_recorders(module) as recorders:
         return _forward_backward(module, pixels, score_fn, layout, blocks, recorders)
+
+
+# --- one forward for several backward passes ----------------------------------------------------
+
+_SHARED = threading.local()
+
+
+@dataclass
+class LiveForward:
+    """A forward pass whose autograd graph is kept for more backward passes."""
+
+    leaf: torch.Tensor  # the input pixels (requires grad)
+    output: torch.Tensor
+    recorders: list[_Recorder]  # their hooks removed, their tensors kept
+    seconds: float
+
+
+def _shared_registry() -> dict | None:
+    return getattr(_SHARED, "forwards", None)
+
+
+@contextmanager
+def shared_forwards():
+    """Within this block, the captures with a backward that this thread runs on the same
+    model and pixels share one forward pass: the first runs it and keeps its graph, each
+    later one runs only its backward (page 7: GAE, DAAM and LeGrad on one image cost one
+    forward, not three). The graphs are freed when the block ends."""
+    outer = _shared_registry()
+    if outer is None:
+        _SHARED.forwards = {}
+    try:
+        yield
+    finally:
+        if outer is None:
+            _SHARED.forwards = None
+
+
+def shared_outputs() -> list[torch.Tensor]:
+    """The outputs of this thread's kept forward passes (a pass counter hooks them)."""
+    return [live.output for live in (_shared_registry() or {}).values()]
+
+
+def _pixels_key(module: torch.nn.Module, pixels: torch.Tensor) -> tuple:
+    content = hashlib.sha1(pixels.detach().cpu().contiguous().numpy().tobytes()).hexdigest()
+    return id(module), str(pixels.device), tuple(pixels.shape), content
+
+
+def live_forward(module: torch.nn.Module, pixels: torch.Tensor,
+                 lock=None) -> tuple[LiveForward, bool]:
+    """(a forward of `pixels` with every block recorded and its graph kept, whether it was
+    already there): inside `shared_forwards()` the thread's pass of the same model and
+    pixels is reused, outside it each call runs its own."""
+    registry, key = _shared_registry(), _pixels_key(module, pixels)
+    if registry is not None and key in registry:
+        return registry[key], True
+    with (lock if lock is not None else nullcontext()), block_recorders(module) as recorders:
+        leaf = pixels.detach().clone().requires_grad_(True)
+        started = time.perf_counter()
+        with torch.enable_grad():
+            output = module(leaf)
+        live = LiveForward(leaf, output, recorders, time.perf_counter() - started)
+    if registry is not None:
+        registry[key] = live
+    return live, False
+
+
+def _backward_on_shared(module, pixels, score_fn, layout, blocks, lock) -> Capture:
+    live, reused = live_forward(module, pixels, lock)
+    started = time.perf_counter()
+    with (lock if lock is not None else nullcontext()), torch.enable_grad():
+        score = score_fn(live.output)
+        raw_grads, input_grad = _gradients(score, live.recorders, live.leaf, keep_graph=True)
+    backward_seconds = time.perf_counter() - started
+    records = _block_records(layout, blocks, live.recorders, raw_grads)
+    return Capture(
+        layout=layout, blocks=records, output=live.output.detach().to("cpu", torch.float32),
+        score=float(score.detach()), input_grad=input_grad.detach().cpu(),
+        seconds={"forward": 0.0 if reused else live.seconds, "backward": backward_seconds},
+        passes={"forward": int(not reused), "backward": 1})
 
 
 @contextmanager
@@ -315,6 +403,16 @@ def _forward_backward(module, pixels, score_fn, layout, blocks, recorders) -> Ca
     raw_grads, input_grad = (_gradients(score, recorders, pixels) if want_grads
                              else ([None] * len(recorders), None))
     backward_done = time.perf_counter()
+    records = _block_records(layout, blocks, recorders, raw_grads)
+    return Capture(
+        layout=layout, blocks=records, output=output.detach().to("cpu", torch.float32),
+        score=float(score.detach()) if want_grads else None,
+        input_grad=input_grad.detach().cpu() if want_grads else None,
+        seconds={"forward": forward_done - started, "backward": backward_done - forward_done},
+        passes={"forward": 1, "backward": int(want_grads)})
+
+
+def _block_records(layout, blocks, recorders, raw_grads) -> list[BlockRecord]:
     records = []
     for index, ((kind, _), recorder, grads) in enumerate(zip(blocks, recorders, raw_grads)):
         acts = recorder.tensors()
@@ -323,12 +421,7 @@ def _forward_backward(module, pixels, score_fn, layout, blocks, recorders) -> Ca
             index=index, kind=kind, num_prefix_tokens=prefix, acts=_as_cpu(acts),
             grads=_as_cpu(recorder.tensors(grads)) if grads is not None else None))
     _check_layout(layout, records)
-    return Capture(
-        layout=layout, blocks=records, output=output.detach().to("cpu", torch.float32),
-        score=float(score.detach()) if want_grads else None,
-        input_grad=input_grad.detach().cpu() if want_grads else None,
-        seconds={"forward": forward_done - started, "backward": backward_done - forward_done},
-        passes={"forward": 1, "backward": int(want_grads)})
+    return records
 
 
 def _check_layout(layout: TokenLayout, records: list[BlockRecord]) -> None:

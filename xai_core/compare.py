@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .cache import cache_key
-from .capture import CaptureError
+from .capture import CaptureError, shared_forwards, shared_outputs
 from .cli.common import run_meta
 from .errors import OptionError
 from .faults import Cancelled, StopCheck
@@ -79,12 +79,18 @@ class PassCounter:
     """Counts forward calls (and their images) and backward passes through `model.module`
     made by the current thread while the context is open. Hooks are added and removed
     under the model's lock, so another session's forward never sees a half-changed
-    hook table; other threads' passes are not counted."""
+    hook table; other threads' passes are not counted. A backward through a forward pass
+    kept from before (`capture.shared_forwards`) counts too: its output is hooked on entry."""
 
     def __init__(self, model):
         self.model, self.forwards, self.images, self.backwards = model, 0, 0, 0
         self._thread = threading.get_ident()
         self._handle = None
+        self._output_hooks: list = []  # on outputs: removed on exit, so later passes
+        # through a kept graph count for the method that runs them, not for this one
+
+    def _hook_output(self, tensor) -> None:
+        self._output_hooks.append(tensor.register_hook(self._on_backward))
 
     def _on_forward(self, _module, args, output):
         if threading.get_ident() != self._thread:
@@ -94,7 +100,7 @@ class PassCounter:
         self.images += int(first.shape[0]) if hasattr(first, "shape") else 1
         tensor = output if hasattr(output, "register_hook") else None
         if tensor is not None and tensor.requires_grad:
-            tensor.register_hook(self._on_backward)
+            self._hook_output(tensor)
 
     def _on_backward(self, grad):
         self.backwards += 1  # may run on an autograd worker thread: registered by ours only
@@ -102,11 +108,15 @@ class PassCounter:
     def __enter__(self) -> "PassCounter":
         with self.model.lock:
             self._handle = self.model.module.register_forward_hook(self._on_forward)
+        for output in shared_outputs():
+            self._hook_output(output)
         return self
 
     def __exit__(self, *exc) -> None:
         with self.model.lock:
             self._handle.remove()
+        for hook in self._output_hooks:
+            hook.remove()
 
 
 def applicable_methods(model) -> list[Method]:
@@ -184,14 +194,15 @@ def run_methods(model, image, names: list[str], target: int | None, head=None,
                 options: dict[str, dict] | None = None,
                 should_stop: StopCheck | None = None) -> list[MethodRun]:
     """`run_method` for each name; `options` maps a method's name to its non-default options.
-    Results come in the order of `names`; the methods with a target run first, so that the
-    forward-only methods find the forward pass of their capture already made
-    (`pipeline.vit_capture`)."""
+    Results come in the order of `names`. The methods with a target run first, and their
+    captures share one forward pass (`capture.shared_forwards`, a backward each); the
+    forward-only methods then find that pass already made (`pipeline.vit_capture`)."""
     options = options or {}
     known = [name for name in names if name in METHODS]
     order = sorted(known, key=lambda name: not METHODS[name].needs_target)  # stable
-    runs = {name: run_method(model, image, name, target, head, options.get(name), should_stop)
-            for name in order}
+    with shared_forwards():  # GAE, DAAM and LeGrad: one forward, a backward each
+        runs = {name: run_method(model, image, name, target, head, options.get(name),
+                                 should_stop) for name in order}
     return [runs[name] for name in known]
 
 

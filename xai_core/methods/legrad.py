@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ..capture import CaptureError, block_recorders, model_layout, token_layout
+from ..capture import CaptureError, live_forward, model_layout, token_layout
 from ..errors import OptionError
 from ..pipeline import prepare
 from .base import ExplainRequest, ExplainResult, FromModel, Int, Theory, method
@@ -76,24 +76,27 @@ def run_legrad(module: torch.nn.Module, pixels: torch.Tensor, score_fn, start: i
                lock=None) -> LeGradResult:
     layout = token_layout(module, pixels)
     started = time.perf_counter()
-    with (lock or nullcontext()), block_recorders(module) as recorders:
-        plain = [r for r in recorders if r.kind == "self"]  # CaiT's class blocks are skipped
-        blocks = chosen_blocks(len(plain), start)
-        leaf = pixels.detach().clone().requires_grad_(True)
-        with torch.enable_grad():
-            module(leaf)
-            maps, reached = [], []
-            for index in blocks:
-                recorder = plain[index]
-                if "attn" not in recorder.raw:
-                    raise CaptureError("LeGrad reads the attention probabilities themselves; "
-                                       "this model mixes heads after the softmax.")
-                attention = recorder.raw["attn"]
-                attention.register_hook(lambda grad: reached.append(1))
+    # the forward with every block recorded (shared with GAE's and DAAM's captures of the
+    # same image inside `capture.shared_forwards()`), then one short backward per block
+    live, _ = live_forward(module, pixels, lock)
+    plain = [r for r in live.recorders if r.kind == "self"]  # CaiT's class blocks are skipped
+    blocks = chosen_blocks(len(plain), start)
+    with (lock or nullcontext()), torch.enable_grad():
+        maps, reached = [], []
+        for index in blocks:
+            recorder = plain[index]
+            if "attn" not in recorder.raw:
+                raise CaptureError("LeGrad reads the attention probabilities themselves; "
+                                   "this model mixes heads after the softmax.")
+            attention = recorder.raw["attn"]
+            handle = attention.register_hook(lambda grad: reached.append(1))
+            try:
                 score = score_fn(block_readout(module, recorder.raw["out"]))
                 grad = torch.autograd.grad(score, attention, retain_graph=True)[0]
-                prefix = attention.shape[-1] - layout.num_patches
-                maps.append(block_relevance(grad, prefix)[0].reshape(layout.grid))
+            finally:
+                handle.remove()
+            prefix = attention.shape[-1] - layout.num_patches
+            maps.append(block_relevance(grad, prefix)[0].reshape(layout.grid))
     per_block = torch.stack(maps).detach().float().cpu().numpy()
     return LeGradResult(per_block.mean(axis=0), per_block, blocks, len(reached),
                         time.perf_counter() - started)
