@@ -6,8 +6,8 @@
  * app/static/ and shared by every chart of the document.
  *
  * The message from Python (bytes, UTF-8 JSON): {src, select, figure}, or {preload, src} from
- * the sidebar, which starts fetching the library while the server still computes the page. `select` charts report
- * a clicked point as the `selection` state, in st.plotly_chart's shape:
+ * the sidebar, which starts fetching the library while the server still computes the page.
+ * `select` charts report a clicked point as the `selection` state, in st.plotly_chart's shape:
  * {points: [{curve_number, point_number, point_index, x, y, customdata}]}.
  * The chart's element carries data-state: "drawing", "drawn" or "failed".
  */
@@ -38,7 +38,8 @@ function loadPlotly(src) {
 
 function decode(data) {
   if (typeof data === "string") return data;
-  const bytes = data instanceof Uint8Array ? data : new Uint8Array(data.buffer || data);
+  const bytes = ArrayBuffer.isView(data)
+    ? new Uint8Array(data.buffer, data.byteOffset, data.byteLength) : new Uint8Array(data);
   return new TextDecoder().decode(bytes);
 }
 
