@@ -28,7 +28,6 @@ import streamlit as st
 HERE = Path(__file__).resolve().parent
 PLOTLY_JS = "plotly-cartesian-4.1.1.min.js"
 PLOTLY_URL = f"app/static/{PLOTLY_JS}"  # relative: resolves under any base URL path
-DEFAULT_HEIGHT = 450  # plotly.js's own default
 NO_SELECTION = {"points": []}
 # plotly_white's layout without the parts for trace kinds this app never draws (polar,
 # ternary, geo, 3-D), in the app's font and text colour: a light look like Streamlit's

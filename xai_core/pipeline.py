@@ -7,6 +7,7 @@ the app comes from the same code path and the same bounded caches.
 from __future__ import annotations
 
 import os
+import threading
 from collections import OrderedDict
 from dataclasses import dataclass
 
@@ -124,9 +125,11 @@ def _class_by_name(names: list[str], wanted: str) -> int:
 
 
 # forward-only capture key -> the key of the latest capture with a backward of that image
-# (its forward is the same pass, so it answers forward-only requests too); bounded
+# (its forward is the same pass, so it answers forward-only requests too); bounded, and
+# shared by every session's thread
 _GRADED_OF: OrderedDict = OrderedDict()
 _GRADED_OF_ENTRIES = 64
+_GRADED_OF_LOCK = threading.Lock()
 
 
 def vit_capture(model, image: Image.Image, target: int | None = None, head=None) -> Capture:
@@ -137,7 +140,9 @@ def vit_capture(model, image: Image.Image, target: int | None = None, head=None)
     prepared = prepare(model, image)
     plain_key = cache_key("vit", model, None, image=prepared.sha256, head=None)
     if target is None:
-        graded = CAPTURE_CACHE.peek(_GRADED_OF.get(plain_key))
+        with _GRADED_OF_LOCK:
+            graded_key = _GRADED_OF.get(plain_key)
+        graded = CAPTURE_CACHE.peek(graded_key)
         if graded is not None:
             return graded
         return CAPTURE_CACHE.get_or_compute(plain_key,
@@ -146,10 +151,11 @@ def vit_capture(model, image: Image.Image, target: int | None = None, head=None)
     key = cache_key("vit", model, target, image=prepared.sha256, head=head)
     found = CAPTURE_CACHE.get_or_compute(
         key, lambda: capture(model, prepared.pixels, head.score_fn(target)))
-    _GRADED_OF[plain_key] = key
-    _GRADED_OF.move_to_end(plain_key)
-    while len(_GRADED_OF) > _GRADED_OF_ENTRIES:
-        _GRADED_OF.popitem(last=False)
+    with _GRADED_OF_LOCK:
+        _GRADED_OF[plain_key] = key
+        _GRADED_OF.move_to_end(plain_key)
+        while len(_GRADED_OF) > _GRADED_OF_ENTRIES:
+            _GRADED_OF.popitem(last=False)
     return found
 
 
