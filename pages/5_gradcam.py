@@ -92,8 +92,8 @@ def classes_view(model, image, layer: str) -> None:
     st.markdown(
         "Grad-CAM is class-discriminative: the same image gives a different map for each class. "
         "Plain gradient saliency (Simonyan et al.: the largest |∂y^c/∂pixel| over the colour "
-        "channels, read from the same backward pass as Grad-CAM) mostly traces the same edges whatever the class. Try "
-        "the cat + coffee cup collage.")
+        "channels, read from the same backward pass as Grad-CAM) mostly traces the same edges "
+        "whatever the class. Try the cat + coffee cup collage.")
     d1, d2 = st.columns(2)
     with d1:
         first = ui.target_picker(model, image, key="gc_class_a", label="Class A")

@@ -35,7 +35,8 @@ def test_static_serving_is_on_so_the_browser_can_fetch_the_bundle():
     config = tomllib.loads((ROOT / ".streamlit" / "config.toml").read_text())
     assert config["server"]["enableStaticServing"] is True
     # Streamlit serves <main script's folder>/static at app/static/
-    assert BUNDLE.parent == ROOT / "dashboard" / "static" and (ROOT / "dashboard" / "app.py").exists()
+    assert BUNDLE.parent == ROOT / "dashboard" / "static"
+    assert (ROOT / "dashboard" / "app.py").exists()
     assert charts.PLOTLY_URL == f"app/static/{charts.PLOTLY_JS}"
 
 

@@ -286,10 +286,10 @@ def run_capture(module: torch.nn.Module, pixels: torch.Tensor, score_fn: ScoreFn
     same model and pixels when there is one."""
     layout = token_layout(module, pixels)
     blocks = transformer_blocks(module)
-    if score_fn is not None and _shared_registry() is not None:
-        return _backward_on_shared(module, pixels, score_fn, layout, blocks, lock)
+    if score_fn is not None:
+        return _graded_capture(module, pixels, score_fn, layout, blocks, lock)
     with (lock if lock is not None else nullcontext()), block_recorders(module) as recorders:
-        return _forward_backward(module, pixels, score_fn, layout, blocks, recorders)
+        return _forward_only(module, pixels, layout, blocks, recorders)
 
 
 # --- one forward for several backward passes ----------------------------------------------------
@@ -356,12 +356,15 @@ def live_forward(module: torch.nn.Module, pixels: torch.Tensor,
     return live, False
 
 
-def _backward_on_shared(module, pixels, score_fn, layout, blocks, lock) -> Capture:
+def _graded_capture(module, pixels, score_fn, layout, blocks, lock) -> Capture:
+    """The forward (the thread's kept one inside `shared_forwards()`, else its own) and one
+    backward from `score_fn(output)` to every recorded tensor and the input."""
     live, reused = live_forward(module, pixels, lock)
     started = time.perf_counter()
     with (lock if lock is not None else nullcontext()), torch.enable_grad():
         score = score_fn(live.output)
-        raw_grads, input_grad = _gradients(score, live.recorders, live.leaf, keep_graph=True)
+        raw_grads, input_grad = _gradients(score, live.recorders, live.leaf,
+                                           keep_graph=_shared_registry() is not None)
     backward_seconds = time.perf_counter() - started
     records = _block_records(layout, blocks, live.recorders, raw_grads)
     return Capture(
@@ -397,19 +400,15 @@ def _timed_forward(module, pixels, score_fn):
     return pixels, output, score, started, time.perf_counter()
 
 
-def _forward_backward(module, pixels, score_fn, layout, blocks, recorders) -> Capture:
-    want_grads = score_fn is not None
-    pixels, output, score, started, forward_done = _timed_forward(module, pixels, score_fn)
-    raw_grads, input_grad = (_gradients(score, recorders, pixels) if want_grads
-                             else ([None] * len(recorders), None))
-    backward_done = time.perf_counter()
-    records = _block_records(layout, blocks, recorders, raw_grads)
+def _forward_only(module, pixels, layout, blocks, recorders) -> Capture:
+    """One forward without a graph, every block recorded."""
+    _, output, _, started, done = _timed_forward(module, pixels, None)
+    seconds = done - started
+    records = _block_records(layout, blocks, recorders, [None] * len(recorders))
     return Capture(
         layout=layout, blocks=records, output=output.detach().to("cpu", torch.float32),
-        score=float(score.detach()) if want_grads else None,
-        input_grad=input_grad.detach().cpu() if want_grads else None,
-        seconds={"forward": forward_done - started, "backward": backward_done - forward_done},
-        passes={"forward": 1, "backward": int(want_grads)})
+        score=None, input_grad=None, seconds={"forward": seconds, "backward": 0.0},
+        passes={"forward": 1, "backward": 0})
 
 
 def _block_records(layout, blocks, recorders, raw_grads) -> list[BlockRecord]:
