@@ -7,9 +7,11 @@ Python only through its `view` state (the opened block and tour step: one rerun 
 fragment below) and its `navigate` trigger (the tour's "go deeper" button).
 
 Each rerun sends only what the browser lacks: the `view` state also names the overview
-the browser holds (its signature) and the blocks whose detail it keeps, so opening
-another block or moving through the tour sends that block's detail at most, never the
-overview and the tour again. The message is binary (`explainer.encode_message`).
+the browser holds (its signature), the blocks whose detail it keeps and those whose
+queries and keys it keeps, so opening another block or moving through the tour sends that
+block's detail at most, never the overview and the tour again. A block's queries and keys
+(as many bytes as its detail) travel only while its query · key panel is in view
+(`want_qk`). The message is binary (`explainer.encode_message`).
 """
 
 from __future__ import annotations
@@ -43,8 +45,9 @@ def _component_value(name: str):
 
 def _view() -> dict:
     """What the browser reported: the block and tour step on screen, the signature of the
-    overview it holds ("have"), the blocks whose detail it keeps, and whether the learner
-    dismissed the tour. Anything else, or of another type, is ignored."""
+    overview it holds ("have"), the blocks whose detail ("blocks") and queries and keys
+    ("qk") it keeps, whether the query · key panel is in view ("want_qk") and whether the
+    learner dismissed the tour. Anything else, or of another type, is ignored."""
     view = _component_value("view")
     if not isinstance(view, dict):
         return {}
@@ -52,9 +55,11 @@ def _view() -> dict:
              if isinstance(view.get(key), int) and not isinstance(view.get(key), bool)}
     if isinstance(view.get("have"), str):
         clean["have"] = view["have"]
-    if isinstance(view.get("blocks"), list):
-        clean["blocks"] = {b for b in view["blocks"] if isinstance(b, int)}
+    for name in ("blocks", "qk"):
+        if isinstance(view.get(name), list):
+            clean[name] = {b for b in view[name] if isinstance(b, int)}
     clean["dismissed"] = view.get("dismissed") is True
+    clean["want_qk"] = view.get("want_qk") is True
     return clean
 
 
@@ -87,8 +92,9 @@ def signature(model, image, head) -> str:
 
 def component_data(model, image, head) -> bytes:
     """The message for the component: the overview and the tour (unless the browser holds
-    them), the shown block's detail (unless it keeps it), the step of a `?tour=N` link or
-    the one to offer resuming, and the presentation flag."""
+    them), the shown block's detail (unless it keeps it) and its queries and keys (when
+    their panel is in view and it lacks them), the step of a `?tour=N` link or the one to
+    offer resuming, and the presentation flag."""
     overview = explainer.overview_payload(model, image, head)
     step, problem = step_from_query(st.query_params.get("tour"))
     if problem:
@@ -101,12 +107,14 @@ def component_data(model, image, head) -> bytes:
     if block is None or not 0 <= block <= last:
         block = (steps or resolve_steps(overview))[step - 1]["block"] if step else last
     kept = holds and block in view.get("blocks", ())
+    vectors = view.get("want_qk", False) and not (holds and block in view.get("qk", ()))
     saved = st.session_state.get(TOUR_STEP_KEY)
     return explainer.encode_message({
         "signature": sig,
         "presentation": state.selection().presentation,
         "overview": None if holds else overview,
         "detail": None if kept else explainer.block_payload(model, image, block),
+        "vectors": explainer.vectors_payload(model, image, block) if vectors else None,
         "tour": {"steps": steps, "active": step,
                  "resume": saved if not step and saved in range(1, len(TOUR) + 1) else None},
         "initial": {"block": block, "stage": "blocks"},

@@ -41,6 +41,17 @@ def unsigned(item: dict) -> tuple[np.ndarray, np.ndarray]:
     return explainer.dequantise(explainer.decode(item["codes"]), scale), scale
 
 
+def packed_bytes(payload) -> int:
+    """The bytes of every packed array in a payload."""
+    if isinstance(payload, dict):
+        if "array" in payload and "dtype" in payload:
+            return payload["array"].nbytes
+        return sum(packed_bytes(value) for value in payload.values())
+    if isinstance(payload, list):
+        return sum(packed_bytes(value) for value in payload)
+    return 0
+
+
 def assert_within_8bit(values, item, what):
     got, scale = unsigned(item)
     # (row max)/510 from the 8-bit rounding, plus the float32 rounding of the scale itself
@@ -175,7 +186,7 @@ def detail_blocks(capture) -> list[int]:
     return sorted(picks)
 
 
-def test_block_detail_reconstructs_attention_queries_and_keys(case):
+def test_block_detail_and_vectors_reconstruct_attention_queries_and_keys(case):
     model, image, capture, _ = case
     for index in detail_blocks(capture):
         record = capture.blocks[index]
@@ -185,9 +196,14 @@ def test_block_detail_reconstructs_attention_queries_and_keys(case):
         assert (detail["nq"], detail["nk"], detail["prefix"]) == (*attn.shape[1:], prefix)
         assert_within_8bit(attn[..., prefix:], detail["attention"], f"block {index} attention")
         assert_within_f16(attn[..., :prefix], detail["attention"]["prefix"], f"block {index}")
+        vectors = as_sent(explainer.vectors_payload(model, image, index))
+        assert vectors["block"] == index
         for name in ("q", "k"):
-            assert_within_f16(record.acts[name][0].double().numpy(), detail[name],
+            assert_within_f16(record.acts[name][0].double().numpy(), vectors[name],
                               f"block {index} {name}")
+        query_norms = record.acts["q"][0].double().norm(dim=-1).numpy()  # (heads, tokens)
+        assert_within_f16(query_norms, detail["q_norms"], f"block {index} query norms")
+        assert "q" not in detail and "k" not in detail  # they travel only when wanted
         context = record.acts["context"][0].double().norm(dim=-1).numpy()
         assert_within_f16(context, detail["norms"]["context"], f"block {index} context")
 
@@ -208,10 +224,11 @@ def test_residual_stream_adds_up_across_blocks(case):
         previous = x_out
 
 
-def test_block_detail_rejects_a_block_out_of_range():
+def test_block_detail_and_vectors_reject_a_block_out_of_range():
     model, image = get_model("dinov2-s14"), load_sample("chelsea")
-    with pytest.raises(ValueError, match="Block must be 0-11; got 12"):
-        explainer.build_block_detail(model, image, 12)
+    for build in (explainer.build_block_detail, explainer.build_block_vectors):
+        with pytest.raises(ValueError, match="Block must be 0-11; got 12"):
+            build(model, image, 12)
 
 
 def test_payloads_are_cached_by_content():
@@ -219,6 +236,8 @@ def test_payloads_are_cached_by_content():
     assert explainer.overview_payload(model, image) is explainer.overview_payload(model, image)
     assert explainer.block_payload(model, image, 3) is explainer.block_payload(model, image, 3)
     assert explainer.block_payload(model, image, 3) is not explainer.block_payload(model, image, 4)
+    assert explainer.vectors_payload(model, image, 3) is explainer.vectors_payload(model, image, 3)
+    assert explainer.vectors_payload(model, image, 3) is not explainer.vectors_payload(model, image, 4)
     cache = explainer.EXPLAINER_CACHE
     assert cache.max_entries > 0 and cache.max_bytes > 0
     assert cache.total_bytes() > 0  # the arrays are counted, so the byte bound bites
@@ -351,12 +370,14 @@ def test_sink_and_residual_steps_point_at_measured_tokens():
 def test_message_round_trip_is_exact_aligned_and_smaller_than_base64():
     model, image = get_model("dinov2-s14"), load_sample("chelsea")
     detail = explainer.block_payload(model, image, 2)
-    blob = explainer.encode_message({"detail": detail, "flag": None, "text": "ok"})
+    vectors = explainer.vectors_payload(model, image, 2)
+    blob = explainer.encode_message({"detail": detail, "vectors": vectors, "flag": None,
+                                     "text": "ok"})
     back = explainer.decode_message(blob)
     assert back["flag"] is None and back["text"] == "ok"
     for name in ("q", "k"):  # exact: the same bytes, not a re-quantisation
-        np.testing.assert_array_equal(explainer.decode(back["detail"][name]),
-                                      explainer.decode(detail[name]))
+        np.testing.assert_array_equal(explainer.decode(back["vectors"][name]),
+                                      explainer.decode(vectors[name]))
     codes = back["detail"]["attention"]["codes"]["array"]
     np.testing.assert_array_equal(codes, detail["attention"]["codes"]["array"])
     # every array starts on an 8-byte boundary of the message, so the browser views it in
@@ -364,12 +385,12 @@ def test_message_round_trip_is_exact_aligned_and_smaller_than_base64():
     (length,) = struct.unpack_from("<I", blob, 4)
     assert blob[:4] == b"VXB1" and (8 + length) % 8 == 0
     header = json.loads(blob[8:8 + length])
-    offsets = [header["detail"][n]["offset"] for n in ("q", "k")]
+    offsets = [header["vectors"][n]["offset"] for n in ("q", "k")]
+    offsets.append(header["detail"]["q_norms"]["offset"])
     assert all(offset % 8 == 0 for offset in offsets)
     # raw bytes: about 3/4 of the same arrays as base64 text
-    raw = sum(explainer.decode(detail[n]).nbytes for n in ("q", "k"))
-    raw += detail["attention"]["codes"]["array"].nbytes
-    assert len(blob) < raw * 1.02 + 4_000
+    raw = sum(packed_bytes(part) for part in (detail, vectors))
+    assert len(blob) < raw * 1.01 + 4_000
     assert len(blob) < 0.78 * len(base64.b64encode(b"\0" * raw))
     with pytest.raises(ValueError, match="not an Explainer message"):
         explainer.decode_message(b"JSON" + blob[4:])

@@ -121,6 +121,44 @@ def test_block_reply_sends_only_what_the_browser_lacks():
     assert len(again["tour"]["steps"]) == len(TOUR)
 
 
+def test_queries_and_keys_travel_only_while_their_panel_is_in_view():
+    """The first screen carries no q and k (as many bytes as the rest of a block's detail);
+    they come with the first rerun whose view says the query · key panel is in view, with a
+    new block's detail when the panel stays in view, and never twice."""
+    app = open_page()
+    first = component_data(app)
+    last = first["detail"]["block"]
+    assert first["vectors"] is None
+    model, image = get_model("dinov2-s14"), load_sample("chelsea")
+    vectors = explainer.vectors_payload(model, image, last)
+    assert len(app.get("bidi_component")[0].proto.bytes) < 0.8 * 2**20
+    holds = {"have": first["signature"], "blocks": [last]}
+
+    app.session_state[KEY] = {"view": {"block": last, "tour": 0, **holds, "want_qk": True}}
+    app.run()
+    reply = component_data(app)
+    assert reply["detail"] is None and reply["vectors"]["block"] == last
+    for name in ("q", "k"):
+        assert (explainer.decode(reply["vectors"][name]) == explainer.decode(vectors[name])).all()
+
+    # kept: nothing again; another block with the panel in view: its detail and vectors
+    app.session_state[KEY] = {"view": {"block": last, "tour": 0, **holds, "qk": [last],
+                                       "want_qk": True}}
+    app.run()
+    assert component_data(app)["vectors"] is None
+    app.session_state[KEY] = {"view": {"block": 2, "tour": 0, **holds, "qk": [last],
+                                       "want_qk": True}}
+    app.run()
+    reply = component_data(app)
+    assert reply["detail"]["block"] == 2 and reply["vectors"]["block"] == 2
+    # out of view (or a malformed flag): no vectors
+    for flag in (False, "yes", 1):
+        app.session_state[KEY] = {"view": {"block": 4, "tour": 0, **holds, "want_qk": flag}}
+        app.run()
+        reply = component_data(app)
+        assert reply["detail"]["block"] == 4 and reply["vectors"] is None
+
+
 def test_tour_step_kept_in_the_session_is_offered_for_resuming():
     """Back from a deeper page (no ?tour=N), the component is told which step to offer;
     a deep link wins over the saved step."""

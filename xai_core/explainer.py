@@ -7,8 +7,10 @@ Two payloads, both built from the shared cached capture and cached themselves:
   without [CLS], the mean over the patch rows), attention rollout so far and the DAAM
   accumulated map after each block, per-token residual-stream norms, the prediction
   (ImageNet logits or the k-NN vote) and the [CLS] feature of a k-NN head;
-- a BLOCK DETAIL (when the learner opens a block): that block's full attention, the
-  queries and keys of every token, and per-token norms at each step of the block.
+- a BLOCK DETAIL (when the learner opens a block): that block's full attention, each
+  head's query norms and per-token norms at each step of the block;
+- a block's VECTORS (when its query · key panel comes into view): the queries and keys of
+  every token (as many bytes as the detail again, so they travel only when wanted).
 
 Arrays travel as raw little-endian bytes behind a JSON header (`encode_message`: no
 base64, so a third fewer bytes than JSON). Non-negative maps (attention, rollout, DAAM) are 8-bit
@@ -421,12 +423,16 @@ def build_overview(model, image, head=None) -> dict:
     return overview
 
 
-def build_block_detail(model, image, block: int) -> dict:
-    """One block's full attention, queries, keys and per-token norms (uncached)."""
+def _block_record(model, image, block: int):
     capture = vit_capture(model, image)
     if not 0 <= block < len(capture.blocks):  # numbered from 0, as the component shows them
         raise ValueError(f"Block must be 0-{len(capture.blocks) - 1}; got {block}.")
-    record = capture.blocks[block]
+    return capture.blocks[block]
+
+
+def build_block_detail(model, image, block: int) -> dict:
+    """One block's full attention, query norms and per-token norms (uncached)."""
+    record = _block_record(model, image, block)
     module_block = transformer_blocks(model.module)[block][1]
     acts, prefix = record.acts, record.num_prefix_tokens
     attn = acts["attn"][0].double().numpy()  # (H, Nq, Nk)
@@ -440,8 +446,7 @@ def build_block_detail(model, image, block: int) -> dict:
         "heads": heads, "head_dim": int(head_dim), **_branch_facts(module_block),
         "attention": {**_unsigned_rows(attn[:, :, prefix:]),
                       "prefix": packed(attn[:, :, :prefix], "f16")},
-        "q": packed(acts["q"][0].numpy(), "f16"),
-        "k": packed(acts["k"][0].numpy(), "f16"),
+        "q_norms": packed(_norms(acts["q"][0]), "f16"),  # (heads, tokens)
         "norms": {name: packed(values, "f16") for name, values in {
             "x_in": _norms(x_in), "ln1": _norms(acts["ln1"][0]), "context": _norms(context),
             "attn_out": _norms(acts["attn_out"][0]), "x_mid": _norms(x_mid),
@@ -449,6 +454,13 @@ def build_block_detail(model, image, block: int) -> dict:
             "x_out": _norms(x_out)}.items()},
         "context_heads": packed(context_heads, "f16"),
     }
+
+
+def build_block_vectors(model, image, block: int) -> dict:
+    """One block's queries and keys, (heads, tokens, head_dim) each (uncached)."""
+    acts = _block_record(model, image, block).acts
+    return {"block": block, "q": packed(acts["q"][0].numpy(), "f16"),
+            "k": packed(acts["k"][0].numpy(), "f16")}
 
 
 def overview_payload(model, image, head=None) -> dict:
@@ -463,3 +475,9 @@ def block_payload(model, image, block: int) -> dict:
     """`build_block_detail`, cached by model, weights, image content and block."""
     key = cache_key("explainer-block", model, int(block), image=prepare(model, image).sha256)
     return EXPLAINER_CACHE.get_or_compute(key, lambda: build_block_detail(model, image, block))
+
+
+def vectors_payload(model, image, block: int) -> dict:
+    """`build_block_vectors`, cached by model, weights, image content and block."""
+    key = cache_key("explainer-vectors", model, int(block), image=prepare(model, image).sha256)
+    return EXPLAINER_CACHE.get_or_compute(key, lambda: build_block_vectors(model, image, block))

@@ -6,14 +6,16 @@
  * the tour (only when this browser lacks them), one block's detail (only when it does not
  * keep it), the tour step to open or to offer resuming, and the presentation flag.
  * Everything hover- and play-related is drawn here on plain canvases, with no request to
- * the server: only opening another block's detail, moving through the tour and "go
- * deeper" call setStateValue / setTriggerValue (one rerun of the page's fragment), and the
- * `view` state they send names what this browser already holds. No library, no network.
+ * the server: only opening another block's detail, moving through the tour, the query · key
+ * panel coming into view (that block's q and k, sent only then: they weigh as much as the
+ * rest of the detail) and "go deeper" call setStateValue / setTriggerValue (one rerun of
+ * the page's fragment), and the `view` state they send names what this browser already
+ * holds. No library, no network.
  */
 
 const controllers = new WeakMap();
 const BLOCKS_PER_SECOND = 1.25;  // animation speed: slow enough to read each block
-const DETAILS_KEPT = 8;  // opened blocks kept in the browser (about 0.8 MB each)
+const DETAILS_KEPT = 8;  // opened blocks kept in the browser (0.4 MB each, 0.8 with q and k)
 // timings read by the real-browser tests and bench/bench_explainer.py
 const METRICS = (window.__vitExplainer = window.__vitExplainer ||
   { hover: [], hoverFrame: [], frames: [], readyAt: null, updates: 0, messages: [] });
@@ -211,10 +213,12 @@ class Explainer {
     if (data.tour.steps) this.tour.steps = data.tour.steps;
     this.tour.resume = data.tour.resume;
     if (data.detail) this.keepDetail(data.detail);
+    if (data.vectors) this.keepVectors(data.vectors);
     this.renderAll();
-    // a block's detail arriving just after a tour step moves the page: bring the step's part back
+    // a block's detail (or q and k) arriving just after a tour step moves the page: bring the
+    // step's part back
     const spotted = this.spotted;
-    if (data.detail && spotted && this.state.tour && performance.now() - spotted.at < 4000) {
+    if ((data.detail || data.vectors) && spotted && this.state.tour && performance.now() - spotted.at < 4000) {
       requestAnimationFrame(() => this.scrollToSpot(spotted.step));
     }
     if (METRICS.readyAt === null) METRICS.readyAt = performance.now();
@@ -228,6 +232,12 @@ class Explainer {
       if (this.details.size <= DETAILS_KEPT) break;
       if (block !== this.state.block) this.details.delete(block);
     }
+  }
+
+  /** A block's queries and keys, kept with its detail (and forgotten with it). */
+  keepVectors(vectors) {
+    const detail = this.details.get(vectors.block);
+    if (detail) detail.vectors = { q: new Vectors(vectors.q), k: new Vectors(vectors.k) };
   }
 
   requestEverything() {
@@ -261,7 +271,7 @@ class Explainer {
 
   decodeDetail(d) {
     return { ...d, attn: new QRows(d.attention), attnPrefix: unpack(d.attention.prefix).values,
-      q: new Vectors(d.q), k: new Vectors(d.k),
+      qNorms: unpack(d.q_norms).values, vectors: null,
       norms: Object.fromEntries(Object.entries(d.norms).map(([k, v]) => [k, unpack(v).values])),
       contextHeads: unpack(d.context_heads).values };
   }
@@ -696,11 +706,26 @@ class Explainer {
     this.requestTimer = setTimeout(() => this.sendView(), 180);
   }
 
+  blocksWithVectors() {
+    return [...this.details].filter(([, d]) => d.vectors).map(([block]) => block);
+  }
+
+  /** Ask for the shown block's q and k while its query · key panel is in view. */
+  requestVectors() {
+    const detail = this.details.get(this.state.block);
+    if (!this.qkVisible || !detail || detail.vectors || this.vectorsAsked === detail ||
+        this.state.playing) return;  // playing never talks to the server
+    this.vectorsAsked = detail;  // once per detail: the reply (or a block change) follows
+    clearTimeout(this.requestTimer);
+    this.requestTimer = setTimeout(() => this.sendView(), 180);
+  }
+
   /** Tell Python what is on screen and what this browser holds (so it sends only the rest). */
   sendView(extra = {}) {
     if (!this.send) return;
     this.send.setStateValue("view", { block: this.state.block, tour: this.state.tour,
-      have: this.signature, blocks: [...this.details.keys()], ...extra });
+      have: this.signature, blocks: [...this.details.keys()], qk: this.blocksWithVectors(),
+      want_qk: !!this.qkVisible, ...extra });
   }
 
   play() {
@@ -933,6 +958,7 @@ class Explainer {
     r.head = String(st.head);
     r.playing = String(st.playing);
     r.detail = [...this.details.keys()].join(",");
+    r.qk = this.blocksWithVectors().join(",");
     this.drawThumbnails();
   }
 
@@ -1149,6 +1175,8 @@ class Explainer {
     const key = `${st.stage}:${st.stage === "blocks" ? st.block : ""}:${st.stage === "blocks" && !!detail}:${st.head}`;
     if (key === this.detailKey) return;
     this.detailKey = key;
+    if (this.qkObserver) this.qkObserver.disconnect();
+    if (st.stage !== "blocks") this.qkVisible = false;  // else: the rebuilt panel reports soon
     const box = this.detailBox;
     box.innerHTML = "";
     const builders = { image: () => this.detailImage(), patches: () => this.detailPatches(),
@@ -1251,7 +1279,7 @@ class Explainer {
     box.innerHTML = `<h3>${esc(this.blockLabel(st.block))} <span class="mono">${kind} · ` +
       `${b.nq} quer${b.nq === 1 ? "y" : "ies"} × ${b.nk} keys × ${D} channels</span></h3>`;
     if (!detail) {
-      box.appendChild(el("p", "vx-loading", "Fetching this block's full attention, queries and keys…"));
+      box.appendChild(el("p", "vx-loading", "Fetching this block's full attention…"));
       return;
     }
     const gamma = (i) => detail.layer_scale ? `γ${i}·` : "";
@@ -1308,6 +1336,12 @@ class Explainer {
     right.dataset.part = "qk";
     this.qkBox = right;
     attn.appendChild(right);
+    this.qkObserver = new IntersectionObserver((entries) => {
+      this.qkVisible = entries[entries.length - 1].isIntersecting;
+      this.root.dataset.qkInView = String(this.qkVisible);
+      this.requestVectors();
+    });
+    this.qkObserver.observe(right);
     box.appendChild(attn);
     this.matrixKey = null;
   }
@@ -1537,19 +1571,9 @@ class Explainer {
     this.drawQK(detail, head, qi);
   }
 
-  /** ‖q‖ of every query token of one head in an opened block. */
+  /** ‖q‖ of every query token of one head in an opened block (computed in Python). */
   queryNorms(detail, head) {
-    const key = `n:${detail.block}:${head}`;
-    if (this.rowCache.has(key)) return this.rowCache.get(key);
-    const out = new Float32Array(detail.nq), tmp = new Float32Array(detail.q.width);
-    for (let t = 0; t < detail.nq; t++) {
-      detail.q.row(head * detail.nq + t, tmp);
-      let s = 0;
-      for (const v of tmp) s += v * v;
-      out[t] = Math.sqrt(s);
-    }
-    this.rowCache.set(key, out);
-    return out;
+    return detail.qNorms.subarray(head * detail.nq, (head + 1) * detail.nq);
   }
 
   drawMatrix(detail, head, qi) {
@@ -1588,11 +1612,18 @@ class Explainer {
     const box = this.qkBox, m = this.model, h = head >= 0 ? head : 0, d = detail.head_dim;
     const names = m.ov.layout.prefix_names, [, cols] = m.grid, P = detail.prefix;
     const tokenName = (t) => t < P ? names[t] : `patch ${t - P} (r${Math.floor((t - P) / cols)}, c${(t - P) % cols})`;
+    if (!detail.vectors) {  // asked for while this panel is in view
+      this.requestVectors();
+      box.innerHTML = `<h3>Query · key, head ${h}</h3><p class="vx-loading">Fetching this ` +
+        `block's queries and keys…</p>`;
+      return;
+    }
+    const { q: queries, k: keys } = detail.vectors;
     const q = qi === null ? 0 : qi;
-    const qv = detail.q.row(h * detail.nq + q);
+    const qv = queries.row(h * detail.nq + q);
     const logits = new Float32Array(detail.nk), kv = new Float32Array(d);
     for (let j = 0; j < detail.nk; j++) {
-      detail.k.row(h * detail.nk + j, kv);
+      keys.row(h * detail.nk + j, kv);
       let s = 0;
       for (let i = 0; i < d; i++) s += qv[i] * kv[i];
       logits[j] = s / Math.sqrt(d);
@@ -1605,7 +1636,7 @@ class Explainer {
       for (let j = 1; j < detail.nk; j++) if (captured(j) > captured(best)) best = j;
       key = best;
     }
-    detail.k.row(h * detail.nk + key, kv);
+    keys.row(h * detail.nk + key, kv);
     const products = qv.map((v, i) => v * kv[i]);
     let top = -Infinity, sum = 0;
     for (const v of logits) top = Math.max(top, v);

@@ -68,6 +68,18 @@ def open_explainer(page, app_url: str, query: str = "", timeout_ms: int = 240_00
     page.wait_for_selector(ROOT, timeout=timeout_ms)
     page.wait_for_function("() => window.__vitExplainer && window.__vitExplainer.readyAt !== null",
                            timeout=timeout_ms)
+    wait_vectors_settled(page, timeout_ms / 1000)
+
+
+def wait_vectors_settled(page, timeout_s: float = 240) -> None:
+    """Until the shown block's queries and keys are here if their panel is in view (the
+    browser asks for them then), and the rerun that brought them has finished."""
+    page.wait_for_timeout(300)  # the panel's first visibility report comes after a frame
+    shown = state(page)
+    if shown.get("qkInView") == "true" and shown["stage"] == "blocks":
+        wait_for_state(page, "qk", lambda held: shown["block"] in (held or "").split(","),
+                       timeout_s)
+        wait_app_idle(page, int(timeout_s * 1000))
 
 
 def state(page) -> dict:

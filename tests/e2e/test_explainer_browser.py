@@ -8,6 +8,8 @@ host. Screenshots go to artifacts/screenshots/."""
 
 from __future__ import annotations
 
+import math
+
 import pytest
 from e2e_helpers import ARTIFACTS, ROOT as REPO, running_apps, wait_app_idle
 from explainer_driver import (ROOT, Traffic, choose_random_vit, hover_patch,
@@ -111,8 +113,8 @@ def test_opening_a_block_sends_that_block_only(app, page):
     at all, only the component's own code (which Streamlit re-sends on every rerun)."""
     tab, traffic, _ = page
     open_explainer(tab, app.url)
-    loaded = traffic.messages[-1]
-    assert loaded["header"]["overview"] is not None and loaded["header"]["tour"]["steps"]
+    loaded = next(m for m in traffic.messages if m["header"]["overview"] is not None)
+    assert loaded["header"]["tour"]["steps"]
 
     count = len(traffic.messages)
     tab.locator(f"{ROOT} .vx-block[data-block='3']").click()
@@ -124,8 +126,13 @@ def test_opening_a_block_sends_that_block_only(app, page):
     header = replies[0]["header"]
     assert header["overview"] is None and header["tour"]["steps"] is None
     assert header["detail"]["block"] == 3
-    overview_bytes = loaded["frame"] - replies[0]["frame"]
-    assert overview_bytes > 40_000, (loaded["frame"], replies[0]["frame"])
+    # with its panel in view, the block's q and k come in the same reply
+    in_view = state(tab).get("qkInView") == "true"
+    assert (header["vectors"] is not None) == in_view
+    assert ("3" in state(tab)["qk"].split(",")) == in_view
+    vectors = sum(2 * math.prod(header["vectors"][n]["shape"]) for n in "qk") if in_view else 0
+    overview_bytes = loaded["frame"] - (replies[0]["frame"] - vectors)
+    assert overview_bytes > 40_000, (loaded["frame"], replies[0]["frame"], vectors)
 
     hover_patch(tab, 5)
     tab.wait_for_timeout(200)
@@ -143,6 +150,27 @@ def test_opening_a_block_sends_that_block_only(app, page):
     for reply in traffic.messages[count:]:
         assert reply["header"]["overview"] is None and reply["header"]["detail"] is None
         assert reply["frame"] < COMPONENT_CODE + 8_000, reply["frame"]
+
+
+def test_queries_and_keys_come_when_their_panel_scrolls_into_view(app, laptop):
+    """On a laptop screen the query · key panel starts below the fold: the first screen
+    carries no q and k; scrolling to the panel fetches them once (no overview, no detail)
+    and it recomputes the softmax from them."""
+    tab, traffic, _ = laptop
+    open_explainer(tab, app.url)
+    shown = state(tab)
+    assert shown["qkInView"] == "false" and shown["qk"] == ""
+    assert all(m["header"].get("vectors") is None for m in traffic.messages)
+    count = len(traffic.messages)
+    tab.locator(f"{ROOT} [data-part='qk']").scroll_into_view_if_needed()
+    wait_for_state(tab, "qk", shown["block"])
+    wait_app_idle(tab)
+    replies = traffic.messages[count:]
+    assert len(replies) == 1
+    header = replies[0]["header"]
+    assert header["vectors"]["block"] == int(shown["block"])
+    assert header["overview"] is None and header["detail"] is None
+    assert "softmax over all" in tab.locator(f"{ROOT} [data-part='qk']").inner_text()
 
 
 def test_tour_deep_link_and_arrow_keys(app, page):
