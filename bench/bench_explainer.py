@@ -1,11 +1,13 @@
 """The ViT Explainer in Chromium (`streamlit run` + Playwright, as in tests/e2e), DINOv2:
 
 - bytes sent to the browser for one Explainer page view (target <= 2 MB): the WebSocket
-  messages of the view (the page, its payload and the component's code), and separately
-  the HTTP files of a first visit (Streamlit's own JavaScript, cached by the browser after);
-- bytes of opening another block (one fragment rerun: that block's detail, not the
-  overview again) and of a tour step on a block the browser keeps (no array at all; what
-  remains is the component's code, which Streamlit re-sends on every rerun);
+  messages of the view (the page, its payload, the component's CSS and loader, and - the
+  query · key panel being in view on this 1500x1800 screen - the shown block's q and k),
+  and separately the HTTP files of a first visit (Streamlit's own JavaScript and the
+  component's code, cached by the browser after);
+- bytes of opening another block (one fragment rerun: that block's detail and q and k, not
+  the overview again) and of a tour step on a block the browser keeps (no array at all;
+  what remains is the component's CSS and loader, which Streamlit re-sends on every rerun);
 - hover-to-redraw, timed in the page with performance.now() from the mouse event to the
   end of the redraw, and to the next painted frame (target <= 50 ms);
 - frames drawn per second while the blocks play (target >= 15 fps);
@@ -113,15 +115,17 @@ def run() -> list[dict]:
     hover, frame = interaction["hover"], interaction["frame"]
     return [
         {"name": "Explainer page view: WebSocket bytes to the browser", "value": median("ws") / 1e6,
-         "unit": "MB", "note": "target <= 2 MB (page, payload, component code)"},
+         "unit": "MB", "note": "target <= 2 MB (page, payload, q and k of the shown block: "
+                 "their panel is in view at 1500x1800)"},
         {"name": "Explainer first visit: HTTP bytes (Streamlit's static files)",
          "value": median("http") / 1e6, "unit": "MB",
-         "note": "as sent (compressed); browser-cached after the first visit"},
+         "note": "as sent (compressed): Streamlit's and the component's code; "
+                 "browser-cached after the first visit"},
         {"name": "open another block: WebSocket bytes", "value": median("block_ws") / 1e6,
-         "unit": "MB", "note": "one fragment rerun: that block's detail and the component code"},
+         "unit": "MB", "note": "one fragment rerun: that block's detail, q and k"},
         {"name": "tour step on a block the browser keeps: WebSocket bytes",
          "value": median("step_ws") / 1e6, "unit": "MB",
-         "note": "no array; Streamlit re-sends the component's code on each rerun"},
+         "note": "no array; Streamlit re-sends the component's CSS and loader"},
         {"name": "open another block: click to detail drawn", "value": median("block_seconds"),
          "unit": "s"},
         {"name": "hover-to-redraw, median (event -> redraw done)",

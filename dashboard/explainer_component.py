@@ -1,10 +1,12 @@
 """The ViT Explainer's browser component (Streamlit components v2) and its Python glue.
 
-HTML, CSS and JavaScript are plain files in dashboard/explainer/, passed inline to
-`st.components.v2.component` (no build step, no library, no network request). The
-component draws the overview, hover linking and animation in the browser; it talks to
-Python only through its `view` state (the opened block and tour step: one rerun of the
-fragment below) and its `navigate` trigger (the tour's "go deeper" button).
+Plain CSS and JavaScript, no build step, no library, no request outside the app: the code,
+dashboard/static/explainer.js, is served from app/static/ and kept by the browser; what
+Streamlit sends with each rerun is the CSS and a loader that imports it
+(dashboard/explainer/). The component draws the overview, hover linking and animation in
+the browser; it talks to Python only through its `view` state (the opened block and tour
+step: one rerun of the fragment below) and its `navigate` trigger (the tour's "go deeper"
+button).
 
 Each rerun sends only what the browser lacks: the `view` state also names the overview
 the browser holds (its signature), the blocks whose detail it keeps and those whose
@@ -20,7 +22,7 @@ from pathlib import Path
 
 import streamlit as st
 
-from dashboard import state, ui
+from dashboard import assets, state, ui
 from dashboard.explainer_tour import TOUR, resolve_steps, step_from_query
 from dashboard.page_list import PAGE_LIST, PAGES
 from xai_core import explainer, pipeline
@@ -31,11 +33,14 @@ KEY = "vit_explainer"
 # own, so the Explainer can offer to resume when they come back.
 TOUR_STEP_KEY = "explainer_tour_step"
 
+CODE = "explainer.js"  # in dashboard/static/
+
 _mount = st.components.v2.component(
     "vit_lens.explainer",
     html="",
     css=(ASSETS / "explainer.css").read_text(encoding="utf-8"),
-    js=(ASSETS / "explainer.js").read_text(encoding="utf-8"),
+    js=(ASSETS / "loader.js").read_text(encoding="utf-8").replace(
+        "__MODULE__", assets.static_url(CODE)),
 )
 
 

@@ -20,8 +20,9 @@ from PIL import Image
 from dashboard.explainer_tour import TOUR
 
 SHOTS = ARTIFACTS / "screenshots"
+# what Streamlit sends with each rerun: the CSS and the loader (the code comes over HTTP)
 COMPONENT_CODE = sum(len((REPO / "dashboard" / "explainer" / name).read_bytes())
-                     for name in ("explainer.js", "explainer.css"))
+                     for name in ("loader.js", "explainer.css"))
 
 
 @pytest.fixture(scope="module")

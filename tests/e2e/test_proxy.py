@@ -92,7 +92,8 @@ def test_sessions_stick_to_one_replica_and_both_replicas_serve(stack):
 
 
 def test_the_app_runs_in_a_browser_through_the_proxy(stack, browser):
-    """A real session over the proxied WebSocket: the home page renders its figures."""
+    """A real session over the proxied WebSocket: the home page renders its figures, the
+    Explainer draws (its code fetched from the prefixed app/static/)."""
     page = browser.new_page(viewport={"width": 1400, "height": 900})
     try:
         page.goto(f"http://127.0.0.1:{stack['port']}/{PREFIX}/", timeout=60_000)
@@ -102,5 +103,12 @@ def test_the_app_runs_in_a_browser_through_the_proxy(stack, browser):
         assert "DINOv2" in page.inner_text("[data-testid='stMain']")
         ARTIFACTS.mkdir(exist_ok=True)
         page.screenshot(path=str(ARTIFACTS / "proxy-home.png"))
+
+        # the Explainer imports its code from app/static/ under the prefix
+        page.goto(f"http://127.0.0.1:{stack['port']}/{PREFIX}/vit_explainer", timeout=60_000)
+        wait_app_idle(page)
+        page.wait_for_function("() => window.__vitExplainer && window.__vitExplainer.readyAt",
+                               timeout=120_000)
+        assert page.locator("[data-testid='vit-explainer'] .vx-block").count() > 0
     finally:
         page.close()
