@@ -715,7 +715,6 @@ class Explainer {
     const detail = this.details.get(this.state.block);
     if (!this.qkVisible || !detail || detail.vectors || this.vectorsAsked === detail ||
         this.state.playing) return;  // playing never talks to the server
-    this.vectorsAsked = detail;  // once per detail: the reply (or a block change) follows
     clearTimeout(this.requestTimer);
     this.requestTimer = setTimeout(() => this.sendView(), 180);
   }
@@ -723,6 +722,9 @@ class Explainer {
   /** Tell Python what is on screen and what this browser holds (so it sends only the rest). */
   sendView(extra = {}) {
     if (!this.send) return;
+    // asked once per detail; a view sent with the panel out of sight asks nothing
+    const detail = this.details.get(this.state.block);
+    this.vectorsAsked = this.qkVisible && detail && !detail.vectors ? detail : null;
     this.send.setStateValue("view", { block: this.state.block, tour: this.state.tour,
       have: this.signature, blocks: [...this.details.keys()], qk: this.blocksWithVectors(),
       want_qk: !!this.qkVisible, ...extra });
