@@ -124,3 +124,15 @@ def test_bounded_cache_respects_entries_and_bytes():
     assert cache.total_bytes() <= 10_000
     calls = []
     assert cache.get_or_compute("big", lambda: calls.append(1)) is not None and not calls
+
+
+def test_bounded_cache_put_replaces_as_newest_and_peek_never_computes():
+    cache = BoundedCache(max_entries=2, max_bytes=10_000)
+    cache.put("a", "first")
+    cache.put("b", "second")
+    cache.put("a", "again")  # replaced, and now the newest: "b" is the oldest
+    cache.put("c", "third")
+    assert cache.peek("a") == "again" and cache.peek("c") == "third"
+    assert cache.peek("b") is None and len(cache) == 2
+    cache.put("huge", torch.zeros(5000))  # 20,000 bytes: over the bound, not kept
+    assert cache.peek("huge") is None and cache.total_bytes() <= 10_000

@@ -139,15 +139,27 @@ class BoundedCache:
             self.hits += 1
             return self._items[key][0]
 
+    def put(self, key: Hashable, value: Any) -> None:
+        """Store `value` under `key` as the newest entry, replacing what was there."""
+        size = approximate_bytes(value)
+        with self._lock:
+            self._items.pop(key, None)
+            self._insert(key, value, size)
+
     def _store(self, key: Hashable, value: Any) -> None:
         size = approximate_bytes(value)
         with self._lock:
             self.misses += 1
-            if size > self.max_bytes:
-                return  # too big to keep: still returned to the caller
-            self._items[key] = (value, size)
-            while len(self._items) > self.max_entries or self.total_bytes() > self.max_bytes:
-                self._items.popitem(last=False)
+            self._insert(key, value, size)
+
+    def _insert(self, key: Hashable, value: Any, size: int) -> None:
+        """Under the lock: keep `value` unless it alone exceeds the byte bound, then evict
+        the oldest entries until both bounds hold."""
+        if size > self.max_bytes:
+            return  # too big to keep: still returned to the caller
+        self._items[key] = (value, size)
+        while len(self._items) > self.max_entries or self.total_bytes() > self.max_bytes:
+            self._items.popitem(last=False)
 
     def total_bytes(self) -> int:
         return sum(size for _, size in self._items.values())

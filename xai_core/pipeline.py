@@ -7,8 +7,6 @@ the app comes from the same code path and the same bounded caches.
 from __future__ import annotations
 
 import os
-import threading
-from collections import OrderedDict
 from dataclasses import dataclass
 
 import torch
@@ -125,11 +123,9 @@ def _class_by_name(names: list[str], wanted: str) -> int:
 
 
 # forward-only capture key -> the key of the latest capture with a backward of that image
-# (its forward is the same pass, so it answers forward-only requests too); bounded, and
-# shared by every session's thread
-_GRADED_OF: OrderedDict = OrderedDict()
-_GRADED_OF_ENTRIES = 64
-_GRADED_OF_LOCK = threading.Lock()
+# (its forward is the same pass, so it answers forward-only requests too); shared by every
+# session's thread
+GRADED_OF = BoundedCache(max_entries=64, max_bytes=2**20)
 
 
 def vit_capture(model, image: Image.Image, target: int | None = None, head=None) -> Capture:
@@ -140,9 +136,7 @@ def vit_capture(model, image: Image.Image, target: int | None = None, head=None)
     prepared = prepare(model, image)
     plain_key = cache_key("vit", model, None, image=prepared.sha256, head=None)
     if target is None:
-        with _GRADED_OF_LOCK:
-            graded_key = _GRADED_OF.get(plain_key)
-        graded = CAPTURE_CACHE.peek(graded_key)
+        graded = CAPTURE_CACHE.peek(GRADED_OF.peek(plain_key))
         if graded is not None:
             return graded
         return CAPTURE_CACHE.get_or_compute(plain_key,
@@ -151,11 +145,7 @@ def vit_capture(model, image: Image.Image, target: int | None = None, head=None)
     key = cache_key("vit", model, target, image=prepared.sha256, head=head)
     found = CAPTURE_CACHE.get_or_compute(
         key, lambda: capture(model, prepared.pixels, head.score_fn(target)))
-    with _GRADED_OF_LOCK:
-        _GRADED_OF[plain_key] = key
-        _GRADED_OF.move_to_end(plain_key)
-        while len(_GRADED_OF) > _GRADED_OF_ENTRIES:
-            _GRADED_OF.popitem(last=False)
+    GRADED_OF.put(plain_key, key)
     return found
 
 
