@@ -34,8 +34,8 @@ def _percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
 
 
-def _new_tab(browser):
-    context = browser.new_context(viewport={"width": 1500, "height": 1800})
+def _new_tab(browser, width: int = 1500, height: int = 1800):
+    context = browser.new_context(viewport={"width": width, "height": height})
     return context, context.new_page()
 
 
@@ -77,8 +77,7 @@ def _page_view(browser, app_url: str, driver) -> dict:
 def _laptop_queries_and_keys(browser, app_url: str, driver) -> dict:
     """A laptop screen: the first screen's WebSocket bytes (no q and k), then the seconds
     from scrolling to the query · key panel until it shows them."""
-    context = browser.new_context(viewport={"width": 1280, "height": 800})
-    tab = context.new_page()
+    context, tab = _new_tab(browser, 1280, 800)
     traffic = driver.Traffic(tab)
     driver.open_explainer(tab, app_url)
     first_screen = sum(traffic.received)

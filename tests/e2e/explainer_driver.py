@@ -74,9 +74,12 @@ def open_explainer(page, app_url: str, query: str = "", timeout_ms: int = 240_00
 def wait_vectors_settled(page, timeout_s: float = 240) -> None:
     """Until the shown block's queries and keys are here if their panel is in view (the
     browser asks for them then), and the rerun that brought them has finished."""
-    page.wait_for_timeout(300)  # the panel's first visibility report comes after a frame
     shown = state(page)
-    if shown.get("qkInView") == "true" and shown["stage"] == "blocks":
+    if shown["stage"] != "blocks":
+        return  # no query · key panel on screen
+    # the panel's observer reports its first visibility a frame after it is built
+    wait_for_state(page, "qkInView", lambda seen: seen in ("true", "false"), timeout_s)
+    if state(page)["qkInView"] == "true":
         wait_for_state(page, "qk", lambda held: shown["block"] in (held or "").split(","),
                        timeout_s)
         wait_app_idle(page, int(timeout_s * 1000))
