@@ -13,6 +13,7 @@ from __future__ import annotations
 import ast
 import gc
 import importlib
+import os
 import sys
 import time
 from pathlib import Path
@@ -95,8 +96,33 @@ def _load(model_ids, warm_up) -> None:
               else f"  {model_id} not loaded: {row['reason']}", flush=True)
 
 
+def serving_threads(cores: int, environ=os.environ) -> int | None:
+    """Torch's threads per op while the app serves: one fewer than the cores (at least one),
+    or None when OMP_NUM_THREADS chose. An op waits for the slowest of its threads, and the
+    server's other work (its event loop, other sessions' figures, on a laptop the browser
+    itself) takes a core at times: on the 2-core development machine, with one core busy,
+    page 7's DINOv2 methods took 1.7-1.8 s with two threads and 0.9-1.0 s with one (0.57-0.62 s
+    and 0.72-0.74 s with both cores free)."""
+    if environ.get("OMP_NUM_THREADS"):
+        return None
+    return max(1, cores - 1)
+
+
+def _cores() -> int:
+    if hasattr(os, "sched_getaffinity"):  # the cores this process may use (a container's)
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
 def main(streamlit_args: list[str]) -> None:
-    prepare_models()
+    prepare_models()  # with every core: nobody waits on a page yet
+    threads = serving_threads(_cores())
+    if threads is not None:
+        import torch
+
+        torch.set_num_threads(threads)
+        print(f"  torch serves with {threads} thread(s) per op (one core left for the rest)",
+              flush=True)
     from streamlit.web import cli
 
     sys.argv = ["streamlit", "run", str(APP), *streamlit_args]

@@ -8,7 +8,7 @@ import pandas as pd
 import streamlit as st
 
 from dashboard import links, state, ui
-from xai_core import compare, pipeline
+from xai_core import capture, compare, pipeline
 from xai_core.benchmark import plan as bench_plan
 from xai_core.benchmark import run as bench_run
 from xai_core.benchmark import summary as bench_summary
@@ -45,7 +45,8 @@ if not models:
 sections: list[compare.ModelSection] = []
 columns = st.columns(len(models))
 for column, model in zip(columns, models):
-    with column, ui.friendly_errors():
+    # shared_forwards: the prediction's forward is the one the gradient methods reuse
+    with column, ui.friendly_errors(), capture.shared_forwards():
         family = model.spec.family
         head = state.session_head(model)
         ui.model_caption(model)
@@ -90,7 +91,8 @@ def theory_view() -> None:
         "hooks on the model count the forward and backward passes each method actually ran, "
         "and a clock times it. A method that finds its capture already computed (by another "
         "method or another page) runs **0 new passes** - one backward pass serves many "
-        "methods.")
+        "methods. The forward pass that made the ViT's prediction above is reused too, so on "
+        "a new image its gradient methods run only their backward passes.")
     table = {}
     table_rows = [*THEORY_ROWS, "Options here", "Measured here: passes, wall time",
                   "Measured here: map grid"]

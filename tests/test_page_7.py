@@ -233,3 +233,35 @@ def test_gradient_methods_share_one_forward_and_give_the_maps_they_give_alone():
         np.testing.assert_allclose(run.map, alone[run.name], rtol=1e-5, atol=1e-7,
                                    err_msg=run.name)
     assert capture_module.shared_outputs() == []  # the kept graph is gone afterwards
+
+
+def test_the_prediction_forward_is_the_one_the_gradient_methods_reuse():
+    """Page 7 predicts inside `shared_forwards()`: the prediction's forward pass is the
+    one DAAM and GAE then differentiate, so predicting and running both costs one forward
+    (two backward passes); the prediction equals a plain forward's and every map equals the
+    method's map on its own."""
+    from tiny_models import images, tiny_vit
+
+    from xai_core.methods.base import RESULT_CACHE
+    from xai_core.methods.rollout import ROLLOUT_CACHE
+
+    model = tiny_vit("test-tiny-knn-predict-shared", knn=True)  # an id no other test uses
+    image = images(1)[0]
+    names = ["daam", "gae"]
+    with capture_module.shared_forwards(), compare.PassCounter(model) as counter:
+        target = pipeline.resolve_target(model, None, image)
+        daam, gae = compare.run_methods(model, image, names, target)
+        shared_output = pipeline.model_output(model, image)
+    assert (counter.forwards, counter.backwards) == (1, 2)
+    assert (daam.forwards, daam.backwards) == (0, 1)
+    assert (gae.forwards, gae.backwards) == (0, 1)
+    assert capture_module.shared_outputs() == []
+    with torch.inference_mode():
+        plain = model.module(pipeline.prepare(model, image).pixels)
+    torch.testing.assert_close(shared_output, plain, rtol=1e-5, atol=1e-5)
+    for cache in (pipeline.CAPTURE_CACHE, RESULT_CACHE, ROLLOUT_CACHE):
+        cache.clear()
+    assert pipeline.resolve_target(model, None, image) == target
+    for run in (daam, gae):
+        alone = METHODS[run.name](model, image, target=target).map
+        np.testing.assert_allclose(run.map, alone, rtol=1e-5, atol=1e-7, err_msg=run.name)

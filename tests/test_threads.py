@@ -48,3 +48,28 @@ def test_entry_points_import_xai_core_before_torch():
         torch = first_import_line(path, "torch")
         assert core is not None, name
         assert torch is None or core < torch, name
+
+
+def test_the_server_leaves_one_core_unless_the_environment_chose():
+    from dashboard.serve import serving_threads
+
+    assert [serving_threads(cores, {}) for cores in (1, 2, 16)] == [1, 1, 15]
+    assert serving_threads(8, {"OMP_NUM_THREADS": "4"}) is None
+    assert serving_threads(8, {"OMP_NUM_THREADS": ""}) == 7
+
+
+def test_a_thread_count_set_before_serving_holds_in_the_sessions_threads():
+    """Streamlit runs each page script in a thread of its own; OpenMP keeps a thread count
+    per thread, so the one `make run` sets must reach threads started later (torch applies
+    it there)."""
+    code = ("import threading, xai_core, torch\n"
+            "torch.set_num_threads(1)\n"
+            "seen = []\n"
+            "worker = threading.Thread(target=lambda: seen.append(torch.get_num_threads()))\n"
+            "worker.start(); worker.join()\n"
+            "x = torch.ones(256, 256)\n"
+            "print(seen[0], torch.get_num_threads(), float((x @ x)[0, 0]))")
+    env = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, check=True,
+                         capture_output=True, text=True).stdout.split()
+    assert out == ["1", "1", "256.0"]

@@ -316,7 +316,8 @@ def shared_forwards():
     """Within this block, the captures with a backward that this thread runs on the same
     model and pixels share one forward pass: the first runs it and keeps its graph, each
     later one runs only its backward (page 7: GAE, DAAM and LeGrad on one image cost one
-    forward, not three). The graphs are freed when the block ends."""
+    forward, not three; a ViT's prediction made in the block is that forward's output too).
+    The graphs are freed when the block ends."""
     outer = _shared_registry()
     if outer is None:
         _SHARED.forwards = {}
@@ -325,6 +326,11 @@ def shared_forwards():
     finally:
         if outer is None:
             _SHARED.forwards = None
+
+
+def sharing_forwards() -> bool:
+    """Whether this thread is inside `shared_forwards()`."""
+    return _shared_registry() is not None
 
 
 def shared_outputs() -> list[torch.Tensor]:

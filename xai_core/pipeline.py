@@ -13,7 +13,8 @@ import torch
 from PIL import Image
 
 from .cache import BoundedCache, cache_key
-from .capture import Capture, CnnCapture, capture, capture_cnn
+from .capture import (Capture, CnnCapture, capture, capture_cnn, live_forward,
+                      sharing_forwards)
 from .images import fit_to_model, image_sha256, to_model_tensor
 
 CAPTURE_CACHE = BoundedCache(
@@ -70,6 +71,11 @@ def default_batch_size(model) -> int:
 
 
 def _plain_output(model, pixels: torch.Tensor) -> torch.Tensor:
+    if model.spec.family == "vit" and sharing_forwards():
+        # the forward the block's gradient methods will reuse (page 7 predicts, then runs
+        # them): one pass instead of two
+        live, _ = live_forward(model.module, pixels.to(model.device), model.lock)
+        return live.output.detach().float().cpu()
     with model.lock, torch.inference_mode():
         return model.module(pixels.to(model.device)).float().cpu()
 
