@@ -7,6 +7,7 @@ from dashboard import links, state, ui
 from dashboard.clicks import apply_chart_click
 from dashboard.widgets import keep_valid
 from xai_core import pipeline
+from xai_core.capture import shared_forwards
 from xai_core.figures.matrices import block_head_heatmap, head_mosaic
 from xai_core.figures.overlays import difference_figure, token_map_figure
 from xai_core.methods import attention, gae, rollout, sinks
@@ -458,7 +459,8 @@ def _conventions(inputs: RolloutInputs, roll_map, chosen, end, fusion, discard, 
 
 VIEWS = {"rollout": "Rollout", "sinks": "Sinks and registers", "heads": "Every head"}
 
-with ui.friendly_errors():
+# one forward pass for the capture, the prediction and GAE's backward
+with ui.friendly_errors(), shared_forwards():
     inputs = RolloutInputs(model, image)
     view = ui.view_picker(VIEWS, key="p4_view",
                           opened_by={"sinks": ("p4_sink_block", "p4_sink_head"),

@@ -4,6 +4,7 @@ import streamlit as st
 
 from dashboard import links, state, ui
 from xai_core import pipeline
+from xai_core.capture import shared_forwards
 from xai_core.figures.curves import alpha_bars
 from xai_core.figures.matrices import per_head_maps, taxonomy_mosaic
 from xai_core.figures.overlays import cell_overlay, coarse, map_row, overlay
@@ -241,5 +242,6 @@ if image is not None:
     chosen_model = state.current_cnn() if part == "cnn" else state.current_vit()
     if chosen_model is not None:
         ui.model_caption(chosen_model)
-        with ui.friendly_errors():
+        # the ViT's prediction is the forward pass its backward reuses
+        with ui.friendly_errors(), shared_forwards():
             (cnn_part if part == "cnn" else vit_part)(image, chosen_model)

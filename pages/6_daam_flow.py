@@ -5,6 +5,7 @@ import streamlit as st
 
 from dashboard import links, state, ui
 from xai_core import pipeline
+from xai_core.capture import shared_forwards
 from xai_core.figures.curves import contributions_figure, weights_figure
 from xai_core.figures.overlays import flow_figure, map_row_figure
 from xai_core.images import COLLAGE_ID
@@ -163,7 +164,8 @@ def sanity_check(result, model, image, head, formula, relu, model_image) -> None
                "The shared model used by everyone else is never modified.")
 
 
-with ui.friendly_errors():
+# one forward pass for the prediction, DAAM's backward and the sink check
+with ui.friendly_errors(), shared_forwards():
     knn = head.kind == "knn"
     top = pipeline.predict(model, image, topk=1, head=head)[0]
     target, display, relu, formula = controls(model, image, head, knn)

@@ -8,7 +8,8 @@ import pandas as pd
 import streamlit as st
 
 from dashboard import links, state, ui
-from xai_core import capture, compare, pipeline
+from xai_core import compare, pipeline
+from xai_core.capture import shared_forwards
 from xai_core.benchmark import plan as bench_plan
 from xai_core.benchmark import run as bench_run
 from xai_core.benchmark import summary as bench_summary
@@ -45,8 +46,8 @@ if not models:
 sections: list[compare.ModelSection] = []
 columns = st.columns(len(models))
 for column, model in zip(columns, models):
-    # shared_forwards: the prediction's forward is the one the gradient methods reuse
-    with column, ui.friendly_errors(), capture.shared_forwards():
+    # the prediction's forward pass is the one the gradient methods reuse
+    with column, ui.friendly_errors(), shared_forwards():
         family = model.spec.family
         head = state.session_head(model)
         ui.model_caption(model)

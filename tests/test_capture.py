@@ -4,7 +4,8 @@ import pytest
 import timm
 import torch
 
-from xai_core.capture import CaptureError, run_capture, run_cnn_capture, transformer_blocks
+from xai_core.capture import (CaptureError, run_capture, run_cnn_capture, shared_forwards,
+                              shared_outputs, transformer_blocks)
 
 LAYOUTS = [  # (timm name, create kwargs, input (H, W), prefix tokens, grid)
     ("deit_small_distilled_patch16_224", {}, (224, 224), 2, (14, 14)),
@@ -140,6 +141,55 @@ def test_forward_only_capture_has_no_gradients():
     assert result.passes == {"forward": 1, "backward": 0}
     with pytest.raises(CaptureError):
         result.stacked("attn", grads=True)
+
+
+def test_inside_shared_forwards_every_capture_of_the_pixels_is_one_forward():
+    """A forward-only capture made inside `shared_forwards()` runs the pass that the
+    captures with a backward then reuse: one forward in all, and each capture holds what a
+    capture of its own holds."""
+    module = frozen("vit_tiny_patch16_224", depth=3)
+    pixels = torch.randn(1, 3, 224, 224, generator=torch.Generator().manual_seed(4))
+    forwards = []
+    handle = module.register_forward_hook(lambda *_: forwards.append(1))
+    try:
+        with shared_forwards():
+            plain = run_capture(module, pixels)
+            first = run_capture(module, pixels, lambda out: out[:, 3].sum())
+            second = run_capture(module, pixels, lambda out: out[:, 5].sum())
+            assert len(shared_outputs()) == 1
+        scores = (None, lambda out: out[:, 3].sum(), lambda out: out[:, 5].sum())
+        alone = [run_capture(module, pixels, score) for score in scores]
+    finally:
+        handle.remove()
+    assert len(forwards) == 1 + 3 and shared_outputs() == []
+    assert plain.passes == {"forward": 1, "backward": 0} and not plain.has_gradients
+    assert first.passes == second.passes == {"forward": 0, "backward": 1}
+    for shared, own in zip((plain, first, second), alone):
+        torch.testing.assert_close(shared.output, own.output)
+        for mine, theirs in zip(shared.blocks, own.blocks):
+            torch.testing.assert_close(mine.acts["attn"], theirs.acts["attn"])
+            if own.has_gradients:
+                torch.testing.assert_close(mine.grads["attn"], theirs.grads["attn"])
+    assert not torch.equal(first.blocks[0].grads["attn"], second.blocks[0].grads["attn"])
+
+
+def test_a_weight_changed_in_place_inside_shared_forwards_gets_a_new_forward():
+    """The kept pass is keyed by the module's weight versions too: after an in-place change
+    (the DAAM sanity check's randomisation) a capture runs a new forward of the changed
+    weights, and its backward does not meet the old pass's stale tensors."""
+    module = frozen("vit_tiny_patch16_224", depth=2)
+    pixels = torch.randn(1, 3, 224, 224, generator=torch.Generator().manual_seed(5))
+    score = lambda out: out[:, 2].sum()  # noqa: E731
+    with shared_forwards():
+        before = run_capture(module, pixels, score)
+        with torch.no_grad():
+            module.blocks[1].attn.qkv.weight.mul_(0.5)
+        after = run_capture(module, pixels, score)
+        assert after.passes == {"forward": 1, "backward": 1}
+    fresh = run_capture(module, pixels, score)
+    torch.testing.assert_close(after.output, fresh.output)
+    torch.testing.assert_close(after.blocks[1].grads["attn"], fresh.blocks[1].grads["attn"])
+    assert not torch.allclose(before.output, after.output)
 
 
 def test_context_is_attention_times_values():

@@ -13,7 +13,7 @@ import numpy as np
 import torch
 
 from ..cache import cache_key
-from ..capture import run_capture, transformer_blocks
+from ..capture import run_capture, separate_forwards, transformer_blocks
 from ..metrics.agreement import spearman
 from ..pipeline import CAPTURE_CACHE, head_of, prepare
 from .daam import daam_from_capture, result_score_fn
@@ -100,9 +100,10 @@ def cascading_randomisation(model, image, target: int, head=None, formula: str =
         started = time.perf_counter()
         score_fn = result_score_fn(original, head)
         maps = []
-        for _, clone in randomised_copies(private_copy(model), steps, seed):
-            capture = run_capture(clone, prepared.pixels.to(model.device), score_fn)
-            maps.append(daam_from_capture(capture, original.channel_relu)["D"][-1])
+        with separate_forwards():  # the copy's weights change between its captures
+            for _, clone in randomised_copies(private_copy(model), steps, seed):
+                capture = run_capture(clone, prepared.pixels.to(model.device), score_fn)
+                maps.append(daam_from_capture(capture, original.channel_relu)["D"][-1])
         final = original.D[-1]
         return SanityResult(final, maps, list(steps), len(module_blocks),
                             [spearman(final, m) for m in maps], time.perf_counter() - started)
