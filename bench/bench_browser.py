@@ -282,7 +282,7 @@ def interaction(tab: Tab, url: str, page_file: str) -> tuple[str, Visit | None]:
 
 def _server(cache_dir: str) -> AppProcess:
     env = {**app_env(), "VIT_LENS_CACHE_DIR": cache_dir}
-    env.pop("OMP_NUM_THREADS", None)  # as `make run`: torch picks its threads
+    env.pop("OMP_NUM_THREADS", None)  # as `make run`: dashboard/serve.py picks the threads
     if "OMP_NUM_THREADS" in os.environ:
         env["OMP_NUM_THREADS"] = os.environ["OMP_NUM_THREADS"]
     return AppProcess(log_name="bench-browser", launcher=MAKE_RUN, env=env)
