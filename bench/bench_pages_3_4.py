@@ -61,7 +61,7 @@ def run() -> list[dict]:
 
     app = _page("4_rollout_heads.py", "flower")
     row("page 4 first render, new image (DINOv2, flower)", _render(app),
-        note="forward + forward/backward captures")
+        note="one forward pass (kept for GAE) + GAE's backward")
     row("page 4 cached re-render", _render(app), note="rollouts and GAE memoised per image and settings")
 
     # --- the computations alone -------------------------------------------------------------
