@@ -3,7 +3,7 @@ PY := $(VENV)/bin/python
 PORT ?= 8501
 export HF_HUB_OFFLINE ?= 1
 
-.PHONY: run test bench e2e system-deps warmup clean
+.PHONY: run test bench e2e system-deps warmup plotly-bundle clean
 
 $(VENV)/.installed: requirements.txt
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -40,6 +40,11 @@ e2e: $(VENV)/.installed system-deps
 # Load the bundled models and build the k-NN bank (run before the first user).
 warmup: $(VENV)/.installed
 	$(PY) -m xai_core warmup
+
+# Rebuild the vendored plotly.js (dashboard/static/plotly-vitlens-<version>.min.js, committed)
+# from the pinned npm packages; needs node and npm, which running the app does not.
+plotly-bundle:
+	cd dashboard/chart/plotly_bundle && npm ci --no-audit --no-fund && npm run build
 
 clean:
 	rm -rf $(VENV) .pytest_cache artifacts

@@ -61,7 +61,8 @@ def _image_picker() -> None:
 def _device_info() -> str:
     if torch.cuda.is_available():
         return f"GPU: {torch.cuda.get_device_name(0)}"
-    return f"CPU ({torch.get_num_threads()} threads)"
+    threads = torch.get_num_threads()
+    return f"CPU ({threads} thread{'' if threads == 1 else 's'} per op)"
 
 
 def sidebar(charts_follow: bool):

@@ -25,10 +25,16 @@ def _bundle_text() -> str:
 
 
 def test_bundle_is_the_plotly_js_of_the_python_package_with_its_licence():
+    version = plotly.offline.get_plotlyjs_version()
     header = _bundle_text()[:300]
-    assert f"plotly.js (cartesian - minified) v{plotly.offline.get_plotlyjs_version()}" in header
+    assert f"plotly.js v{version} (ViT Lens partial bundle" in header
+    assert version in charts.PLOTLY_JS
+    recipe = json.loads((ROOT / "dashboard" / "chart" / "plotly_bundle" / "package.json")
+                        .read_text())
+    assert recipe["devDependencies"]["plotly.js"] == version  # pinned, the same version
     licence = BUNDLE.with_name(charts.PLOTLY_JS.replace(".min.js", ".LICENSE.txt")).read_text()
     assert "MIT License" in licence and "Plotly" in licence
+    assert "Bundled license information" in _bundle_text()[-3000:]  # the bundled libraries'
 
 
 def test_static_serving_is_on_so_the_browser_can_fetch_the_bundle():
@@ -58,7 +64,7 @@ def test_every_trace_type_the_app_draws_is_in_the_bundle():
     used = {getattr(go, name)().type for name in _trace_classes_used()
             if hasattr(getattr(go, name), "type") and name not in ("Figure", "Frame")}
     assert used, "found no trace constructors: the scan is broken"
-    assert used <= registered, f"not in the cartesian bundle: {used - registered}"
+    assert used <= registered, f"not in the bundle: {used - registered}"
 
 
 def test_message_carries_the_figure_the_library_url_and_whether_clicks_count():
