@@ -63,7 +63,8 @@ for column, model in zip(columns, models):
             help="Every registered method for this kind of model. Off by default: " + "; ".join(
                 f"{name} ({why})" for name, why in compare.off_by_default().items()) + ".")
         options = {}
-        with st.expander("Method options (each starts at its default)"):
+        if ui.panel_switch("Change the methods' options (off: every method at its defaults)",
+                           key=f"cmp_options_{family}", opened_by_prefix=f"cmp_opt_{family}_"):
             for name in chosen:
                 if METHODS[name].options:
                     st.markdown(f"**{name}**")

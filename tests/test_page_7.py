@@ -61,6 +61,25 @@ def test_comparison_page_renders_runs_metrics_and_exports(media):
     captions = " ".join(c.value for c in app.caption)
     assert "DINOv2" in captions and "EfficientNet-Lite0" in captions  # both bundled models
     assert chart_keys(app) == {"cmp_matrix"}  # the first view: the theory and the maps
+    option_keys = lambda: [w.key for kind in ("number_input", "selectbox")  # noqa: E731
+                           for w in app.get(kind) if (w.key or "").startswith("cmp_opt_vit_")]
+    assert option_keys() == []  # drawn only on demand: hidden widgets cost the browser
+    app.toggle(key="cmp_options_vit").set_value(True).run()
+    assert "cmp_opt_vit_attention_block" in option_keys()
+    app.number_input(key="cmp_opt_vit_attention_block").set_value(2).run()
+    assert app.table[0].value.loc["Options here", "attention"] == "block=2"
+    app.toggle(key="cmp_options_vit").set_value(False).run()  # off: every method at defaults
+    assert option_keys() == [] and app.table[0].value.loc["Options here", "attention"] == "defaults"
+    app.toggle(key="cmp_options_vit").set_value(True).run()  # the value set before is kept
+    assert app.number_input(key="cmp_opt_vit_attention_block").value == 2
+    app.toggle(key="cmp_options_vit").set_value(False).run()
+    app.query_params["cmp_opt_vit_attention_block"] = "4"  # a link that sets an option shows it
+    app.run()
+    assert app.toggle(key="cmp_options_vit").value is True
+    assert app.table[0].value.loc["Options here", "attention"] == "block=4"
+    app.number_input(key="cmp_opt_vit_attention_block").set_value(
+        app.number_input(key="cmp_opt_vit_attention_block").proto.default).run()
+    app.toggle(key="cmp_options_vit").set_value(False).run()
     theory = app.table[0].value
     # attention vs gradient: rho recomputed here from the capture, patch by patch
     model = get_model("dinov2-s14")
@@ -148,7 +167,7 @@ def test_comparison_page_runs_a_method_with_a_non_default_option(media):
     """attention at block 3 instead of the last block: the page shows the option, and the
     exported map is the method's own map at block 3, not its default."""
     app = open_app(PAGE, timeout=600, image_choice="coffee", cmp_methods_vit=["attention"],
-                   cmp_opt_vit_attention_block=3)
+                   cmp_options_vit=True, cmp_opt_vit_attention_block=3)
     assert not app.exception, app.exception
     assert not app.error, [e.value for e in app.error]
     assert app.number_input(key="cmp_opt_vit_attention_query").value == -1  # the default
