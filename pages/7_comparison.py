@@ -9,10 +9,10 @@ import streamlit as st
 
 from dashboard import links, state, ui
 from xai_core import compare, pipeline
-from xai_core.capture import shared_forwards
 from xai_core.benchmark import plan as bench_plan
 from xai_core.benchmark import run as bench_run
 from xai_core.benchmark import summary as bench_summary
+from xai_core.capture import shared_forwards
 from xai_core.errors import OptionError
 from xai_core.figures.curves import (attention_gradient_scatter, curves_figure,
                                      mean_curves_figure, ranking_figure)
