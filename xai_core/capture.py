@@ -282,14 +282,12 @@ def run_capture(module: torch.nn.Module, pixels: torch.Tensor, score_fn: ScoreFn
                 lock=None) -> Capture:
     """Forward `pixels` through a timm ViT, recording every block; with `score_fn`
     (model output -> scalar) also one backward pass for all gradients. Inside
-    `shared_forwards()` a capture with a backward reuses the thread's forward pass of the
-    same model and pixels when there is one."""
+    `shared_forwards()` every capture reuses the thread's kept forward pass of the same
+    model and pixels (running and keeping it when there is none yet)."""
     layout = token_layout(module, pixels)
     blocks = transformer_blocks(module)
-    if score_fn is not None:
-        return _graded_capture(module, pixels, score_fn, layout, blocks, lock)
-    if sharing_forwards():  # a capture with a backward may follow: keep the pass for it
-        return _kept_capture(module, pixels, layout, blocks, lock)
+    if score_fn is not None or sharing_forwards():  # inside: a backward may follow
+        return _live_capture(module, pixels, score_fn, layout, blocks, lock)
     with (lock if lock is not None else nullcontext()), block_recorders(module) as recorders:
         return _forward_only(module, pixels, layout, blocks, recorders)
 
@@ -382,35 +380,35 @@ def live_forward(module: torch.nn.Module, pixels: torch.Tensor,
     return live, False
 
 
-def _kept_capture(module, pixels, layout, blocks, lock) -> Capture:
-    """A capture without a backward, read from the thread's kept forward (run now if it is
-    not there yet): a forward with a graph costs what one without does (DINOv2 on 2 cores:
-    0.12 s and 0.13 s)."""
+def _live_capture(module, pixels, score_fn, layout, blocks, lock) -> Capture:
+    """A capture read from a forward whose graph is kept (the thread's inside
+    `shared_forwards()`, run now if it is not there yet; else its own), with one backward
+    from `score_fn(output)` to every recorded tensor and the input when `score_fn` is given.
+    A forward with a graph costs what one without does (DINOv2 on 2 cores: 0.12 s and
+    0.13 s), so a forward-only capture inside the block keeps its pass for the backward
+    passes that may follow."""
     live, reused = live_forward(module, pixels, lock)
-    records = _block_records(layout, blocks, live.recorders, [None] * len(live.recorders))
+    grads, score, input_grad, backward_seconds = (
+        ([None] * len(live.recorders), None, None, 0.0) if score_fn is None
+        else _backward(live, score_fn, lock))
     return Capture(
-        layout=layout, blocks=records, output=live.output.detach().to("cpu", torch.float32),
-        score=None, input_grad=None,
-        seconds={"forward": 0.0 if reused else live.seconds, "backward": 0.0},
-        passes={"forward": int(not reused), "backward": 0})
+        layout=layout, blocks=_block_records(layout, blocks, live.recorders, grads),
+        output=live.output.detach().to("cpu", torch.float32), score=score,
+        input_grad=input_grad,
+        seconds={"forward": 0.0 if reused else live.seconds, "backward": backward_seconds},
+        passes={"forward": int(not reused), "backward": int(score_fn is not None)})
 
 
-def _graded_capture(module, pixels, score_fn, layout, blocks, lock) -> Capture:
-    """The forward (the thread's kept one inside `shared_forwards()`, else its own) and one
-    backward from `score_fn(output)` to every recorded tensor and the input."""
-    live, reused = live_forward(module, pixels, lock)
+def _backward(live: LiveForward, score_fn, lock):
+    """(per-block raw gradients, the score, the input's gradient, seconds) of one backward
+    through `live`, its graph kept inside `shared_forwards()` for the next one."""
     started = time.perf_counter()
     with (lock if lock is not None else nullcontext()), torch.enable_grad():
         score = score_fn(live.output)
-        raw_grads, input_grad = _gradients(score, live.recorders, live.leaf,
-                                           keep_graph=_shared_registry() is not None)
-    backward_seconds = time.perf_counter() - started
-    records = _block_records(layout, blocks, live.recorders, raw_grads)
-    return Capture(
-        layout=layout, blocks=records, output=live.output.detach().to("cpu", torch.float32),
-        score=float(score.detach()), input_grad=input_grad.detach().cpu(),
-        seconds={"forward": 0.0 if reused else live.seconds, "backward": backward_seconds},
-        passes={"forward": int(not reused), "backward": 1})
+        grads, input_grad = _gradients(score, live.recorders, live.leaf,
+                                       keep_graph=sharing_forwards())
+    return (grads, float(score.detach()), input_grad.detach().cpu(),
+            time.perf_counter() - started)
 
 
 @contextmanager
