@@ -169,7 +169,9 @@ def vit_part(image, model) -> None:
     m1.metric("Grad-CAM variants for this model", counts.variants)
     m2.metric("Blank: zero gradient", counts.zero_gradient)
     m3.metric("Empty after the ReLU", counts.relu_empty)
-    m4.metric("Time for all of them", f"{sum(result.seconds.values()):.2f} s")
+    m4.metric("Time for all of them", f"{sum(result.seconds.values()):.2f} s",
+              help="The backward pass and every cell, plus the forward pass unless the one "
+                   "that made the prediction above was reused (on a new image it is).")
     st.caption(
         f"{result.num_blocks} blocks; target: {head.score_description} of "
         f"'{head.class_names[target]}'. "
