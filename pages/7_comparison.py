@@ -107,7 +107,7 @@ def theory_view() -> None:
                        run.options_text() if run else "-",
                        run.cost_text() if run else "did not run here (see the warning above)",
                        "x".join(map(str, run.map.shape)) if run else "-"]
-    st.table(pd.DataFrame(table, index=table_rows))
+    ui.text_table(pd.DataFrame(table, index=table_rows))
 
     st.header("2 · The practical matrix")
     st.markdown(

@@ -32,7 +32,7 @@ if image is not None:
             continue
         with column, ui.friendly_errors():
             st.subheader(model.label)
-            st.table(model_card(model, image))
+            ui.text_table(model_card(model, image))
             if model.head is not None:
                 head = state.session_head(model)
                 top = pipeline.predict(model, image, topk=5, head=head)

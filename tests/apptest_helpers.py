@@ -80,3 +80,27 @@ def no_problems(app: AppTest) -> None:
     """The last run raised nothing and showed no st.error."""
     assert not app.exception, app.exception
     assert not app.error, [e.value for e in app.error]
+
+
+def text_tables(app: AppTest) -> list:
+    """Every table the last run drew with `dashboard.ui.text_table` (one markdown block each),
+    as DataFrames of its cell strings in page order; a bold first column is the index."""
+    import pandas as pd
+
+    tables = []
+    for element in app.markdown:
+        lines = str(element.value).split("\n")
+        if len(lines) < 2 or not set(lines[1]) <= set("|-: "):
+            continue
+        header, *rows = [_table_cells(line) for line in lines[:1] + lines[2:]]
+        frame = pd.DataFrame(rows, columns=header)
+        if header[0] == "" or all(r[0].startswith("**") for r in rows):
+            frame = frame.set_index(header[0])
+            frame.index = [label.strip("*") for label in frame.index]
+        tables.append(frame)
+    return tables
+
+
+def _table_cells(line: str) -> list[str]:
+    cells = line.strip().removeprefix("|").removesuffix("|").replace("\\|", "\0").split("|")
+    return [cell.strip().replace("\0", "|") for cell in cells]

@@ -4,15 +4,16 @@ import io
 import json
 
 import pytest
-from apptest_helpers import chart_specs, element_text, open_app
+from apptest_helpers import chart_specs, element_text, open_app, text_tables
 from PIL import Image
+from streamlit.testing.v1 import AppTest
 
 
 def test_home_renders_with_bundled_models():
     app = open_app(timeout=180)
     assert not app.exception
     assert "DINOv2" in " ".join(h.value for h in app.subheader)
-    card = app.table[0].value
+    card = text_tables(app)[0]
     assert "16x16 = 256 patches" in card.to_string()
     assert "257" in card.to_string()
     assert len(chart_specs(app)) >= 3  # image + two prediction charts
@@ -49,3 +50,25 @@ def test_hub_model_offline_shows_reason():
     app = open_app(timeout=180, vit_model="vit-b16")
     assert not app.exception
     assert "HF_HUB_OFFLINE" in element_text(app, "warning")
+
+
+def test_text_table_is_one_markdown_block_that_reads_back():
+    def script():
+        import pandas as pd
+
+        from dashboard import ui
+
+        ui.text_table(pd.DataFrame({"method": ["a|b", "two\nlines"], "blocks": [3, 12],
+                                    "ratio": [0.5, 1.25]}))
+        ui.text_table({"grid": "16x16 = 256 patches", "tokens (N)": "257"})
+
+    app = AppTest.from_function(script).run()
+    assert not app.exception
+    first, card = (str(m.value) for m in app.markdown)
+    assert first.split("\n")[:3] == ["| method | blocks | ratio |", "| --- | ---: | ---: |",
+                                     "| a\\|b | 3 | 0.5 |"]  # ints stay ints; numbers right
+    assert "two lines" in first and len(first.split("\n")) == 4  # a newline cannot end a row
+    table, facts = text_tables(app)
+    assert table.to_dict("list") == {"method": ["a|b", "two lines"], "blocks": ["3", "12"],
+                                     "ratio": ["0.5", "1.25"]}
+    assert facts.loc["tokens (N)", "value"] == "257" and list(facts.index) == ["grid", "tokens (N)"]

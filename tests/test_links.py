@@ -6,7 +6,7 @@ import json
 
 import numpy as np
 from apptest_helpers import (ENTRY, chart_message, chart_specs, chart_title, charts, no_problems,
-                             plotly_array)
+                             plotly_array, text_tables)
 from streamlit.testing.v1 import AppTest
 
 from xai_core import pipeline
@@ -99,7 +99,7 @@ def test_class_and_method_links_on_the_cnn():
     assert app.selectbox(key="gc_cnn_target").value == tabby
     assert any(f"'{names[tabby]}'" in h.value for h in app.subheader)
     assert app.multiselect(key="gc_family").value == ["Grad-CAM", "Eigen-CAM"]
-    assert list(app.table[0].value["method"]) == ["Grad-CAM", "Eigen-CAM"]
+    assert list(text_tables(app)[0]["method"]) == ["Grad-CAM", "Eigen-CAM"]
     bad = open_link("5_gradcam.py", gc_cnn_target="5000", gc_family="Grad-CAM,Magic-CAM")
     assert not bad.exception
     warnings = " ".join(w.value for w in bad.warning)

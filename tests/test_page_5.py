@@ -5,7 +5,7 @@ import re
 
 import numpy as np
 from apptest_helpers import (chart_keys, chart_specs, chart_title, element_text, no_problems,
-                             open_app, plotly_array, show)
+                             open_app, plotly_array, show, text_tables)
 
 from xai_core import pipeline
 from xai_core.models import get_model
@@ -66,7 +66,7 @@ def test_cnn_part_explains_matches_the_library_and_pickers_change_maps():
             if [t["type"] for t in s["data"]] == ["image", "heatmap"] * 4]
     assert len(pair) == 1  # Grad-CAM and saliency for class A and class B
     show(app, "gc_cnn_view", "family")
-    table = app.table[0].value
+    table = text_tables(app)[0]
     assert list(table["method"]) == ["Grad-CAM"]
 
 

@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pytest
 import torch
-from apptest_helpers import chart_keys, chart_specs, chart_title, open_app, show
+from apptest_helpers import chart_keys, chart_specs, chart_title, open_app, show, text_tables
 from PIL import Image
 from scipy.stats import spearmanr
 from streamlit.runtime.memory_media_file_storage import MemoryMediaFileStorage
@@ -67,20 +67,20 @@ def test_comparison_page_renders_runs_metrics_and_exports(media):
     app.toggle(key="cmp_options_vit").set_value(True).run()
     assert "cmp_opt_vit_attention_block" in option_keys()
     app.number_input(key="cmp_opt_vit_attention_block").set_value(2).run()
-    assert app.table[0].value.loc["Options here", "attention"] == "block=2"
+    assert text_tables(app)[0].loc["Options here", "attention"] == "block=2"
     app.toggle(key="cmp_options_vit").set_value(False).run()  # off: every method at defaults
-    assert option_keys() == [] and app.table[0].value.loc["Options here", "attention"] == "defaults"
+    assert option_keys() == [] and text_tables(app)[0].loc["Options here", "attention"] == "defaults"
     app.toggle(key="cmp_options_vit").set_value(True).run()  # the value set before is kept
     assert app.number_input(key="cmp_opt_vit_attention_block").value == 2
     app.toggle(key="cmp_options_vit").set_value(False).run()
     app.query_params["cmp_opt_vit_attention_block"] = "4"  # a link that sets an option shows it
     app.run()
     assert app.toggle(key="cmp_options_vit").value is True
-    assert app.table[0].value.loc["Options here", "attention"] == "block=4"
+    assert text_tables(app)[0].loc["Options here", "attention"] == "block=4"
     app.number_input(key="cmp_opt_vit_attention_block").set_value(
         app.number_input(key="cmp_opt_vit_attention_block").proto.default).run()
     app.toggle(key="cmp_options_vit").set_value(False).run()
-    theory = app.table[0].value
+    theory = text_tables(app)[0]
     # attention vs gradient: rho recomputed here from the capture, patch by patch
     model = get_model("dinov2-s14")
     image = load_sample("coffee")
@@ -171,7 +171,7 @@ def test_comparison_page_runs_a_method_with_a_non_default_option(media):
     assert not app.exception, app.exception
     assert not app.error, [e.value for e in app.error]
     assert app.number_input(key="cmp_opt_vit_attention_query").value == -1  # the default
-    theory = app.table[0].value
+    theory = text_tables(app)[0]
     assert theory.loc["Options here", "attention"] == "block=3"
     assert any("attention (block=3)" in str(spec) for spec in chart_specs(app))
     show(app, "cmp_view", "export")
