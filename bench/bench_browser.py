@@ -283,6 +283,9 @@ def interaction(tab: Tab, url: str, page_file: str) -> tuple[str, Visit | None]:
 def _server(cache_dir: str) -> AppProcess:
     env = {**app_env(), "VIT_LENS_CACHE_DIR": cache_dir}
     env.pop("OMP_NUM_THREADS", None)  # as `make run`: dashboard/serve.py picks the threads
+    # as a default Python: compiled modules are kept between starts (a shell that sets this,
+    # as the development machine's does, makes every start and first page compile the source)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     if "OMP_NUM_THREADS" in os.environ:
         env["OMP_NUM_THREADS"] = os.environ["OMP_NUM_THREADS"]
     return AppProcess(log_name="bench-browser", launcher=MAKE_RUN, env=env)
