@@ -178,7 +178,9 @@ def faithfulness_view() -> None:
     faith = st.session_state.get("cmp_faith")
     if not faith:
         st.info("Choose a baseline and a step count, then press **Run faithfulness metrics** "
-                "(each curve costs steps + 1 forward passes; results are cached).")
+                "(each deletion or insertion curve runs steps - 1 perturbed images through "
+                "the model; the untouched image and the pure baseline, the same for every "
+                "map, run once per image and baseline; results are cached).")
         return
     bar = st.progress(0.0, text="Perturbing...")
     with ui.friendly_errors():

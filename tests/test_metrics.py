@@ -106,6 +106,35 @@ def test_batched_equals_one_at_a_time_and_is_deterministic(cnn):
     np.testing.assert_array_equal(batched.scores, again.scores)
 
 
+def test_curves_of_one_image_share_its_two_end_images(cnn):
+    """The untouched image and the pure baseline are the same for every map: they go through
+    the model once (one pass of two images) and each curve runs only the images between."""
+    model, image, target, cam, pixels = cnn
+    seen = []
+    hook = model.module.register_forward_hook(lambda m, i, o: seen.append(int(o.shape[0])))
+    try:
+        deletion = faithfulness.faithfulness(model, image, cam, "deletion", target, "rise-blur",
+                                             steps=6, batch_size=8)
+        first = list(seen)
+        seen.clear()
+        flipped = faithfulness.faithfulness(model, image, -cam, "insertion", target, "rise-blur",
+                                            steps=6, batch_size=8)
+        positive = faithfulness.faithfulness(model, image, cam, "pos-perturb", target,
+                                             "rise-blur", steps=6, batch_size=8)
+    finally:
+        hook.remove()
+    assert sorted(first) == sorted([2, 5]) and deletion.images == 5  # ends, then the 5 inside
+    assert seen == [5, 5] and (flipped.images, positive.images) == (5, 5)  # 0 % is known too
+    scorer, kind = faithfulness.class_scorer(model, target), faithfulness.score_kind(model)
+    for curve, saliency in ((deletion, cam), (flipped, -cam), (positive, cam)):
+        alone = faithfulness.compute_curve(model, pixels, saliency, curve.metric, scorer, target,
+                                           kind, "rise-blur", steps=6)  # every image run
+        np.testing.assert_allclose(curve.scores, alone.scores, atol=1e-5)
+        assert (curve.full_score, curve.baseline_score) == pytest.approx(
+            (alone.full_score, alone.baseline_score), abs=1e-5)
+    assert deletion.full_score == pytest.approx(probability(model, pixels, target), abs=1e-5)
+
+
 def test_spearman_and_top_k_overlap():
     rng = np.random.default_rng(0)
     a = rng.random((16, 16))

@@ -3,9 +3,10 @@
 Faithfulness (Petsiuk et al. 2018 "RISE"; Chefer et al. 2021): rank the input by
 the map, then remove (deletion) or reveal (insertion) it in equal steps against
 a baseline image and record the class score after every step. The perturbed
-images go through the model in batches under its lock. AUC is the trapezoid
-area under the recorded score over the fraction perturbed (x from 0 to 1), so it
-has the score's own units.
+images go through the model in batches under its lock; the untouched image and the pure
+baseline, which every map's curves share, go through once per image (`end_scores`). AUC is
+the trapezoid area under the recorded score over the fraction perturbed (x from 0 to 1), so
+it has the score's own units.
 
 - deletion / insertion rank PIXELS by the map upsampled (bilinear) to the model
   input; fraction 0 is the full image (deletion) or the baseline (insertion),
@@ -188,11 +189,14 @@ def compute_curve(model, pixels: torch.Tensor, saliency: np.ndarray, metric: str
                   scorer: Callable[[torch.Tensor], np.ndarray], target: int, kind: str,
                   baseline: str = "zeros", steps: int = 20, batch_size: int = 16,
                   progress: Progress | None = None,
-                  should_stop: StopCheck | None = None) -> Curve:
+                  should_stop: StopCheck | None = None,
+                  ends: tuple[float, float] | None = None) -> Curve:
     """One faithfulness curve, uncached. `pixels` (1, 3, H, W) in model-input space.
     The perturbed images go through the model in batches, each under the model's lock;
     `should_stop()` is asked before every batch, and after running out of memory the
-    curve is scored once more with smaller batches."""
+    curve is scored once more with smaller batches. `ends` (`end_scores`: the scores of the
+    untouched image and of the pure baseline, which no map changes) replaces the passes of
+    the curve's images that are exactly one of them."""
     check_curve_options(metric, baseline, steps)
     saliency = check_map(saliency)
     size = tuple(pixels.shape[-2:])
@@ -203,34 +207,54 @@ def compute_curve(model, pixels: torch.Tensor, saliency: np.ndarray, metric: str
     empty = baseline_pixels(image, baseline)
     # deletion-like metrics move the image towards the baseline; insertion the other way
     start, end = (empty, image) if metric == "insertion" else (image, empty)
-    ranks_t = torch.as_tensor(ranks)
     started = time.perf_counter()
-
-    def score_in_batches(size: int) -> list[np.ndarray]:
-        scores = []
-        for first in range(0, len(counts), size):
-            check_stop(should_stop)
-            chunk = torch.as_tensor(counts[first:first + size])
-            changed = (ranks_t[None] < chunk[:, None, None])[:, None]  # (b, 1, H, W)
-            batch = torch.where(changed, end, start)
-            with model.lock, torch.inference_mode():
-                output = model.module(batch.to(model.device)).float().cpu()
-            scores.append(scorer(output))
-            if progress is not None:
-                progress(min(first + len(chunk), len(counts)), len(counts))
-        return scores
-
-    batched = retry_with_smaller_batch(score_in_batches, max(1, int(batch_size)))
-    scores, batches = np.concatenate(batched), len(batched)
-    full, base = _end_scores(model, image, empty, scorer, metric, scores)
+    known = {} if ends is None else _known_scores(counts, units, metric, ends)
+    run = [count for i, count in enumerate(counts) if i not in known]
+    batched = retry_with_smaller_batch(
+        lambda size: _scores_in_batches(model, start, end, torch.as_tensor(ranks), run, scorer,
+                                        size, progress, should_stop),
+        max(1, int(batch_size)))
+    scores = np.empty(len(counts), dtype=np.float64)
+    scores[[i for i in range(len(counts)) if i not in known]] = (
+        np.concatenate(batched) if batched else [])
+    for i, score in known.items():
+        scores[i] = score
+    full, base = ends if ends is not None else _end_scores(model, empty, scorer, metric, scores)
     return Curve(metric=metric, baseline=baseline, unit="pixel" if metric in ("deletion", "insertion")
                  else "cell", target=int(target), score_kind=kind, fractions=fractions,
                  scores=scores, auc=float(np.trapezoid(scores, fractions)), full_score=full,
-                 baseline_score=base, images=len(counts), batches=batches,
+                 baseline_score=base, images=len(run), batches=len(batched),
                  seconds=time.perf_counter() - started)
 
 
-def _end_scores(model, image, empty, scorer, metric, scores) -> tuple[float, float]:
+def _scores_in_batches(model, start, end, ranks, counts, scorer, size, progress, should_stop):
+    """The scores of the images with the `counts` top-ranked units moved from `start` to
+    `end`, `size` images per forward pass."""
+    scores = []
+    for first in range(0, len(counts), size):
+        check_stop(should_stop)
+        chunk = torch.as_tensor(counts[first:first + size])
+        changed = (ranks[None] < chunk[:, None, None])[:, None]  # (b, 1, H, W)
+        batch = torch.where(changed, end, start)
+        with model.lock, torch.inference_mode():
+            output = model.module(batch.to(model.device)).float().cpu()
+        scores.append(scorer(output))
+        if progress is not None:
+            progress(min(first + len(chunk), len(counts)), len(counts))
+    return scores
+
+
+def _known_scores(counts, units: int, metric: str, ends: tuple[float, float]) -> dict:
+    """Curve index -> score for the images that are the untouched image or the pure
+    baseline: nothing moved yet is where the curve starts (the image, or the baseline for
+    insertion), everything moved is where it ends."""
+    full, base = ends
+    first, last = (base, full) if metric == "insertion" else (full, base)
+    return {i: first if count == 0 else last
+            for i, count in enumerate(counts) if count == 0 or count == units}
+
+
+def _end_scores(model, empty, scorer, metric, scores) -> tuple[float, float]:
     """Scores of the untouched image and of the pure baseline (read off the curve where
     it contains them; pos/neg-perturb stop at 90 %, so the baseline gets its own pass)."""
     if metric == "deletion":
@@ -240,6 +264,25 @@ def _end_scores(model, image, empty, scorer, metric, scores) -> tuple[float, flo
     with model.lock, torch.inference_mode():
         output = model.module(empty.to(model.device)).float().cpu()
     return float(scores[0]), float(scorer(output)[0])
+
+
+def end_scores(model, image, target: int, baseline: str, head=None) -> tuple[float, float]:
+    """(score of the untouched image, score of the pure baseline) for a class: the two
+    images every curve of that image and baseline shares, whatever its map (one pass of
+    two images, cached), so each curve runs only the images in between."""
+    head = head_of(model, head)
+    prepared = prepare(model, image)
+    key = cache_key("metric-ends", model, int(target), baseline, image=prepared.sha256,
+                    head=head)
+
+    def compute() -> tuple[float, float]:
+        pixels = prepared.pixels.detach().float().cpu()
+        both = torch.cat([pixels, baseline_pixels(pixels, baseline)])
+        with model.lock, torch.inference_mode():
+            output = model.module(both.to(model.device)).float().cpu()
+        full, base = class_scorer(model, target, head)(output)
+        return float(full), float(base)
+    return CAPTURE_CACHE.get_or_compute(key, compute)
 
 
 def map_digest(saliency: np.ndarray) -> str:
@@ -269,7 +312,8 @@ def faithfulness(model, image, saliency: np.ndarray, metric: str, target: int | 
         return compute_curve(model, prepared.pixels, saliency, metric,
                              class_scorer(model, target, head), target, score_kind(model, head),
                              baseline, int(steps), batch_size or default_batch_size(model),
-                             progress, should_stop)
+                             progress, should_stop,
+                             ends=end_scores(model, image, target, baseline, head))
 
     curve = CAPTURE_CACHE.get_or_compute(key, compute)
     if not computed and progress is not None:
