@@ -255,6 +255,11 @@ def test_stopping_ends_a_metric_curve_within_one_batch(cnn, oracle, monkeypatch)
     with pytest.raises(Cancelled):
         deletion(cnn, image, should_stop=lambda: bool(stop))
     assert sizes == [2] and lock_free_and_no_hooks(cnn)  # the end images' pass, no batch after
+    pipeline.CAPTURE_CACHE.clear()
+    sizes.clear()
+    with pytest.raises(Cancelled):  # asked to stop before anything: no pass at all
+        deletion(cnn, image, should_stop=lambda: True)
+    assert sizes == [] and lock_free_and_no_hooks(cnn)
 
 
 def test_stopping_ends_occlusion_within_one_batch():

@@ -309,11 +309,12 @@ def faithfulness(model, image, saliency: np.ndarray, metric: str, target: int | 
 
     def compute() -> Curve:
         computed.append(True)
+        check_stop(should_stop)  # asked before every pass, the end images' too
+        ends = end_scores(model, image, target, baseline, head)
         return compute_curve(model, prepared.pixels, saliency, metric,
                              class_scorer(model, target, head), target, score_kind(model, head),
                              baseline, int(steps), batch_size or default_batch_size(model),
-                             progress, should_stop,
-                             ends=end_scores(model, image, target, baseline, head))
+                             progress, should_stop, ends)
 
     curve = CAPTURE_CACHE.get_or_compute(key, compute)
     if not computed and progress is not None:
