@@ -209,21 +209,19 @@ def compute_curve(model, pixels: torch.Tensor, saliency: np.ndarray, metric: str
     start, end = (empty, image) if metric == "insertion" else (image, empty)
     started = time.perf_counter()
     known = {} if ends is None else _known_scores(counts, units, metric, ends)
-    run = [count for i, count in enumerate(counts) if i not in known]
+    measured = [i for i in range(len(counts)) if i not in known]
     batched = retry_with_smaller_batch(
-        lambda size: _scores_in_batches(model, start, end, torch.as_tensor(ranks), run, scorer,
-                                        size, progress, should_stop),
+        lambda size: _scores_in_batches(model, start, end, torch.as_tensor(ranks),
+                                        counts[measured], scorer, size, progress, should_stop),
         max(1, int(batch_size)))
     scores = np.empty(len(counts), dtype=np.float64)
-    scores[[i for i in range(len(counts)) if i not in known]] = (
-        np.concatenate(batched) if batched else [])
-    for i, score in known.items():
-        scores[i] = score
+    scores[measured] = np.concatenate(batched) if batched else []
+    scores[list(known)] = list(known.values())
     full, base = ends if ends is not None else _end_scores(model, empty, scorer, metric, scores)
     return Curve(metric=metric, baseline=baseline, unit="pixel" if metric in ("deletion", "insertion")
                  else "cell", target=int(target), score_kind=kind, fractions=fractions,
                  scores=scores, auc=float(np.trapezoid(scores, fractions)), full_score=full,
-                 baseline_score=base, images=len(run), batches=len(batched),
+                 baseline_score=base, images=len(measured), batches=len(batched),
                  seconds=time.perf_counter() - started)
 
 
