@@ -74,6 +74,7 @@ def sidebar(charts_follow: bool):
         links.flag(st.toggle, "Presentation mode", key="presentation",
                    help="Larger text and figure fonts for projecting in a lecture hall.")
         st.caption(_device_info())
+        ui.apply_page_css()
         replica.track_session()
         if charts_follow:
             charts.preload()
@@ -90,7 +91,6 @@ def main() -> None:
     links.start_run()
     cache_spot = sidebar(charts_follow=navigation.url_path != "vit_explainer")
     ui.cache_notice(cache_spot)
-    ui.apply_presentation_css()
     replica.restart_notice()
     try:
         navigation.run()

@@ -85,14 +85,25 @@ def panel_switch(label: str, key: str, opened_by_prefix: str) -> bool:
     return links.flag(st.toggle, label, key=key)
 
 
-def apply_presentation_css() -> None:
-    if state.selection().presentation:
-        st.markdown(
-            "<style>html, body, [class*='st-'], .stMarkdown p, .stMarkdown li "
-            "{font-size: 1.35rem !important;} "
-            # the heading's text sits in a span of its own, which the rule above would shrink
-            "h1, h1 [class*='st-'] {font-size: 3rem !important;}</style>",
-            unsafe_allow_html=True)
+# A table drawn by `text_table` scrolls sideways inside its column, as `st.table` does,
+# instead of running past the page's edge (page 7's ten methods at presentation size).
+TABLE_CSS = ".stMarkdown table {display: block; overflow-x: auto; max-width: 100%;}"
+# Larger text for a lecture hall; a heading's text sits in a span of its own, which the
+# first rule would shrink to the body's size, so the headings get theirs back.
+PRESENTATION_CSS = (
+    "html, body, [class*='st-'], .stMarkdown p, .stMarkdown li {font-size: 1.35rem !important;} "
+    "h1, h1 [class*='st-'] {font-size: 3rem !important;} "
+    "h2, h2 [class*='st-'] {font-size: 2.25rem !important;} "
+    "h3, h3 [class*='st-'] {font-size: 1.75rem !important;}")
+
+
+def apply_page_css() -> None:
+    """The app's own style rules, drawn where they are called (the sidebar's end: an empty
+    element there takes no room the page needs). A markdown element, not a style-only
+    `st.html`: Streamlit applies that one after the page's first elements, so a new tab
+    showed the page unstyled for 0.4 s (presentation fonts jumped, tables ran wide)."""
+    presentation = PRESENTATION_CSS if state.selection().presentation else ""
+    st.markdown(f"<style>{TABLE_CSS} {presentation}</style>", unsafe_allow_html=True)
 
 
 def cache_notice(spot) -> None:

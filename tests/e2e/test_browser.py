@@ -171,3 +171,42 @@ def test_daam_animation_plays_and_slider_moves(session):
     no_exception(page)
     assert re.search(r"ch \d+", channels.evaluate(labels))
     assert last  # the animation figure had a title to begin with
+
+
+MEASURE_TEXT = """() => {
+  const size = el => parseFloat(getComputedStyle(el).fontSize);
+  const heading = [...document.querySelectorAll('h2')].find(h => h.innerText.includes('theory'));
+  const table = document.querySelector('.stMarkdown table');
+  const column = document.querySelector("[data-testid='stMain'] .stMarkdown");
+  return {heading: size(heading.querySelector('span') || heading),
+          text: size(document.querySelector("[data-testid='stMain'] .stMarkdown p")),
+          cell: size(table.querySelector('td')), overflow: getComputedStyle(table).overflowX,
+          tableRight: table.getBoundingClientRect().right,
+          columnRight: column.getBoundingClientRect().right};
+}"""
+
+
+@pytest.mark.parametrize("presentation", [False, True])
+def test_headings_stay_larger_and_tables_stay_in_their_column(app, browser, presentation):
+    """Page 7's theory matrix (a markdown table, dashboard/ui.text_table) scrolls sideways
+    inside the page's column instead of running past its edge, and in presentation mode a
+    section heading stays larger than the text (the mode's rule enlarges every element)."""
+    context = browser.new_context(viewport={"width": 1500, "height": 1300})
+    try:
+        page = context.new_page()
+        page.set_default_timeout(240_000)
+        page.goto(app.url + f"comparison?presentation={str(presentation).lower()}")
+        wait_app_idle(page)
+        page.locator(".stMarkdown table").first.wait_for()
+        # the app's style rules come in a markdown element that the browser applies a moment
+        # after the page's first elements
+        page.wait_for_function("() => [...document.querySelectorAll('style')]"
+                               ".some(s => s.textContent.includes('stMarkdown table'))")
+        found = page.evaluate(MEASURE_TEXT)
+        assert found["heading"] > 1.4 * found["text"], found
+        assert found["cell"] >= found["text"] - 0.5, found  # the table reads like the text
+        assert found["overflow"] == "auto" and found["tableRight"] <= found["columnRight"] + 1
+        if presentation:
+            assert found["text"] >= 1.3 * 15, found  # the theme's 15 px, enlarged
+    finally:
+        context.close()
