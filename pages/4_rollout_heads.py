@@ -415,9 +415,9 @@ def _marked_tokens(capture, marks) -> None:
             "image, shows such a separate mode.")
         if marks:
             ui.text_table({"patch": [t.patch for t in marks], "row": [t.row for t in marks],
-                      "col": [t.col for t in marks], "block": [t.block for t in marks],
-                      "norm / median": [round(t.ratio, 2) for t in marks],
-                      "gap to the rest": [round(t.gap, 2) for t in marks]})
+                           "col": [t.col for t in marks], "block": [t.block for t in marks],
+                           "norm / median": [round(t.ratio, 2) for t in marks],
+                           "gap to the rest": [round(t.gap, 2) for t in marks]})
         else:
             top = largest_norm_ratio(capture)
             st.markdown(

@@ -141,8 +141,8 @@ def family_view(model, image, target: int, layer: str) -> None:
         ui.show_figure(map_row(model_image, [(f"{r.name} · {r.seconds:.2f} s", r.map)
                                              for r in family]), key="gc_family_maps")
         ui.text_table({"method": [r.name for r in family],
-                  "seconds": [f"{r.seconds:.2f}" for r in family],
-                  "how it weights the channels": [r.note for r in family]})
+                       "seconds": [f"{r.seconds:.2f}" for r in family],
+                       "how it weights the channels": [r.note for r in family]})
 
 
 def vit_part(image, model) -> None:

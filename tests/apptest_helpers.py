@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 from streamlit.testing.v1 import AppTest
 
 CHART_COMPONENT = "vit_lens.chart"
@@ -85,8 +86,6 @@ def no_problems(app: AppTest) -> None:
 def text_tables(app: AppTest) -> list:
     """Every table the last run drew with `dashboard.ui.text_table` (one markdown block each),
     as DataFrames of its cell strings in page order; a bold first column is the index."""
-    import pandas as pd
-
     tables = []
     for element in app.markdown:
         lines = str(element.value).split("\n")
