@@ -217,7 +217,8 @@ def compute_curve(model, pixels: torch.Tensor, saliency: np.ndarray, metric: str
     scores = np.empty(len(counts), dtype=np.float64)
     scores[measured] = np.concatenate(batched) if batched else []
     scores[list(known)] = list(known.values())
-    full, base = ends if ends is not None else _end_scores(model, empty, scorer, metric, scores)
+    full, base = (ends if ends is not None
+                  else _ends_read_off_the_curve(model, empty, scorer, metric, scores))
     return Curve(metric=metric, baseline=baseline, unit="pixel" if metric in ("deletion", "insertion")
                  else "cell", target=int(target), score_kind=kind, fractions=fractions,
                  scores=scores, auc=float(np.trapezoid(scores, fractions)), full_score=full,
@@ -252,7 +253,7 @@ def _known_scores(counts, units: int, metric: str, ends: tuple[float, float]) ->
             for i, count in enumerate(counts) if count == 0 or count == units}
 
 
-def _end_scores(model, empty, scorer, metric, scores) -> tuple[float, float]:
+def _ends_read_off_the_curve(model, empty, scorer, metric, scores) -> tuple[float, float]:
     """Scores of the untouched image and of the pure baseline (read off the curve where
     it contains them; pos/neg-perturb stop at 90 %, so the baseline gets its own pass)."""
     if metric == "deletion":
