@@ -89,12 +89,16 @@ def panel_switch(label: str, key: str, opened_by_prefix: str) -> bool:
 # instead of running past the page's edge (page 7's ten methods at presentation size).
 TABLE_CSS = ".stMarkdown table {display: block; overflow-x: auto; max-width: 100%;}"
 # Larger text for a lecture hall; a heading's text sits in a span of its own, which the
-# first rule would shrink to the body's size, so the headings get theirs back.
+# first rule would shrink to the body's size, so the headings get theirs back. The open
+# sidebar widens (and its page names may wrap) so the larger names are not cut to "2 · Sel…";
+# a collapsed one stays out of the way.
 PRESENTATION_CSS = (
     "html, body, [class*='st-'], .stMarkdown p, .stMarkdown li {font-size: 1.35rem !important;} "
     "h1, h1 [class*='st-'] {font-size: 3rem !important;} "
     "h2, h2 [class*='st-'] {font-size: 2.25rem !important;} "
-    "h3, h3 [class*='st-'] {font-size: 1.75rem !important;}")
+    "h3, h3 [class*='st-'] {font-size: 1.75rem !important;} "
+    "[data-testid='stSidebar'][data-collapsed='false'] {min-width: 19rem !important;} "
+    "[data-testid='stSidebarNav'] a span {white-space: normal !important;}")
 
 
 def apply_page_css() -> None:

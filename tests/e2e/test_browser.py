@@ -178,7 +178,11 @@ MEASURE_TEXT = """() => {
   const heading = [...document.querySelectorAll('h2')].find(h => h.innerText.includes('theory'));
   const table = document.querySelector('.stMarkdown table');
   const column = document.querySelector("[data-testid='stMain'] .stMarkdown");
-  return {heading: size(heading.querySelector('span') || heading),
+  const pageNames = [...document.querySelectorAll("[data-testid='stSidebarNav'] a span")]
+    .filter(span => span.textContent.includes('·'));
+  return {cutNames: pageNames.filter(span => span.scrollWidth > span.clientWidth + 1)
+            .map(span => span.textContent),
+          pageNames: pageNames.length,heading: size(heading.querySelector('span') || heading),
           text: size(document.querySelector("[data-testid='stMain'] .stMarkdown p")),
           cell: size(table.querySelector('td')), overflow: getComputedStyle(table).overflowX,
           tableRight: table.getBoundingClientRect().right,
@@ -189,8 +193,10 @@ MEASURE_TEXT = """() => {
 @pytest.mark.parametrize("presentation", [False, True])
 def test_headings_stay_larger_and_tables_stay_in_their_column(app, browser, presentation):
     """Page 7's theory matrix (a markdown table, dashboard/ui.text_table) scrolls sideways
-    inside the page's column instead of running past its edge, and in presentation mode a
-    section heading stays larger than the text (the mode's rule enlarges every element)."""
+    inside the page's column instead of running past its edge, in presentation mode a
+    section heading stays larger than the text (the mode's rule enlarges every element),
+    and the sidebar's page names are whole in both modes (the larger type needs a wider
+    sidebar)."""
     context = browser.new_context(viewport={"width": 1500, "height": 1300})
     try:
         page = context.new_page()
@@ -206,6 +212,7 @@ def test_headings_stay_larger_and_tables_stay_in_their_column(app, browser, pres
         assert found["heading"] > 1.4 * found["text"], found
         assert found["cell"] >= found["text"] - 0.5, found  # the table reads like the text
         assert found["overflow"] == "auto" and found["tableRight"] <= found["columnRight"] + 1
+        assert found["pageNames"] == 9 and found["cutNames"] == [], found
         if presentation:
             assert found["text"] >= 1.3 * 15, found  # the theme's 15 px, enlarged
     finally:
