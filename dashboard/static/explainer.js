@@ -468,8 +468,12 @@ class Explainer {
     const row = el("div", "vx-pipeline");
     this.stageEls = {};
     this.blockEls = [];
+    // two rows of half the stages each when one row is too narrow (explainer.css)
+    const half = Math.ceil(m.ov.stages.length / 2);
+    row.style.setProperty("--vx-two-rows",
+      `repeat(${half - 1}, minmax(min-content, 1fr) auto) minmax(min-content, 1fr)`);
     m.ov.stages.forEach((stage, i) => {
-      if (i) row.appendChild(el("div", "vx-arrow", "→"));
+      if (i) row.appendChild(el("div", i === half ? "vx-arrow vx-arrow-wrap" : "vx-arrow", "→"));
       const node = el("button", "vx-stage");
       node.dataset.stage = stage.id;
       let extra = stage.note ? `<div class="vx-stage-shape">${esc(stage.note)}</div>` : "";
