@@ -91,14 +91,16 @@ TABLE_CSS = ".stMarkdown table {display: block; overflow-x: auto; max-width: 100
 # Larger text for a lecture hall; a heading's text sits in a span of its own, which the
 # first rule would shrink to the body's size, so the headings get theirs back. The open
 # sidebar widens (and its page names may wrap) so the larger names are not cut to "2 · Sel…";
-# a collapsed one stays out of the way.
+# a collapsed one stays out of the way. The larger root type would also widen Streamlit's
+# rem-based page margins (108 px a side); on a projector that width goes to the content.
 PRESENTATION_CSS = (
     "html, body, [class*='st-'], .stMarkdown p, .stMarkdown li {font-size: 1.35rem !important;} "
     "h1, h1 [class*='st-'] {font-size: 3rem !important;} "
     "h2, h2 [class*='st-'] {font-size: 2.25rem !important;} "
     "h3, h3 [class*='st-'] {font-size: 1.75rem !important;} "
     "[data-testid='stSidebar'][data-collapsed='false'] {min-width: 19rem !important;} "
-    "[data-testid='stSidebarNav'] a span {white-space: normal !important;}")
+    "[data-testid='stSidebarNav'] a span {white-space: normal !important;} "
+    "[data-testid='stMainBlockContainer'] {padding: 3.5rem 1.5rem 4rem !important;}")
 
 
 def apply_page_css() -> None:

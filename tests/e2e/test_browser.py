@@ -180,7 +180,11 @@ MEASURE_TEXT = """() => {
   const column = document.querySelector("[data-testid='stMain'] .stMarkdown");
   const pageNames = [...document.querySelectorAll("[data-testid='stSidebarNav'] a span")]
     .filter(span => span.textContent.includes('·'));
-  return {cutNames: pageNames.filter(span => span.scrollWidth > span.clientWidth + 1)
+  const block = document.querySelector("[data-testid='stMainBlockContainer']");
+  return {columnShare: block.clientWidth
+            ? (block.clientWidth - parseFloat(getComputedStyle(block).paddingLeft)
+               - parseFloat(getComputedStyle(block).paddingRight)) / block.clientWidth : 0,
+          cutNames: pageNames.filter(span => span.scrollWidth > span.clientWidth + 1)
             .map(span => span.textContent),
           pageNames: pageNames.length,heading: size(heading.querySelector('span') || heading),
           text: size(document.querySelector("[data-testid='stMain'] .stMarkdown p")),
@@ -196,7 +200,7 @@ def test_headings_stay_larger_and_tables_stay_in_their_column(app, browser, pres
     inside the page's column instead of running past its edge, in presentation mode a
     section heading stays larger than the text (the mode's rule enlarges every element),
     and the sidebar's page names are whole in both modes (the larger type needs a wider
-    sidebar)."""
+    sidebar), and presentation mode gives the page's margins to its content."""
     context = browser.new_context(viewport={"width": 1500, "height": 1300})
     try:
         page = context.new_page()
@@ -215,5 +219,7 @@ def test_headings_stay_larger_and_tables_stay_in_their_column(app, browser, pres
         assert found["pageNames"] == 9 and found["cutNames"] == [], found
         if presentation:
             assert found["text"] >= 1.3 * 15, found  # the theme's 15 px, enlarged
+            # the enlarged root would widen Streamlit's rem-based margins too
+            assert found["columnShare"] >= 0.9, found
     finally:
         context.close()
