@@ -98,7 +98,7 @@ PRESENTATION_CSS = (
     "h1, h1 [class*='st-'] {font-size: 3rem !important;} "
     "h2, h2 [class*='st-'] {font-size: 2.25rem !important;} "
     "h3, h3 [class*='st-'] {font-size: 1.75rem !important;} "
-    "[data-testid='stSidebar'][data-collapsed='false'] {min-width: 19rem !important;} "
+    "[data-testid='stSidebar'][data-collapsed='false'] {min-width: min(19rem, 24vw) !important;} "
     "[data-testid='stSidebarNav'] a span {white-space: normal !important;} "
     "[data-testid='stMainBlockContainer'] {padding: 3.5rem 1.5rem 4rem !important;}")
 

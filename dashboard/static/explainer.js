@@ -1488,7 +1488,7 @@ class Explainer {
     if (!svg || !svg.isConnected) return;
     const m = this.model, rect = svg.getBoundingClientRect(), W = rect.width || 500, H = rect.height || 170;
     const font = Math.round(11 * (this.root.classList.contains("present") ? 1.6 : 1));
-    const pad = { l: 4.2 * font, r: 10, t: 10, b: 2.6 * font }, n = m.blocks.length, st = this.state;
+    const pad = { l: 4.2 * font, r: font, t: 10, b: 2.6 * font }, n = m.blocks.length, st = this.state;  // r: room for the last tick label
     // point 0: the tokens entering block 0; point i: the output of block i - 1
     const traces = [m.embedNorms, ...m.normOut];
     const patchStart = (v) => v.length - m.np;

@@ -280,15 +280,19 @@ STAGE_ROWS = """root => {
   const rows = {};
   stages.forEach(s => { const top = Math.round(s.getBoundingClientRect().top);
                         rows[top] = (rows[top] || 0) + 1; });
+  const right = root.getBoundingClientRect().right;
   return {perRow: Object.values(rows), cut: stages.filter(s => [s, ...s.children].some(
-            e => e.scrollWidth > e.clientWidth + 1)).map(s => s.dataset.stage)};
+            e => e.scrollWidth > e.clientWidth + 1)).map(s => s.dataset.stage),
+          outside: [...root.querySelectorAll('*')].filter(
+            e => e.getBoundingClientRect().right > right + 1).map(e => e.textContent.slice(0, 20))};
 }"""
 
 
 def test_presentation_mode_on_a_projector(app, browser):
     """1920x1080 with presentation mode on: larger type, the tour and the part it talks
     about both on screen, the pipeline's stages on one row; on a 1366x768 projector the
-    stages go on two even rows instead of cutting their names."""
+    stages go on two even rows instead of cutting their names, and nothing sticks out past
+    the component's edge (the block player's "11 of 0-11" did)."""
     context, tab, traffic, errors = new_page(browser, 1920, 1080)
     open_explainer(tab, app.url, "?presentation=true&tour=8")
     size = tab.locator(ROOT).evaluate("e => parseFloat(getComputedStyle(e).fontSize)")
@@ -297,10 +301,10 @@ def test_presentation_mode_on_a_projector(app, browser):
     tour, image = in_view(tab, f"{ROOT} .vx-tour"), in_view(tab, f"{ROOT} canvas.vx-image")
     assert tour["y"] + tour["height"] <= image["y"] + 2 and image["y"] < image["viewport"] - 200
     shot(tab, "explainer-presentation")
-    assert tab.locator(ROOT).evaluate(STAGE_ROWS) == {"perRow": [8], "cut": []}
+    assert tab.locator(ROOT).evaluate(STAGE_ROWS) == {"perRow": [8], "cut": [], "outside": []}
     tab.set_viewport_size({"width": 1366, "height": 768})
     tab.wait_for_timeout(500)
-    assert tab.locator(ROOT).evaluate(STAGE_ROWS) == {"perRow": [4, 4], "cut": []}
+    assert tab.locator(ROOT).evaluate(STAGE_ROWS) == {"perRow": [4, 4], "cut": [], "outside": []}
     assert traffic.foreign_hosts(app.url) == set()
     context.close()
     assert errors == [], errors
