@@ -99,7 +99,8 @@ PRESENTATION_CSS = (
     "h2, h2 [class*='st-'] {font-size: 2.25rem !important;} "
     "h3, h3 [class*='st-'] {font-size: 1.75rem !important;} "
     "[data-testid='stSidebar'][data-collapsed='false'] {min-width: min(19rem, 24vw) !important;} "
-    "[data-testid='stSidebarNav'] a span {white-space: normal !important;} "
+    "[data-testid='stSidebarNav'] a * {font-size: 1.05rem !important; "
+    "white-space: normal !important;} "
     "[data-testid='stMainBlockContainer'] {padding: 3.5rem 1.5rem 4rem !important;}")
 
 

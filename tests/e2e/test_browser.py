@@ -178,15 +178,17 @@ MEASURE_TEXT = """() => {
   const heading = [...document.querySelectorAll('h2')].find(h => h.innerText.includes('theory'));
   const table = document.querySelector('.stMarkdown table');
   const column = document.querySelector("[data-testid='stMain'] .stMarkdown");
-  const pageNames = [...document.querySelectorAll("[data-testid='stSidebarNav'] a span")]
-    .filter(span => span.textContent.includes('·'));
+  const pageNames = [...document.querySelectorAll("[data-testid='stSidebarNav'] a")]
+    .filter(link => link.textContent.includes('·'));
+  const cut = link => [...link.querySelectorAll('*')]  // the name's elements, not the icon's
+    .filter(e => e.textContent.includes('·')).some(e => e.scrollWidth > e.clientWidth + 1);
   const block = document.querySelector("[data-testid='stMainBlockContainer']");
-  return {columnShare: block.clientWidth
+  return {cutNames: pageNames.filter(cut).map(link => link.textContent),
+          columnShare: block.clientWidth
             ? (block.clientWidth - parseFloat(getComputedStyle(block).paddingLeft)
                - parseFloat(getComputedStyle(block).paddingRight)) / block.clientWidth : 0,
-          cutNames: pageNames.filter(span => span.scrollWidth > span.clientWidth + 1)
-            .map(span => span.textContent),
-          pageNames: pageNames.length,heading: size(heading.querySelector('span') || heading),
+          pageNames: pageNames.length,
+          heading: size(heading.querySelector('span') || heading),
           text: size(document.querySelector("[data-testid='stMain'] .stMarkdown p")),
           cell: size(table.querySelector('td')), overflow: getComputedStyle(table).overflowX,
           tableRight: table.getBoundingClientRect().right,
@@ -221,5 +223,8 @@ def test_headings_stay_larger_and_tables_stay_in_their_column(app, browser, pres
             assert found["text"] >= 1.3 * 15, found  # the theme's 15 px, enlarged
             # the enlarged root would widen Streamlit's rem-based margins too
             assert found["columnShare"] >= 0.9, found
+            page.set_viewport_size({"width": 1366, "height": 768})  # a smaller projector
+            page.wait_for_timeout(300)
+            assert page.evaluate(MEASURE_TEXT)["cutNames"] == []
     finally:
         context.close()

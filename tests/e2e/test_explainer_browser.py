@@ -292,7 +292,8 @@ def test_presentation_mode_on_a_projector(app, browser):
     """1920x1080 with presentation mode on: larger type, the tour and the part it talks
     about both on screen, the pipeline's stages on one row; on a 1366x768 projector the
     stages go on two even rows instead of cutting their names, and nothing sticks out past
-    the component's edge (the block player's "11 of 0-11" did)."""
+    the component's edge (the block player's "11 of 0-11" did); 768 rows of pixels get a
+    smaller scale, so the tour box and what it spotlights both fit."""
     context, tab, traffic, errors = new_page(browser, 1920, 1080)
     open_explainer(tab, app.url, "?presentation=true&tour=8")
     size = tab.locator(ROOT).evaluate("e => parseFloat(getComputedStyle(e).fontSize)")
@@ -303,6 +304,17 @@ def test_presentation_mode_on_a_projector(app, browser):
     shot(tab, "explainer-presentation")
     assert tab.locator(ROOT).evaluate(STAGE_ROWS) == {"perRow": [8], "cut": [], "outside": []}
     tab.set_viewport_size({"width": 1366, "height": 768})
+    tab.wait_for_timeout(500)
+    small = tab.locator(ROOT).evaluate("e => parseFloat(getComputedStyle(e).fontSize)")
+    assert 20 <= small < size  # fewer rows of pixels: the same share of the height per letter
+    found = tab.locator(ROOT).evaluate(STAGE_ROWS)
+    assert found["cut"] == [] and found["outside"] == [] and found["perRow"] in ([8], [4, 4])
+    tab.keyboard.press("ArrowRight")  # step 9 talks about the head chips
+    tab.wait_for_timeout(900)
+    tour, heads = in_view(tab, f"{ROOT} .vx-tour"), in_view(tab, f"{ROOT} [data-part='heads']")
+    assert tour["y"] + tour["height"] <= heads["y"] + 2, (tour, heads)
+    assert heads["y"] + heads["height"] <= heads["viewport"], heads
+    tab.set_viewport_size({"width": 1366, "height": 1024})  # as wide, taller: full size
     tab.wait_for_timeout(500)
     assert tab.locator(ROOT).evaluate(STAGE_ROWS) == {"perRow": [4, 4], "cut": [], "outside": []}
     assert traffic.foreign_hosts(app.url) == set()
