@@ -25,9 +25,9 @@ st.markdown(
     "every row to sum to 1, and multiplies the blocks together in forward order. By default "
     "the product starts after any early block that an *attention sink* dominates (see "
     "the *Sinks and registers* view).")
-st.latex(r"\hat A_l = \frac{\bar A_l + I}{\mathrm{rowsum}(\bar A_l + I)}, \qquad "
-         r"R = \hat A_{\mathrm{end}} \cdots \hat A_{\mathrm{start}}, \qquad "
-         r"\text{map} = R[\mathrm{CLS},\ \text{patches}]")
+st.latex(r"\begin{gathered}\hat A_l = \frac{\bar A_l + I}{\mathrm{rowsum}(\bar A_l + I)},"
+         r"\qquad R = \hat A_{\mathrm{end}} \cdots \hat A_{\mathrm{start}},\\ "
+         r"\text{map} = R[\mathrm{CLS},\ \text{patches}]\end{gathered}")  # fits a projector
 
 image, model = ui.vit_page_inputs()
 

@@ -21,10 +21,11 @@ st.markdown(
     "weighted values apart instead of summing them gives a spatial map per channel; the "
     "gradient of the class score at the [CLS] context says which channels matter. One forward "
     "and ONE backward pass give every block's map at once.")
-st.latex(r"S_b[n,\,c] = a^0_b[h,n]\,V_b[h,n,j],\quad \textstyle\sum_n S_b[n,:] = T_b,\quad "
-         r"C_b = \frac{\partial y}{\partial T_b},\quad "
+# two rows: on one the five equations ran past the column at presentation size
+st.latex(r"\begin{gathered}S_b[n,\,c] = a^0_b[h,n]\,V_b[h,n,j],\quad "
+         r"\textstyle\sum_n S_b[n,:] = T_b,\quad C_b = \frac{\partial y}{\partial T_b},\\ "
          r"L_b = \mathrm{ReLU}\Big(\sum_c \mathrm{ReLU}(C_b)_c\, S_b[\text{patches},c]\Big),"
-         r"\quad D_b = \sum_{i\le b} L_i")
+         r"\quad D_b = \sum_{i\le b} L_i\end{gathered}")
 st.caption("c = h·d + j numbers the channels head by head, as they enter the attention's "
            "output projection; T_b is the [CLS] context at that point.")
 

@@ -228,3 +228,28 @@ def test_headings_stay_larger_and_tables_stay_in_their_column(app, browser, pres
             assert page.evaluate(MEASURE_TEXT)["cutNames"] == []
     finally:
         context.close()
+
+
+# a formula wider than its column scrolls inside it (KaTeX's 1-2 px rounding aside)
+FORMULA_OVERFLOW = """() => [...document.querySelectorAll("[data-testid='stMain'] .katex-display")]
+  .map(e => e.scrollWidth - e.clientWidth)"""
+
+
+def test_formulas_fit_a_projector(app, browser):
+    """Every page's formula fits its column in presentation mode on a 1366x768 projector
+    with the sidebar open (DAAM's five equations ran 1816 px in 973, page 4's three 1076)."""
+    context = browser.new_context(viewport={"width": 1366, "height": 768})
+    try:
+        page = context.new_page()
+        page.set_default_timeout(240_000)
+        for path in ("tokenization", "self_attention", "attention_distance", "rollout_heads",
+                     "gradcam", "daam_flow"):
+            page.goto(app.url + f"{path}?presentation=true")
+            wait_app_idle(page)
+            page.locator("[data-testid='stMain'] .katex-display").first.wait_for()
+            page.wait_for_function("() => [...document.querySelectorAll('style')]"
+                                   ".some(s => s.textContent.includes('1.35rem'))")
+            overflow = page.evaluate(FORMULA_OVERFLOW)
+            assert overflow and max(overflow) <= 4, (path, overflow)
+    finally:
+        context.close()
