@@ -173,6 +173,17 @@ def test_daam_animation_plays_and_slider_moves(session):
     assert last  # the animation figure had a title to begin with
 
 
+def open_styled(page, url: str, element: str, rule: str) -> None:
+    """Open `url` and wait until the script has run, `element` shows and the app's style
+    rules (with `rule` in them) are there: they come in a markdown element that the browser
+    applies a moment after the page's first elements."""
+    page.goto(url)
+    wait_app_idle(page)
+    page.locator(element).first.wait_for()
+    page.wait_for_function("rule => [...document.querySelectorAll('style')]"
+                           ".some(s => s.textContent.includes(rule))", arg=rule)
+
+
 MEASURE_TEXT = """() => {
   const size = el => parseFloat(getComputedStyle(el).fontSize);
   const heading = [...document.querySelectorAll('h2')].find(h => h.innerText.includes('theory'));
@@ -207,13 +218,8 @@ def test_headings_stay_larger_and_tables_stay_in_their_column(app, browser, pres
     try:
         page = context.new_page()
         page.set_default_timeout(240_000)
-        page.goto(app.url + f"comparison?presentation={str(presentation).lower()}")
-        wait_app_idle(page)
-        page.locator(".stMarkdown table").first.wait_for()
-        # the app's style rules come in a markdown element that the browser applies a moment
-        # after the page's first elements
-        page.wait_for_function("() => [...document.querySelectorAll('style')]"
-                               ".some(s => s.textContent.includes('stMarkdown table'))")
+        open_styled(page, app.url + f"comparison?presentation={str(presentation).lower()}",
+                    ".stMarkdown table", "stMarkdown table")
         found = page.evaluate(MEASURE_TEXT)
         assert found["heading"] > 1.4 * found["text"], found
         assert found["cell"] >= found["text"] - 0.5, found  # the table reads like the text
@@ -244,11 +250,8 @@ def test_formulas_fit_a_projector(app, browser):
         page.set_default_timeout(240_000)
         for path in ("tokenization", "self_attention", "attention_distance", "rollout_heads",
                      "gradcam", "daam_flow"):
-            page.goto(app.url + f"{path}?presentation=true")
-            wait_app_idle(page)
-            page.locator("[data-testid='stMain'] .katex-display").first.wait_for()
-            page.wait_for_function("() => [...document.querySelectorAll('style')]"
-                                   ".some(s => s.textContent.includes('1.35rem'))")
+            open_styled(page, app.url + f"{path}?presentation=true",
+                        "[data-testid='stMain'] .katex-display", "1.35rem")
             overflow = page.evaluate(FORMULA_OVERFLOW)
             assert overflow and max(overflow) <= 4, (path, overflow)
     finally:
