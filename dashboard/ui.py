@@ -91,8 +91,9 @@ TABLE_CSS = ".stMarkdown table {display: block; overflow-x: auto; max-width: 100
 # Larger text for a lecture hall; a heading's text sits in a span of its own, which the
 # first rule would shrink to the body's size, so the headings get theirs back. The open
 # sidebar widens and its page names, a little smaller, wrap when they must, so they are not
-# cut to "2 · Sel…"; a collapsed one stays out of the way. The larger root type would also widen Streamlit's
-# rem-based page margins (108 px a side); on a projector that width goes to the content.
+# cut to "2 · Sel…"; a collapsed one stays out of the way. The larger root type would also
+# widen Streamlit's rem-based page margins (108 px a side); on a projector that width goes
+# to the content.
 PRESENTATION_CSS = (
     "html, body, [class*='st-'], .stMarkdown p, .stMarkdown li {font-size: 1.35rem !important;} "
     "h1, h1 [class*='st-'] {font-size: 3rem !important;} "
