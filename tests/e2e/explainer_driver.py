@@ -157,3 +157,11 @@ def in_view(page, selector: str) -> dict:
     """The element's box and the viewport height (to check what a learner sees)."""
     box = page.locator(selector).first.bounding_box()
     return {**box, "viewport": page.viewport_size["height"]}
+
+
+def check_tour_above(page, part: str) -> None:
+    """What a learner sees at a tour step: the tour box on screen, above the component's
+    `part`, and that part (its first 200 px at least) in view under it."""
+    tour, spot = in_view(page, f"{ROOT} .vx-tour"), in_view(page, f"{ROOT} {part}")
+    assert tour["y"] >= 0 and tour["y"] + tour["height"] <= spot["y"] + 2, (part, tour, spot)
+    assert spot["y"] + min(spot["height"], 200) <= spot["viewport"], (part, spot)
