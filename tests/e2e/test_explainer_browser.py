@@ -3,7 +3,7 @@ different overlays with no WebSocket message to the server; play advances the bl
 opening a block fetches its detail and nothing else; `?tour=3` opens step 3;
 ArrowRight/ArrowLeft move the tour and its deep link; the tour resumes after "Go deeper";
 the random-weight layouts (two prefix tokens, five, CaiT's class attention) hover, play
-and tour too; a large upload is described as it is; no request leaves the app's own
+and tour too; a phone gets one column; a large upload is described as it is; no request leaves the app's own
 host. Screenshots go to artifacts/screenshots/."""
 
 from __future__ import annotations
@@ -31,8 +31,8 @@ def app():
         yield apps[0]
 
 
-def new_page(browser, width=1500, height=1800):
-    context = browser.new_context(viewport={"width": width, "height": height})
+def new_page(browser, width=1500, height=1800, **options):
+    context = browser.new_context(viewport={"width": width, "height": height}, **options)
     tab = context.new_page()
     tab.set_default_timeout(240_000)
     errors: list[str] = []
@@ -317,6 +317,28 @@ def test_presentation_mode_on_a_projector(app, browser):
     tab.wait_for_timeout(500)
     assert tab.locator(ROOT).evaluate(STAGE_ROWS) == {"perRow": [4, 4], "cut": [], "outside": []}
     assert traffic.foreign_hosts(app.url) == set()
+    context.close()
+    assert errors == [], errors
+
+
+def test_a_phone_gets_one_column(app, browser):
+    """A learner on a phone (390x844, touch): whichever stage is open, nothing sticks out past
+    the component's edge (the image, its controls and the block's attention matrix did, by
+    35-270 px, cut off by the page), and a tour step shows its part under the tour box."""
+    context, tab, traffic, errors = new_page(browser, 390, 844, is_mobile=True, has_touch=True)
+    open_explainer(tab, app.url)
+    stages = tab.locator(f"{ROOT} .vx-stage")
+    for i in range(stages.count()):
+        stages.nth(i).click()
+        wait_app_idle(tab)
+        found = tab.locator(ROOT).evaluate(STAGE_ROWS)
+        assert found["outside"] == [], (stages.nth(i).get_attribute("data-stage"), found)
+    image = in_view(tab, f"{ROOT} canvas.vx-image")
+    assert 0.8 * image["width"] <= image["height"] <= 1.2 * image["width"]  # a square, not squeezed
+    open_explainer(tab, app.url, "?tour=6")
+    tab.wait_for_timeout(900)  # the smooth scroll
+    check_tour_above(tab, "[data-part='steps']")
+    assert not tab.locator(f"{ROOT} .vx-tour .vx-keys").is_visible()  # no arrow keys on a phone
     context.close()
     assert errors == [], errors
 
