@@ -14,7 +14,8 @@ import pytest
 from e2e_helpers import ARTIFACTS, ROOT as REPO, running_apps, wait_app_idle
 from explainer_driver import (ROOT, Traffic, check_tour_above, choose_random_vit,
                               hover_patch, image_pixels_digest, in_view, metrics,
-                              open_explainer, state, upload_photo, wait_for_state)
+                              open_explainer, patch_point, state, upload_photo,
+                              wait_for_state)
 from PIL import Image
 
 from dashboard.explainer_tour import TOUR
@@ -324,7 +325,8 @@ def test_presentation_mode_on_a_projector(app, browser):
 def test_a_phone_gets_one_column(app, browser):
     """A learner on a phone (390x844, touch): whichever stage is open, nothing sticks out past
     the component's edge (the image, its controls and the block's attention matrix did, by
-    35-270 px, cut off by the page), and a tour step shows its part under the tour box."""
+    35-270 px, cut off by the page), a tap on the picture shows that patch's attention, and a
+    tour step shows its part under the tour box."""
     context, tab, traffic, errors = new_page(browser, 390, 844, is_mobile=True, has_touch=True)
     open_explainer(tab, app.url)
     stages = tab.locator(f"{ROOT} .vx-stage")
@@ -335,6 +337,12 @@ def test_a_phone_gets_one_column(app, browser):
         assert found["outside"] == [], (stages.nth(i).get_attribute("data-stage"), found)
     image = in_view(tab, f"{ROOT} canvas.vx-image")
     assert 0.8 * image["width"] <= image["height"] <= 1.2 * image["width"]  # a square, not squeezed
+    shown = {state(tab)["mapSum"]}  # [CLS]'s row; a tap shows (and pins) the patch's row
+    for patch in (0, 100):
+        tab.touchscreen.tap(*patch_point(tab, patch))
+        tab.wait_for_timeout(200)
+        shown.add(state(tab)["mapSum"])
+    assert len(shown) == 3, shown
     open_explainer(tab, app.url, "?tour=6")
     tab.wait_for_timeout(900)  # the smooth scroll
     check_tour_above(tab, "[data-part='steps']")
