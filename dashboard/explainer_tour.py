@@ -109,12 +109,10 @@ TOUR: list[Step] = [
          "outputs of all heads are put side by side ({heads}×{d} = {D}) and mixed by one "
          "projection.",
          "blocks", "middle", "mean", None, "attention", ("image", "heads"), "4_rollout_heads.py"),
-    Step("Near in early blocks, far in late ones",
-         "Click a patch to pin it, then drag the block slider under the image. In trained "
-         "ViTs, early blocks "
-         "mix heads that look only at close neighbours, like a small convolution, with heads "
-         "that already look far away; in the last blocks almost every head spreads over the "
-         "whole image. A CNN cannot do that: its view grows a little with every layer.",
+    Step("Near and far: how far the heads look",
+         "Click a patch to pin it, then drag the block slider: how far does its attention "
+         "reach? {distance_sentence} A CNN cannot mix near and far in one layer: its view "
+         "grows a little with every layer.",
          "blocks", "first", "mean", "centre", "attention", ("image", "player"),
          "3_attention_distance.py"),
     Step("Attention sinks",
@@ -239,6 +237,7 @@ def tour_facts(overview: dict) -> dict[str, str]:
         "growth_sentence": _growth_sentence(overview),
         "outlier_sentence": _outlier_sentence(overview),
         "sink_sentence": _sink_sentence(overview),
+        "distance_sentence": _distance_sentence(overview),
         "rollout_start": _rollout_start(overview),
         "cls_sentence": _cls_sentence(late, dims),
         "rollout_last": blocks[resolve_block("last_self", overview)]["label"].lower(),
@@ -346,6 +345,38 @@ def _outlier_sentence(overview: dict) -> str:
     return (f"{count} patch token{'s' if count > 1 else ''} stand{'' if count > 1 else 's'} "
             f"apart ({rule}); the marked one is at {where(marks['flagged'][0])}. Darcet et al. "
             "(2024) found large ViTs re-using a few patches as scratch space like this.")
+
+
+def _distance_sentence(overview: dict) -> str:
+    """How far the first and last self-attention blocks' heads look on this image, next to
+    what the ViT papers report (said only as far as the measurement bears it out)."""
+    measured = overview["distance"]
+    blocks, mad, even = measured["blocks"], measured["mad"], measured["reference"]
+    name = lambda i: overview["blocks"][blocks[i]]["label"].lower()  # noqa: E731
+
+    def span(i: int) -> str:
+        low, high = round(min(mad[i])), round(max(mad[i]))
+        return f"{low}–{high} px" if low != high else f"about {low} px"
+
+    text = (f"Measured on this image (page 3's mean attention distance): the heads of "
+            f"{name(0)} look {span(0)} from their query")
+    if len(blocks) > 1:
+        text += f", those of {name(-1)} {span(-1)}"
+    text += f"; evenly spread attention would give {even:.0f} px."
+    if len(blocks) == 1:
+        return text
+    near_first, near_last = min(mad[0]), min(mad[-1])
+    patch = overview["layout"]["patch"][0]  # a difference under one patch is not a trend
+    text += (" The ViT papers report early blocks mixing near- and far-looking heads and late "
+             "blocks whose heads all look far; ")
+    if near_last >= near_first + patch:
+        return text + (f"here {name(-1)}'s nearest head ({near_last:.0f} px) looks farther "
+                       f"than {name(0)}'s ({near_first:.0f} px).")
+    if near_last > near_first - patch:
+        return text + (f"not here: the nearest heads of {name(0)} and {name(-1)} look about "
+                       f"as far ({near_first:.0f} and {near_last:.0f} px, under a patch apart).")
+    return text + (f"not here: {name(-1)}'s nearest head ({near_last:.0f} px) looks nearer "
+                   f"than {name(0)}'s ({near_first:.0f} px).")
 
 
 def _sink_sentence(overview: dict) -> str:

@@ -153,10 +153,14 @@ def position_view():
         "nothing changes. So the model adds a learned vector to each token that depends only on "
         "its position. Below, each small square belongs to one patch and shows the **cosine "
         "similarity** of that patch's position embedding with the position embedding of every "
-        "patch. In a trained model, nearby patches get similar codes and rows and columns show "
-        "up as stripes: the model has learned the 2-D layout from a 1-D list.")
+        "patch. If training has taught the model the 2-D layout from a 1-D list, nearby patches "
+        "get similar codes, and rows and columns often show up as stripes.")
     with ui.friendly_errors():
         similarity = tokens.cached_position_similarity(model)
+        near, far = similarity.near_and_far()
+        st.markdown(f"Measured on this model: side-by-side patches have codes with cosine "
+                    f"**{near:.2f}** on average, patches more than half the grid apart "
+                    f"**{far:.2f}**.")
         pos_rows, pos_cols = similarity.grid
         left, right = st.columns([1.4, 1])
         with left:

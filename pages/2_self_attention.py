@@ -13,7 +13,7 @@ from xai_core.figures.clicks import clicked_index
 from xai_core.figures.curves import distribution_figure, entropy_curve_figure
 from xai_core.figures.matrices import matrix_figure, multihead_figure
 from xai_core.figures.overlays import query_attention_figure
-from xai_core.methods import attention
+from xai_core.methods import attention, distance
 
 st.title("Self-attention: queries, keys, values, heads")
 st.markdown(
@@ -182,6 +182,17 @@ def heads_view():
                        key="toy_mh_output")
 
 
+def _how_far_heads_look(model, image) -> str:
+    """The first and last block's mean attention distance on this image, measured (page 3's
+    default convention), instead of the papers' "early heads look near, late ones far"."""
+    measured = distance.explain(model, image, prefix="exclude", renormalise="no").detail
+    first, last = (float(measured.mad[i].mean()) for i in (0, -1))
+    return (f"On this image the heads of block {measured.blocks[0]} look on average "
+            f"**{first:.0f} px** from their query, those of block {measured.blocks[-1]} "
+            f"**{last:.0f} px** (attention spread evenly over the patches would give "
+            f"{measured.reference:.0f} px); page 3 measures every head.")
+
+
 @st.fragment
 def model_view():
     st.header("4 · The same thing in the real model")
@@ -230,13 +241,14 @@ def model_view():
                 f"**{prefix_share:.1%}** of it; the patches take the other {1 - prefix_share:.1%}.")
             st.markdown(
                 "Try a patch on the object and one on the background, an early block and a late "
-                "one, single heads and the mean. Early blocks tend to look near the query; later "
-                "ones gather from the whole object. Some heads park nearly all their attention on "
-                "one key whatever the query, an *attention sink* (a background patch, [CLS] or a "
-                "register); page 4's *Sinks and registers* measures it for every head of this "
-                "model.")
+                f"one, single heads and the mean. {_how_far_heads_look(model, image)} A head "
+                "can also park nearly all its attention on one key whatever the query, an "
+                "*attention sink* (a background patch, [CLS] or a register); page 4's *Sinks and "
+                "registers* measures whether any head of this model does.")
             st.caption("Convention: post-softmax attention probabilities of one query row, prefix "
-                       "keys dropped, not renormalised; the head mean is the plain average.")
+                       "keys dropped, not renormalised; the head mean is the plain average. "
+                       "Distances: mean attention distance (Raghu et al. 2021) over the patch "
+                       "queries and heads, prefix rows and columns dropped, as on page 3.")
 
 
 view = ui.view_picker(VIEWS, key="sa_view", label="Part",

@@ -203,9 +203,10 @@ def rollout_view() -> None:
     st.subheader("Rollout next to raw attention")
     rollout = tm.text_rollout(capture.attentions)
     last = capture.attentions[-1].mean(0)
+    cls = capture.cls_index
     ui.show_figure(ft.token_bars(
-        tokens, {"raw attention from [CLS], last layer (mean of heads)": last[capture.cls_index],
-                 "rollout from [CLS] through all layers": rollout[capture.cls_index]},
+        tokens, {"raw attention from [CLS], last layer (mean of heads)": last[cls],
+                 "rollout from [CLS] through all layers": rollout[cls]},
         "Where [CLS] looks: one layer vs. all layers", "weight (each sums to 1)"),
         key="text_rollout")
     st.markdown(
@@ -213,9 +214,9 @@ def rollout_view() -> None:
         "heads are averaged, the identity is added for the residual connection, rows are "
         "renormalised, and the layers are multiplied in order - the convention of Chefer et al.'s "
         "`compute_rollout_attention`, the same one page 4 uses for images. The added identity "
-        "stands for the residual path, which carries each token's own state forward, so the "
-        "rollout row of [CLS] usually keeps a large share on [CLS] itself and spreads the rest "
-        "more evenly than the last layer alone does. Compare the two bars for each word: rollout "
+        "stands for the residual path, which carries each token's own state forward: here the "
+        f"rollout row of [CLS] keeps **{rollout[cls, cls]:.0%}** on [CLS] itself, the last "
+        f"layer alone **{last[cls, cls]:.0%}**. Compare the two bars for each word: rollout "
         "says where information *could* have flowed from, not which word mattered.")
 
 

@@ -365,6 +365,36 @@ def test_sink_and_residual_steps_point_at_measured_tokens():
     assert residual["patch"] == int(ratios.max(0).values.argmax())
 
 
+def test_distance_step_quotes_the_measured_heads(case):
+    """The near-and-far step says how far the heads of the first and last self-attention
+    blocks look, recomputed here from the captured attention (patch rows and columns, pixel
+    distances between patch centres), and repeats the papers' pattern only where the
+    numbers bear it out (DINOv2's last block on chelsea: nearest head 65 px, block 0's 44)."""
+    model, _, capture, overview = case
+    text = {s["title"]: s["text"] for s in tour.resolve_steps(overview)}[
+        "Near and far: how far the heads look"]
+    (rows, cols), (height, width) = capture.layout.grid, capture.layout.patch_size
+    centres = np.stack(np.meshgrid(np.arange(rows) * height, np.arange(cols) * width,
+                                   indexing="ij"), -1).reshape(-1, 2)
+    pixels = np.linalg.norm(centres[:, None] - centres[None], axis=-1)
+
+    def heads(record) -> np.ndarray:
+        p = record.num_prefix_tokens
+        return (record.acts["attn"][0, :, p:, p:].double().numpy() * pixels).sum(-1).mean(-1)
+
+    selfs = [b for b in capture.blocks if b.kind == "self"]
+    first, last = heads(selfs[0]), heads(selfs[-1])
+    for record, mad in ((selfs[0], first), (selfs[-1], last)):
+        low, high = round(mad.min()), round(mad.max())
+        said = f"{low}–{high} px" if low != high else f"about {low} px"
+        assert f"block {record.index} look {said}" in text or \
+            f"block {record.index} {said}" in text, (record.index, said, text)
+    assert f"would give {pixels.mean():.0f} px" in text
+    assert ("not here" in text) == (last.min() < first.min() + width)  # a patch: a trend
+    if model.spec.id == "dinov2-s14":  # both branches are exercised: the trained model's
+        assert "not here" not in text  # last block looks farther, random weights' do not
+
+
 # --- the wire format ----------------------------------------------------------------------------
 
 def test_message_round_trip_is_exact_aligned_and_smaller_than_base64():

@@ -7,6 +7,9 @@ import pytest
 from apptest_helpers import (chart_keys, charts, chart_specs, chart_title, element_text, open_app,
                              plotly_array, show)
 
+from xai_core import text
+from xai_core.metrics import text as tm
+
 VIEWS = ("head", "special", "layers", "rollout", "importance")
 
 PAGE = "8_text_attention.py"
@@ -47,6 +50,14 @@ def test_page_renders_every_section(tokenizer):
     titled(app, "Averages over heads")
     show(app, "text_part", "rollout")
     titled(app, "Where [CLS] looks")
+    # the share [CLS] keeps on itself, measured on this sentence (rollout is checked against
+    # an independent oracle in test_text)
+    capture = text.text_capture(text.default_text_model(), sentence)
+    cls = capture.cls_index
+    rollout = tm.text_rollout(capture.attentions)[cls, cls]
+    last = capture.attentions[-1].mean(0)[cls, cls]
+    assert f"keeps **{rollout:.0%}** on [CLS] itself, the last layer alone **{last:.0%}**" in \
+        element_text(app, "markdown")
     show(app, "text_part", "importance")
     assert chart_keys(app) == {"text_vs_gradient"}
     assert "Spearman rank correlation" in element_text(app, "markdown")

@@ -95,6 +95,19 @@ def test_page1_position_map_follows_the_patch(page1):
     table = get_model("dinov2-s14").module.pos_embed[0, 1:].double().numpy()
     oracle = cosine_similarity(table)[0].reshape(16, 16)
     np.testing.assert_allclose(plotly_array(spec["data"][0]["z"]), oracle, atol=1e-5)
+    # near and far, pair by pair on the 16x16 grid
+    cosine, near, far = cosine_similarity(table), [], []
+    for a in range(256):
+        for b in range(256):
+            (ra, ca), (rb, cb) = divmod(a, 16), divmod(b, 16)
+            if abs(ra - rb) + abs(ca - cb) == 1:
+                near.append(cosine[a, b])
+            elif math.hypot(ra - rb, ca - cb) > 8:
+                far.append(cosine[a, b])
+    said = (f"cosine **{np.mean(near):.2f}** on average, patches more than half the grid apart "
+            f"**{np.mean(far):.2f}**")
+    assert said in " ".join(m.value for m in page1.markdown)
+    assert np.mean(near) > np.mean(far) + 0.2  # the trained DINOv2 has learned its layout
 
 
 def test_page1_collage_shows_split_confidence():
@@ -202,7 +215,22 @@ def test_page2_query_patch_and_head_change_the_attention_figure(page2):
     z = plotly_array(chart(page2, "sa_chart")["data"][1]["z"])
     np.testing.assert_allclose(z, query_attention(capture, last, 200)[1], atol=1e-6)
     share = 1 - query_attention(capture, last, 200)[1].sum()
-    assert f"**{share:.1%}**" in " ".join(m.value for m in page2.markdown)
+    shown = " ".join(m.value for m in page2.markdown)
+    assert f"**{share:.1%}**" in shown
+    # how far the first and last block's heads look, measured on this image: each patch
+    # query's attention-weighted distance to the patch keys (prefix keys add nothing)
+    rows, cols = capture.layout.grid
+    size = capture.layout.patch_size[0]
+    centres = np.stack(np.meshgrid(np.arange(rows), np.arange(cols), indexing="ij"), -1)
+    centres = centres.reshape(-1, 2) * size
+    pixels = np.linalg.norm(centres[:, None] - centres[None], axis=-1)
+    prefix = capture.layout.num_prefix_tokens
+    for block in (0, last):
+        attention = capture.blocks[block].acts["attn"][0, :, prefix:, prefix:].double().numpy()
+        far = (attention * pixels).sum(-1).mean()
+        assert f"block {block} look on average **{far:.0f} px**" in shown or \
+            f"those of block {block} **{far:.0f} px**" in shown, (block, far)
+    assert f"would give {pixels.mean():.0f} px" in shown
 
 
 def test_page2_distilled_deit_uses_cls_query():

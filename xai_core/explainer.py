@@ -41,6 +41,7 @@ from .figures.style import HEATMAP_SCALE, colour_table
 from .images import model_crop_box
 from .methods.daam import CONVENTION as DAAM_CONVENTION
 from .methods.daam import explain as daam_method
+from .methods.distance import cached_distances
 from .methods.rollout import AUTO_RULE, CONVENTION_NAMES, attention_rollout, auto_start, token_row
 from .models.knn import KNN_K, KNN_TEMPERATURE
 from .pipeline import head_of, predict, prepare, vit_capture
@@ -355,6 +356,14 @@ def _sink_facts(model, image) -> tuple[dict, int]:
     return facts, auto.start
 
 
+def _distance_facts(model, image) -> dict:
+    """Mean attention distance of every head of every self-attention block (page 3's
+    default convention, from the same cache), in pixels: the tour quotes it."""
+    measured = cached_distances(model, image, "exclude", False)
+    return {"blocks": measured.blocks, "mad": np.round(measured.mad, 3).tolist(),
+            "reference": round(measured.reference, 3), "convention": measured.convention}
+
+
 def _high_norm(capture: Capture) -> dict:
     marks = [{"patch": t.patch, "block": t.block, "ratio": round(t.ratio, 2),
               "gap": round(t.gap, 2)} for t in high_norm_tokens(capture)]
@@ -410,6 +419,7 @@ def build_overview(model, image, head=None) -> dict:
         "embedding_norms": packed(embeddings.norm(dim=-1).numpy(), "f16"),
         "query_rows": _query_rows(capture),
         "high_norm": _high_norm(capture),
+        "distance": _distance_facts(model, image),
         "quantisation": QUANTISATION,
     }
     overview["sinks"], start = _sink_facts(model, image)

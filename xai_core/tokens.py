@@ -176,6 +176,15 @@ class PositionSimilarity:
         rows, cols = self.grid
         return self.similarity.reshape(rows * cols, rows * cols)
 
+    def near_and_far(self) -> tuple[float, float]:
+        """Mean similarity of side-by-side patches (sharing an edge), and of patches more
+        than half the grid apart: whether the table has learned the 2-D layout, measured."""
+        rows, cols = self.grid
+        row, col = np.divmod(np.arange(rows * cols), cols)
+        down, across = np.abs(row[:, None] - row), np.abs(col[:, None] - col)
+        far = np.hypot(down, across) > max(rows, cols) / 2
+        return float(self.matrix[down + across == 1].mean()), float(self.matrix[far].mean())
+
 
 def position_similarity(module: torch.nn.Module) -> PositionSimilarity:
     """Cosine similarity between the learned position embeddings of every pair of patches.
