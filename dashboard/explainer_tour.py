@@ -110,7 +110,7 @@ TOUR: list[Step] = [
          "projection.",
          "blocks", "middle", "mean", None, "attention", ("image", "heads"), "4_rollout_heads.py"),
     Step("Near and far: how far the heads look",
-         "Click a patch to pin it, then drag the block slider: how far does its attention "
+         "Click a patch to pin it and drag the block slider: how far does its attention "
          "reach? {distance_sentence} A CNN cannot mix near and far in one layer: its view "
          "grows a little with every layer.",
          "blocks", "first", "mean", "centre", "attention", ("image", "player"),
@@ -358,17 +358,16 @@ def _distance_sentence(overview: dict) -> str:
         low, high = round(min(mad[i])), round(max(mad[i]))
         return f"{low}–{high} px" if low != high else f"about {low} px"
 
-    text = (f"Measured on this image (page 3's mean attention distance): the heads of "
-            f"{name(0)} look {span(0)} from their query")
+    text = f"On this image the heads of {name(0)} look {span(0)} from their query"
     if len(blocks) > 1:
         text += f", those of {name(-1)} {span(-1)}"
-    text += f"; evenly spread attention would give {even:.0f} px."
+    text += f", in page 3's mean attention distance (evenly spread attention: {even:.0f} px)."
     if len(blocks) == 1:
         return text
     near_first, near_last = min(mad[0]), min(mad[-1])
     patch = overview["layout"]["patch"][0]  # a difference under one patch is not a trend
-    text += (" The ViT papers report early blocks mixing near- and far-looking heads and late "
-             "blocks whose heads all look far; ")
+    text += (" The ViT papers report early blocks mixing near- and far-looking heads, late "
+             "blocks only far-looking ones; ")
     if near_last >= near_first + patch:
         return text + (f"here {name(-1)}'s nearest head ({near_last:.0f} px) looks farther "
                        f"than {name(0)}'s ({near_first:.0f} px).")

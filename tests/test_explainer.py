@@ -389,7 +389,7 @@ def test_distance_step_quotes_the_measured_heads(case):
         said = f"{low}–{high} px" if low != high else f"about {low} px"
         assert f"block {record.index} look {said}" in text or \
             f"block {record.index} {said}" in text, (record.index, said, text)
-    assert f"would give {pixels.mean():.0f} px" in text
+    assert f"(evenly spread attention: {pixels.mean():.0f} px)" in text
     assert ("not here" in text) == (last.min() < first.min() + width)  # a patch: a trend
     if model.spec.id == "dinov2-s14":  # both branches are exercised: the trained model's
         assert "not here" not in text  # last block looks farther, random weights' do not

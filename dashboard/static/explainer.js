@@ -916,20 +916,15 @@ class Explainer {
     return Math.max(0, Math.round(bottom - top));
   }
 
-  /** Scroll so the parts a step talks about are in view below the (sticky) tour box: all
-   * of them when they fit, else from the top of the first. */
+  /** Scroll so the parts a step talks about are in view below the (sticky) tour box. */
   scrollToSpot(s) {
     const parts = s.spot.filter((part) => !part.startsWith("stage:") && part !== "pipeline");
     const nodes = (parts.length ? parts : ["pipeline"]).map((part) => this.partNode(part)).filter(Boolean);
     if (!nodes.length || !this.root.isConnected) return;
-    const rects = nodes.map((node) => node.getBoundingClientRect());
-    const top = Math.min(...rects.map((r) => r.top)), bottom = Math.max(...rects.map((r) => r.bottom));
     const scroller = this.scroller();
     const frame = scroller === document.scrollingElement ? { top: 0, bottom: innerHeight } : scroller.getBoundingClientRect();
     const free = frame.top + this.stickyTop() + this.tourBox.offsetHeight + 12, end = frame.bottom - 12;
-    let delta = 0;
-    if (top < free) delta = top - free;
-    else if (bottom > end) delta = Math.min(top - free, bottom - end);
+    const delta = spotScroll(nodes.map((node) => node.getBoundingClientRect()), free, end);
     // an absolute target: a quick run of clicker presses ends where the last step wants
     if (Math.abs(delta) > 2) scroller.scrollTo({ top: scroller.scrollTop + delta, behavior: "smooth" });
   }
@@ -1676,6 +1671,22 @@ class Explainer {
     paint("k", kv);
     paint("p", products);
   }
+}
+
+/** How far to scroll so a step's parts (their boxes, in order) show between `free` and `end`:
+ * all of them when they fit; on a short screen (a phone) as many leading parts as end on
+ * screen with at least half of the first still in view (the head chips under the picture,
+ * not the picture alone); else from the top of the first. */
+function spotScroll(rects, free, end) {
+  for (let count = rects.length; count >= 1; count--) {
+    const shown = rects.slice(0, count);
+    const top = Math.min(...shown.map((r) => r.top)), bottom = Math.max(...shown.map((r) => r.bottom));
+    if (bottom - top <= end - free) return top < free ? top - free : Math.max(0, bottom - end);
+    const first = rects[0], delta = bottom - end;
+    const firstInView = Math.min(first.bottom - delta, end) - Math.max(first.top - delta, free);
+    if (count > 1 && firstInView >= first.height / 2) return delta;
+  }
+  return rects[0].top - free;
 }
 
 /** A cheap fingerprint of a map (tests compare overlays without reading pixels). */

@@ -326,7 +326,8 @@ def test_a_phone_gets_one_column(app, browser):
     """A learner on a phone (390x844, touch): whichever stage is open, nothing sticks out past
     the component's edge (the image, its controls and the block's attention matrix did, by
     35-270 px, cut off by the page), a tap on the picture shows that patch's attention, and a
-    tour step shows its part under the tour box."""
+    tour step shows its part under the tour box: step 9 the head chips whole and at least half
+    of the picture (the chips went under the screen's edge)."""
     context, tab, traffic, errors = new_page(browser, 390, 844, is_mobile=True, has_touch=True)
     open_explainer(tab, app.url)
     stages = tab.locator(f"{ROOT} .vx-stage")
@@ -347,6 +348,16 @@ def test_a_phone_gets_one_column(app, browser):
     tab.wait_for_timeout(900)  # the smooth scroll
     check_tour_above(tab, "[data-part='steps']")
     assert not tab.locator(f"{ROOT} .vx-tour .vx-keys").is_visible()  # no arrow keys on a phone
+    for _ in range(3):  # step 9: the head chips under the picture, which do not both fit
+        tab.locator(f"{ROOT} .vx-tour [data-act='next']").tap()
+        wait_app_idle(tab)
+    tab.wait_for_timeout(900)
+    assert state(tab)["tour"] == "9"
+    tour, image = in_view(tab, f"{ROOT} .vx-tour"), in_view(tab, f"{ROOT} canvas.vx-image")
+    chips = in_view(tab, f"{ROOT} [data-part='heads']")
+    assert tour["y"] + tour["height"] <= chips["y"] and chips["y"] + chips["height"] <= 844
+    shown = min(image["y"] + image["height"], 844) - max(image["y"], tour["y"] + tour["height"])
+    assert shown >= image["height"] / 2, (shown, image)  # the chips' maps land there
     context.close()
     assert errors == [], errors
 
