@@ -545,7 +545,9 @@ class Explainer {
     this.caption = el("div", "vx-caption");
     card.appendChild(this.caption);
     const legend = el("div", "vx-legend");
-    legend.innerHTML = `<span class="vx-legend-min"></span><canvas width="256" height="1"></canvas><span class="vx-legend-max"></span>`;
+    legend.innerHTML = `<span class="vx-legend-min"></span><canvas width="256" height="1"></canvas><span class="vx-legend-max"></span>` +
+      `<button class="vx-btn vx-save" title="Save the picture with its map and caption as a PNG (for slides)">Save PNG</button>`;
+    legend.querySelector(".vx-save").addEventListener("click", () => this.savePicture());
     this.legendMax = legend.querySelector(".vx-legend-max");
     this.legendMin = legend.querySelector(".vx-legend-min");
     this.legend = legend;
@@ -1052,6 +1054,31 @@ class Explainer {
     this.drawCaption(map);
     this.root.dataset.hover = st.hover === null ? "" : String(st.hover);
     this.root.dataset.mapSum = map && map.patch ? checksum(map.patch) : "";
+  }
+
+  /** The picture as drawn (map, outlined patch), with its caption, the colour scale and the
+   * model under it, downloaded as a PNG: what an instructor puts on a slide. */
+  savePicture() {
+    const m = this.model, st = this.state, picture = this.imageCanvas;
+    const label = m.ov.model.label + (m.ov.model.random ? " (RANDOM WEIGHTS)" : "");
+    const lines = [this.lastMap ? this.lastMap.title : "What the model sees",
+      `Colours: 0 (dark) to ${this.legendMax.textContent} (yellow)`, `${label} · ViT Lens`];
+    const line = 30, out = document.createElement("canvas");
+    out.width = picture.width;
+    out.height = picture.height + 12 + lines.length * line;
+    const ctx = out.getContext("2d");
+    ctx.fillStyle = "#ffffff";
+    ctx.fillRect(0, 0, out.width, out.height);
+    ctx.drawImage(picture, 0, 0);
+    ctx.fillStyle = "#31333f";
+    lines.forEach((text, i) => {
+      ctx.font = `${i ? "" : "bold "}20px sans-serif`;
+      ctx.fillText(text, 12, picture.height + 12 + (i + 0.7) * line, out.width - 24);
+    });
+    const link = document.createElement("a");
+    link.download = `vit-lens-${m.ov.model.id}-block${st.block}-${st.overlay}.png`;
+    link.href = out.toDataURL("image/png");
+    link.click();
   }
 
   drawCaption(map) {

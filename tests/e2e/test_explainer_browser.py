@@ -3,13 +3,16 @@ different overlays with no WebSocket message to the server; play advances the bl
 opening a block fetches its detail and nothing else; `?tour=3` opens step 3;
 ArrowRight/ArrowLeft move the tour and its deep link; the tour resumes after "Go deeper";
 the random-weight layouts (two prefix tokens, five, CaiT's class attention) hover, play
-and tour too; a phone gets one column; a large upload is described as it is; no request leaves the app's own
+and tour too; "Save PNG" saves the picture as drawn; a phone gets one column; a large upload is described as it is; no request leaves the app's own
 host. Screenshots go to artifacts/screenshots/."""
 
 from __future__ import annotations
 
+import base64
+import io
 import math
 
+import numpy as np
 import pytest
 from e2e_helpers import ARTIFACTS, ROOT as REPO, running_apps, wait_app_idle
 from explainer_driver import (ROOT, Traffic, check_tour_above, choose_random_vit,
@@ -320,6 +323,32 @@ def test_presentation_mode_on_a_projector(app, browser):
     assert traffic.foreign_hosts(app.url) == set()
     context.close()
     assert errors == [], errors
+
+
+def test_save_png_is_the_picture_as_drawn(app, page, tmp_path):
+    """"Save PNG" downloads the picture exactly as drawn (the map, the pinned patch's
+    outline), with its caption, colour scale and model written under it, named after the
+    model, block and map."""
+    tab, traffic, _ = page
+    open_explainer(tab, app.url)
+    count = len(traffic.messages)
+    tab.mouse.click(*patch_point(tab, 40))  # pin a patch
+    save = tab.locator(f"{ROOT} .vx-save")
+    save.hover()  # the pointer leaves the picture: the pinned patch's map stays
+    drawn = tab.locator(f"{ROOT} canvas.vx-image").evaluate("c => c.toDataURL('image/png')")
+    shown = np.asarray(Image.open(io.BytesIO(base64.b64decode(drawn.split(",")[1]))).convert("RGB"))
+    with tab.expect_download() as download:
+        save.click()
+    path = tmp_path / download.value.suggested_filename
+    download.value.save_as(path)
+    saved = np.asarray(Image.open(path).convert("RGB"))
+    rows = shown.shape[0]
+    assert saved.shape[1] == shown.shape[1] and saved.shape[0] > rows + 60
+    np.testing.assert_array_equal(saved[:rows], shown)
+    assert saved[rows:].min() < 100 and saved[rows:].max() == 255  # dark text on white
+    block = state(tab)["block"]
+    assert path.name == f"vit-lens-dinov2-s14-block{block}-attention.png"
+    assert len(traffic.messages) == count  # drawn and saved in the browser
 
 
 def test_a_phone_gets_one_column(app, browser):
