@@ -89,6 +89,38 @@ def _navigate() -> None:
         st.session_state["explainer_goto"] = target
 
 
+def linked_view(overview: dict) -> dict:
+    """The view a `?vx_block=6&vx_head=2&vx_patch=120&vx_map=rollout` link names (the
+    component's "Copy link" makes one): block, head (an index, or `mean`), pinned patch and
+    map, as the component's state. Read once, then removed from the address (it would no
+    longer say what is on screen); a value this model cannot take is named in a warning and
+    left out."""
+    maps = [m for m in explainer.OVERLAYS if m != "daam" or "unavailable" not in overview["daam"]]
+    allowed = {"block": [str(b) for b in range(len(overview["blocks"]))],
+               "head": ["mean"] + [str(h) for h in range(overview["dims"]["heads"])],
+               "patch": [str(p) for p in range(overview["layout"]["patches"])],
+               "map": maps}
+    view = {}
+    for name, values in allowed.items():
+        raw = st.query_params.get(f"vx_{name}")
+        if raw is None:
+            continue
+        del st.query_params[f"vx_{name}"]
+        if raw in values:
+            view[name] = raw
+        else:
+            have = ", ".join(maps) if name == "map" else f"{values[0]}-{values[-1]}".replace(
+                "mean-", "mean or 0-")
+            plural = "patches" if name == "patch" else f"{name}s"
+            st.warning(f"The link asks for {name} `{raw}`, which is not one here "
+                       f"({plural}: {have}); it is left out.")
+    linked = {"overlay": view["map"]} if "map" in view else {}
+    for name in ("block", "head", "patch"):
+        if name in view:
+            linked[name] = -1 if view[name] == "mean" else int(view[name])
+    return linked
+
+
 def signature(model, image, head) -> str:
     """What the overview depends on: model, weights, image content and head."""
     return "|".join([model.spec.id, str(model.random_weights),
@@ -108,7 +140,8 @@ def component_data(model, image, head) -> bytes:
     holds = view.get("have") == sig
     steps = None if holds else resolve_steps(overview)
     last = len(overview["blocks"]) - 1
-    block = view.get("block")
+    linked = linked_view(overview)
+    block = view.get("block", linked.get("block"))
     if block is None or not 0 <= block <= last:
         block = (steps or resolve_steps(overview))[step - 1]["block"] if step else last
     kept = holds and block in view.get("blocks", ())
@@ -122,7 +155,7 @@ def component_data(model, image, head) -> bytes:
         "vectors": explainer.vectors_payload(model, image, block) if vectors else None,
         "tour": {"steps": steps, "active": step,
                  "resume": saved if not step and saved in range(1, len(TOUR) + 1) else None},
-        "initial": {"block": block, "stage": "blocks"},
+        "initial": {**linked, "block": block, "stage": "blocks"},
     })
 
 

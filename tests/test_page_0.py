@@ -59,6 +59,32 @@ def test_tour_deep_link_opens_that_step_with_its_block():
     assert data["detail"]["block"] == data["tour"]["steps"][2]["block"]
 
 
+def test_view_link_opens_block_head_patch_and_map_once():
+    """A "Copy link" address opens that block, head, pinned patch and map, then leaves the
+    address (it would no longer say what is on screen)."""
+    link = {"vx_block": "6", "vx_head": "2", "vx_patch": "120", "vx_map": "rollout"}
+    app = open_page(link)
+    assert not app.exception, app.exception
+    data = component_data(app)
+    assert data["initial"] == {"block": 6, "stage": "blocks", "head": 2, "patch": 120,
+                               "overlay": "rollout"}
+    assert data["detail"]["block"] == 6
+    assert not set(link) & set(app.query_params)
+    mean = component_data(open_page({"vx_head": "mean"}))["initial"]
+    assert mean["head"] == -1 and mean["block"] == 11
+
+
+def test_bad_view_link_names_each_value_and_keeps_the_rest():
+    app = open_page({"vx_block": "12", "vx_head": "6", "vx_patch": "7", "vx_map": "gradcam"})
+    assert not app.exception, app.exception
+    warned = element_text(app, "warning")
+    for said in ("block `12`", "(blocks: 0-11)", "head `6`", "(heads: mean or 0-5)",
+                 "map `gradcam`", "(maps: attention, rollout, daam)"):
+        assert said in warned, said
+    initial = component_data(app)["initial"]
+    assert initial == {"block": 11, "stage": "blocks", "patch": 7}
+
+
 def test_bad_tour_link_says_so_and_still_draws():
     app = open_page({"tour": "99"})
     assert not app.exception, app.exception

@@ -203,9 +203,11 @@ class Explainer {
       this.model = this.decodeOverview(data.overview);
       this.tour = { steps: data.tour.steps, resume: null };
       const st = this.state;
-      Object.assign(st, { block: data.initial.block, stage: data.initial.stage, head: -1,
-        overlay: "attention", hover: null, hoverPrefix: null, pinned: null, playing: false,
-        previewBlock: null, previewHead: null, hoverKey: null, tour: 0 });
+      const start = data.initial;  // a `?vx_...` link may name head, map and pinned patch
+      Object.assign(st, { block: start.block, stage: start.stage, head: start.head ?? -1,
+        overlay: start.overlay || "attention", hover: null, hoverPrefix: null,
+        pinned: start.patch ?? null, playing: false, previewBlock: null, previewHead: null,
+        hoverKey: null, tour: 0 });
       st.position = this.frameIndexOf(st.block);
       this.build();
       if (data.tour.active) this.applyStep(data.tour.active, false);
@@ -545,14 +547,21 @@ class Explainer {
     this.caption = el("div", "vx-caption");
     card.appendChild(this.caption);
     const legend = el("div", "vx-legend");
-    legend.innerHTML = `<span class="vx-legend-min"></span><canvas width="256" height="1"></canvas><span class="vx-legend-max"></span>` +
-      `<button class="vx-btn vx-save" title="Save the picture with its map and caption as a PNG (for slides)">Save PNG</button>`;
-    legend.querySelector(".vx-save").addEventListener("click", () => this.savePicture());
+    legend.innerHTML = `<span class="vx-legend-min"></span><canvas width="256" height="1"></canvas><span class="vx-legend-max"></span>`;
     this.legendMax = legend.querySelector(".vx-legend-max");
     this.legendMin = legend.querySelector(".vx-legend-min");
     this.legend = legend;
     this.paintLegend(legend.querySelector("canvas"));
     card.appendChild(legend);
+    // for an instructor's slides and lecture notes
+    const tools = el("div", "vx-tools",
+      `<button class="vx-btn vx-save" title="Save the picture with its map and caption as a PNG">Save PNG</button>` +
+      `<button class="vx-btn vx-copy" title="A link that opens this block, head, map and pinned patch">Copy link</button>` +
+      `<input class="hidden" readonly aria-label="Link to this view"><span class="muted"></span>`);
+    tools.querySelector(".vx-save").addEventListener("click", () => this.savePicture());
+    tools.querySelector(".vx-copy").addEventListener("click", () => this.copyLink());
+    this.tools = tools;
+    card.appendChild(tools);
     card.appendChild(this.buildControls());
     return card;
   }
@@ -1061,8 +1070,9 @@ class Explainer {
   savePicture() {
     const m = this.model, st = this.state, picture = this.imageCanvas;
     const label = m.ov.model.label + (m.ov.model.random ? " (RANDOM WEIGHTS)" : "");
-    const lines = [this.lastMap ? this.lastMap.title : "What the model sees",
-      `Colours: 0 (dark) to ${this.legendMax.textContent} (yellow)`, `${label} · ViT Lens`];
+    const map = this.lastMap && this.lastMap.patch ? this.lastMap : null;
+    const lines = [map ? map.title : "What the model sees",
+      ...(map ? [`Colours: 0 (dark) to ${this.legendMax.textContent} (yellow)`] : []), `${label} · ViT Lens`];
     const line = 30, out = document.createElement("canvas");
     out.width = picture.width;
     out.height = picture.height + 12 + lines.length * line;
@@ -1079,6 +1089,28 @@ class Explainer {
     link.download = `vit-lens-${m.ov.model.id}-block${st.block}-${st.overlay}.png`;
     link.href = out.toDataURL("image/png");
     link.click();
+  }
+
+  /** The address of this view (`?vx_block=...`, the rest of the address kept, the tour
+   * left out), shown selected under the colour scale and put on the clipboard where the
+   * browser allows it (a secure page: https or localhost). */
+  copyLink() {
+    const st = this.state, url = new URL(window.location.href), params = url.searchParams;
+    params.delete("tour");
+    const values = { block: st.block, head: st.head >= 0 ? st.head : null, patch: st.pinned,
+      map: st.overlay !== "attention" ? st.overlay : null };
+    for (const [name, value] of Object.entries(values)) {
+      if (value === null) params.delete(`vx_${name}`);
+      else params.set(`vx_${name}`, String(value));
+    }
+    const input = this.tools.querySelector("input"), note = this.tools.querySelector("span");
+    input.value = url.toString();
+    input.classList.remove("hidden");
+    input.select();
+    note.textContent = "select and copy";
+    if (navigator.clipboard && window.isSecureContext) {
+      navigator.clipboard.writeText(input.value).then(() => { note.textContent = "copied"; }, () => {});
+    }
   }
 
   drawCaption(map) {

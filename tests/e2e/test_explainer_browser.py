@@ -351,6 +351,33 @@ def test_save_png_is_the_picture_as_drawn(app, page, tmp_path):
     assert len(traffic.messages) == count  # drawn and saved in the browser
 
 
+def test_copy_link_reopens_the_same_view(app, page, browser):
+    """An instructor sets up a view (block 6, head 2, a pinned patch, the rollout map) and
+    copies its link; the link opens the same picture in a new browser."""
+    tab, _, _ = page
+    open_explainer(tab, app.url)
+    tab.locator(f"{ROOT} .vx-block").nth(6).click()
+    wait_for_state(tab, "detail", lambda held: "6" in (held or "").split(","))
+    tab.locator(f"{ROOT} .vx-headchip[data-head='2']").click()
+    tab.locator(f"{ROOT} [data-overlay='rollout']").click()
+    tab.mouse.click(*patch_point(tab, 120))
+    tab.locator(f"{ROOT} .vx-copy").click()
+    link = tab.locator(f"{ROOT} .vx-tools input").input_value()
+    assert all(f"{k}={v}" in link for k, v in
+               (("vx_block", 6), ("vx_head", 2), ("vx_patch", 120), ("vx_map", "rollout")))
+    shown = {key: state(tab)[key] for key in ("block", "head", "overlay", "mapSum")}
+    context = browser.new_context(viewport={"width": 1500, "height": 1800})
+    other = context.new_page()
+    other.set_default_timeout(240_000)
+    other.goto(link)
+    wait_app_idle(other)
+    other.locator(f"{ROOT} .vx-stage").first.wait_for()
+    wait_for_state(other, "mapSum", shown["mapSum"])
+    assert {key: state(other)[key] for key in shown} == shown
+    assert "vx_block" not in other.url  # read once: the address no longer pins the view
+    context.close()
+
+
 def test_a_phone_gets_one_column(app, browser):
     """A learner on a phone (390x844, touch): whichever stage is open, nothing sticks out past
     the component's edge (the image, its controls and the block's attention matrix did, by
