@@ -100,24 +100,22 @@ def linked_view(overview: dict) -> dict:
                "head": ["mean"] + [str(h) for h in range(overview["dims"]["heads"])],
                "patch": [str(p) for p in range(overview["layout"]["patches"])],
                "map": maps}
-    view = {}
+    linked = {}
     for name, values in allowed.items():
         raw = st.query_params.get(f"vx_{name}")
         if raw is None:
             continue
         del st.query_params[f"vx_{name}"]
-        if raw in values:
-            view[name] = raw
+        if name == "map" and raw in values:
+            linked["overlay"] = raw
+        elif raw in values:
+            linked[name] = -1 if raw == "mean" else int(raw)
         else:
             have = ", ".join(maps) if name == "map" else f"{values[0]}-{values[-1]}".replace(
                 "mean-", "mean or 0-")
             plural = "patches" if name == "patch" else f"{name}s"
             st.warning(f"The link asks for {name} `{raw}`, which is not one here "
                        f"({plural}: {have}); it is left out.")
-    linked = {"overlay": view["map"]} if "map" in view else {}
-    for name in ("block", "head", "patch"):
-        if name in view:
-            linked[name] = -1 if view[name] == "mean" else int(view[name])
     return linked
 
 

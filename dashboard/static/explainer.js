@@ -1092,8 +1092,8 @@ class Explainer {
   }
 
   /** The address of this view (`?vx_block=...`, the rest of the address kept, the tour
-   * left out), shown selected under the colour scale and put on the clipboard where the
-   * browser allows it (a secure page: https or localhost). */
+   * left out), shown selected beside the button and put on the clipboard where the browser
+   * allows it (a secure page: https or localhost). */
   copyLink() {
     const st = this.state, url = new URL(window.location.href), params = url.searchParams;
     params.delete("tour");
