@@ -535,6 +535,7 @@ class Explainer {
     canvas.style.aspectRatio = `${W} / ${H}`;
     canvas.style.height = "auto";
     canvas.dataset.part = "image";
+    canvas.setAttribute("role", "img");  // labelled with its caption (drawCaption)
     canvas.addEventListener("mousemove", (event) => this.hoverImage(event));
     canvas.addEventListener("mouseleave", () => this.setHover(null, null));
     canvas.addEventListener("click", (event) => {
@@ -1122,6 +1123,7 @@ class Explainer {
         : st.stage === "tokens"
           ? `Each patch becomes one token. Hover the picture or the token strip above: the two are linked.`
           : "What the model sees: the picture resized and cropped. Open a block to colour it by attention.";
+      this.imageCanvas.setAttribute("aria-label", this.caption.textContent);
       this.legend.classList.add("hidden");
       return;
     }
@@ -1137,6 +1139,7 @@ class Explainer {
     }
     if (map.loading) text = `<span class="vx-loading">${esc(map.title)}</span>`;
     this.caption.innerHTML = text;
+    this.imageCanvas.setAttribute("aria-label", this.caption.textContent);
     this.legend.classList.toggle("hidden", !map.patch);
     const top = map.patch ? maxOf(map.patch) : 0;
     this.legendMin.textContent = "0";

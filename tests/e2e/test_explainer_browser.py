@@ -366,6 +366,9 @@ def test_copy_link_reopens_the_same_view(app, page, browser):
     assert all(f"{k}={v}" in link for k, v in
                (("vx_block", 6), ("vx_head", 2), ("vx_patch", 120), ("vx_map", "rollout")))
     shown = {key: state(tab)[key] for key in ("block", "head", "overlay", "mapSum")}
+    # a screen reader reads the picture as its caption
+    said = tab.locator(f"{ROOT} canvas.vx-image").get_attribute("aria-label")
+    assert said.startswith("What patch 120 (row 7, col 8) attends to in Block 6 (head 2)"), said
     context = browser.new_context(viewport={"width": 1500, "height": 1800})
     other = context.new_page()
     other.set_default_timeout(240_000)
