@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 import torch
 from PIL import Image
+from test_distance import brute_force_mean_pairwise, keras_mean_attention_distance
 
 from dashboard import explainer_tour as tour
 from dashboard.page_list import PAGES, PAGE_LIST
@@ -367,20 +368,17 @@ def test_sink_and_residual_steps_point_at_measured_tokens():
 
 def test_distance_step_quotes_the_measured_heads(case):
     """The near-and-far step says how far the heads of the first and last self-attention
-    blocks look, recomputed here from the captured attention (patch rows and columns, pixel
-    distances between patch centres), and repeats the papers' pattern only where the
-    numbers bear it out (DINOv2's last block on chelsea: nearest head 65 px, block 0's 44)."""
+    blocks look, recomputed here from the captured attention by the Keras reference formula,
+    and repeats the papers' pattern only where the numbers bear it out (DINOv2's last block
+    on chelsea: nearest head 65 px, block 0's 44)."""
     model, _, capture, overview = case
     text = {s["title"]: s["text"] for s in tour.resolve_steps(overview)}[
         "Near and far: how far the heads look"]
-    (rows, cols), (height, width) = capture.layout.grid, capture.layout.patch_size
-    centres = np.stack(np.meshgrid(np.arange(rows) * height, np.arange(cols) * width,
-                                   indexing="ij"), -1).reshape(-1, 2)
-    pixels = np.linalg.norm(centres[:, None] - centres[None], axis=-1)
+    width = capture.layout.patch_size[0]
 
     def heads(record) -> np.ndarray:
-        p = record.num_prefix_tokens
-        return (record.acts["attn"][0, :, p:, p:].double().numpy() * pixels).sum(-1).mean(-1)
+        attention = record.acts["attn"].double().numpy()
+        return keras_mean_attention_distance(width, attention, record.num_prefix_tokens)[0]
 
     selfs = [b for b in capture.blocks if b.kind == "self"]
     first, last = heads(selfs[0]), heads(selfs[-1])
@@ -389,7 +387,8 @@ def test_distance_step_quotes_the_measured_heads(case):
         said = f"{low}–{high} px" if low != high else f"about {low} px"
         assert f"block {record.index} look {said}" in text or \
             f"block {record.index} {said}" in text, (record.index, said, text)
-    assert f"(evenly spread attention: {pixels.mean():.0f} px)" in text
+    even = brute_force_mean_pairwise(capture.layout.grid, capture.layout.patch_size)
+    assert f"(evenly spread attention: {even:.0f} px)" in text
     assert ("not here" in text) == (last.min() < first.min() + width)  # a patch: a trend
     if model.spec.id == "dinov2-s14":  # both branches are exercised: the trained model's
         assert "not here" not in text  # last block looks farther, random weights' do not

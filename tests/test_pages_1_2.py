@@ -12,6 +12,7 @@ from apptest_helpers import (ENTRY, chart_keys, chart_message, charts, no_proble
 from scipy.special import softmax as scipy_softmax
 from sklearn.metrics.pairwise import cosine_similarity
 from streamlit.testing.v1 import AppTest
+from test_distance import brute_force_mean_pairwise, keras_mean_attention_distance
 
 from xai_core import pipeline
 from xai_core import toy_attention as toy
@@ -217,20 +218,16 @@ def test_page2_query_patch_and_head_change_the_attention_figure(page2):
     share = 1 - query_attention(capture, last, 200)[1].sum()
     shown = " ".join(m.value for m in page2.markdown)
     assert f"**{share:.1%}**" in shown
-    # how far the first and last block's heads look, measured on this image: each patch
-    # query's attention-weighted distance to the patch keys (prefix keys add nothing)
-    rows, cols = capture.layout.grid
-    size = capture.layout.patch_size[0]
-    centres = np.stack(np.meshgrid(np.arange(rows), np.arange(cols), indexing="ij"), -1)
-    centres = centres.reshape(-1, 2) * size
-    pixels = np.linalg.norm(centres[:, None] - centres[None], axis=-1)
-    prefix = capture.layout.num_prefix_tokens
+    # how far the first and last block's heads look on this image, by the Keras reference
+    # formula (prefix rows and columns dropped)
+    size, prefix = capture.layout.patch_size[0], capture.layout.num_prefix_tokens
     for block in (0, last):
-        attention = capture.blocks[block].acts["attn"][0, :, prefix:, prefix:].double().numpy()
-        far = (attention * pixels).sum(-1).mean()
+        attention = capture.blocks[block].acts["attn"].double().numpy()
+        far = keras_mean_attention_distance(size, attention, prefix).mean()
         assert f"block {block} look on average **{far:.0f} px**" in shown or \
             f"those of block {block} **{far:.0f} px**" in shown, (block, far)
-    assert f"would give {pixels.mean():.0f} px" in shown
+    even = brute_force_mean_pairwise(capture.layout.grid, capture.layout.patch_size)
+    assert f"would give {even:.0f} px" in shown
 
 
 def test_page2_distilled_deit_uses_cls_query():
