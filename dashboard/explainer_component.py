@@ -22,7 +22,7 @@ from pathlib import Path
 
 import streamlit as st
 
-from dashboard import assets, state, ui
+from dashboard import assets, literal, state, ui
 from dashboard.explainer_tour import TOUR, resolve_steps, step_from_query
 from dashboard.page_list import PAGE_LIST, PAGES
 from xai_core import explainer, pipeline
@@ -114,7 +114,7 @@ def linked_view(overview: dict) -> dict:
             have = ", ".join(maps) if name == "map" else f"{values[0]}-{values[-1]}".replace(
                 "mean-", "mean or 0-")
             plural = "patches" if name == "patch" else f"{name}s"
-            st.warning(f"The link asks for {name} `{raw}`, which is not one here "
+            st.warning(f"The link asks for {name} {literal.code(raw)}, which is not one here "
                        f"({plural}: {have}); it is left out.")
     return linked
 

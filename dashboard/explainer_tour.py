@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from dashboard import literal
 from dashboard.page_list import PAGE_LIST
 from xai_core.capture import centre_patch as capture_centre_patch
 from xai_core.explainer import OVERLAYS, STAGE_IDS, decode
@@ -504,7 +505,8 @@ def step_from_query(value: str | None) -> tuple[int | None, str | None]:
     try:
         step = int(value)
     except ValueError:
-        return None, f"“tour={value}” is not a step number; the tour has steps 1-{count}."
+        return None, (f"{literal.code('tour=' + value)} is not a step number; the tour has steps "
+                      f"1-{count}.")
     if not 1 <= step <= count:
         return None, f"The tour has steps 1-{count}; there is no step {step}."
     return step, None

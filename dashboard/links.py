@@ -21,6 +21,7 @@ from typing import Any, Callable, Sequence
 
 import streamlit as st
 
+from . import literal
 from .widgets import Interval, keep_valid
 
 _SEEN = "_links_seen"  # key -> the URL value this session last applied or wrote
@@ -49,7 +50,7 @@ def _follow(key: str, parse: Callable[[str], Any], what: str) -> None:
     seen[key] = raw
     value = parse(raw)
     if value is _REFUSED:
-        st.warning(f"The link asks for {what} `{raw}`, which is not a choice here; "
+        st.warning(f"The link asks for {what} {literal.code(raw)}, which is not a choice here; "
                    "the current choice is kept.")
         del st.query_params[key]
         return

@@ -8,7 +8,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from . import charts, links, state
+from . import charts, links, literal, state
 from .widgets import Interval, keep_valid
 
 PRESENTATION_FONT = 22
@@ -145,11 +145,12 @@ def stop_check():
 
 @contextmanager
 def friendly_errors():
-    """Turn bad input or an unavailable model into a message instead of a traceback."""
+    """Turn bad input or an unavailable model into a message instead of a traceback (shown
+    as plain text: it may quote what the visitor gave, e.g. a results.json's content)."""
     try:
         yield
     except state.USER_ERRORS as error:
-        st.error(str(error))
+        st.error(literal.text(error))
 
 
 def target_picker(model, image, key: str, label: str = "Target class", head=None,

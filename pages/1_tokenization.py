@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from dashboard import state, ui
+from dashboard import literal, state, ui
 from dashboard.widgets import keep_valid
 from xai_core import pipeline, tokens
 from xai_core.capture import centre_patch, token_layout
@@ -201,7 +201,8 @@ def prediction_view():
         head = state.session_head(model)
         top = pipeline.predict(model, image, topk=5, head=head)
         tops[model.label] = top
-        ui.show_figure(prediction_bars([p.label for p in top], [p.probability for p in top],
+        ui.show_figure(prediction_bars([literal.figure(p.label) for p in top],
+                                       [p.probability for p in top],
                                        f"Top-5 ({head.prediction_description})"),
                        key="tok_pred_vit")
         if head.kind == "knn":
@@ -213,7 +214,8 @@ def prediction_view():
                     if n.sample_id is not None:
                         st.image(tokens.sample_thumbnail(n.sample_id))
                     crop = "original" if n.view == 0 else f"augmented crop {n.view}"
-                    st.caption(f"**{n.label}** · {crop}  \nsimilarity {n.similarity:.3f}")
+                    st.caption(f"**{literal.text(n.label)}** · {crop}  \nsimilarity "
+                               f"{n.similarity:.3f}")
     with cnn_column:
         cnn = state.current_cnn()
         if cnn is not None:
@@ -228,7 +230,7 @@ def prediction_view():
 
     if state.selection().image_choice == COLLAGE_ID and tops:
         lines = [f"- **{label}**: "
-                 + ", ".join(f"{p.label} {p.probability:.0%}" for p in top[:3])
+                 + ", ".join(f"{literal.text(p.label)} {p.probability:.0%}" for p in top[:3])
                  for label, top in tops.items()]
         st.info("**One summary, two objects.** This collage holds a cat (left) and a coffee cup "
                 "(right), but the model must squeeze the whole image into one [CLS] vector and "

@@ -3,7 +3,7 @@
 import numpy as np
 import streamlit as st
 
-from dashboard import links, state, ui
+from dashboard import links, literal, state, ui
 from dashboard.clicks import apply_chart_click
 from dashboard.widgets import keep_valid
 from xai_core import pipeline
@@ -393,7 +393,8 @@ def gae_panel(inputs: RolloutInputs, query: int, row: int | None) -> None:
         gae_map, gae_prefix = gae_result.map, gae_result.arrays["prefix_values"]
         ui.show_figure(token_map_figure(
             inputs.model_image, gae_map, layout.patch_size,
-            f"GAE for '{head.class_names[target][:28]}'", marks=inputs.marks, query=row,
+            f"GAE for '{literal.figure(head.class_names[target][:28])}'", marks=inputs.marks,
+            query=row,
             grid=layout.grid), key="p4_gae")
         st.caption(f"Chefer's gradient-weighted attention: per block, the positive part of "
                    f"gradient × attention, heads averaged, accumulated through the residual "

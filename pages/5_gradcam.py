@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from dashboard import links, state, ui
+from dashboard import links, literal, state, ui
 from xai_core import pipeline
 from xai_core.capture import shared_forwards
 from xai_core.figures.curves import alpha_bars
@@ -174,7 +174,7 @@ def vit_part(image, model) -> None:
                    "that made the prediction above was reused (on a new image it is).")
     st.caption(
         f"{result.num_blocks} blocks; target: {head.score_description} of "
-        f"'{head.class_names[target]}'. "
+        f"“{literal.text(head.class_names[target])}”. "
         + (f"{counts.undefined} (block, location, weighting) combinations do not exist in this "
            "model (no [CLS] token or no patch tokens there) and are not counted. "
            if counts.undefined else ""))

@@ -3,7 +3,7 @@
 import pandas as pd
 import streamlit as st
 
-from dashboard import links, state, ui
+from dashboard import links, literal, state, ui
 from xai_core import pipeline
 from xai_core.capture import shared_forwards
 from xai_core.figures.curves import contributions_figure, weights_figure
@@ -68,7 +68,7 @@ def controls(model, image, head, knn: bool):
 
 def flow_view(result, model, image, head, top, display, formula, relu, model_image) -> None:
     """The first lesson: the flow, block by block, and what each block adds."""
-    st.subheader(f"The flow for “{result.target_label}”"
+    st.subheader(f"The flow for “{literal.text(result.target_label)}”"
                  + ("  (the top prediction)" if result.target == top.index else ""))
     L = daam.display_frames(result.L, display)
     D = daam.display_frames(result.D, display)
@@ -94,8 +94,8 @@ def flow_view(result, model, image, head, top, display, formula, relu, model_ima
                                  knn_weights=formula, channel_relu=relu).detail
         ui.show_figure(map_row_figure(
             model_image, [predicted.D[-1], result.D[-1]],
-            [f"predicted: {top.label}", f"chosen: {result.target_label}"], result.patch_size,
-            height=340), key="daam_compare")
+            [f"predicted: {literal.figure(top.label)}",
+             f"chosen: {literal.figure(result.target_label)}"], result.patch_size, height=340), key="daam_compare")
         st.caption("Final accumulated maps D_B, each min-max scaled. As in the paper's analysis "
                    "of wrong predictions: the first shows what the decision used, the second "
                    "where the model finds evidence for the class you picked.")
@@ -108,12 +108,13 @@ def vote_view(result) -> None:
     st.markdown(
         "This self-supervised model has no class logits. Its [CLS] feature is compared with "
         f"every entry of the memory bank and the {len(weights.neighbours)} most similar vote "
-        f"(cosine, weight exp(sim/0.07)). Entries of the target class “{weights.class_label}” "
+        f"(cosine, weight exp(sim/0.07)). Entries of the target class "
+        f"“{literal.text(weights.class_label)}” "
         "among them give the **dimension-wise importance weights** w (eq. 13), and the "
         "backward pass starts from w at the model output instead of a classifier row. "
         f"Formula: {daam_knn.KNN_FORMULA_NAMES[weights.formula]}.")
     if weights.fallback:
-        st.warning(f"No entry of “{weights.class_label}” is among the nearest "
+        st.warning(f"No entry of “{literal.text(weights.class_label)}” is among the nearest "
                    f"{len(weights.neighbours)}: the weights use that class's own "
                    f"{len(weights.voters)} nearest entries instead. This shows where the "
                    "model would look for that class, not why it decided.")

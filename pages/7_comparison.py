@@ -7,7 +7,7 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
-from dashboard import links, state, ui
+from dashboard import links, literal, state, ui
 from xai_core import compare, pipeline
 from xai_core.benchmark import plan as bench_plan
 from xai_core.benchmark import run as bench_run
@@ -77,7 +77,7 @@ for column, model in zip(columns, models):
                                              score_kind(model, head), runs))
         for run in runs:
             if run.error:
-                st.warning(f"**{run.name}** cannot run here: {run.error}")
+                st.warning(f"**{run.name}** cannot run here: {literal.text(run.error)}")
 
 if not sections:
     st.stop()
@@ -127,7 +127,7 @@ def matrix_figure():
         maps = [(r.label, r.map) for r in section.runs if r.ok]
         if maps:
             rows.append((f"{FAMILY_LABEL[section.model.spec.family]}: "
-                         f"{section.target_label[:24]}", model_image, maps))
+                         f"{literal.figure(section.target_label[:24])}", model_image, maps))
     return practical_matrix(rows) if rows else None
 
 
@@ -163,7 +163,7 @@ def faithfulness_view() -> None:
         "good) or the least (negative: high area is good) relevant, from 0 % to (N-1)/N.")
     for section in sections:
         st.caption(f"{FAMILY_LABEL[section.model.spec.family]} class score: "
-                   f"**{section.score_kind}** of '{section.target_label}'.")
+                   f"**{section.score_kind}** of “{literal.text(section.target_label)}”.")
     left, middle, right = st.columns(3)
     baseline = left.selectbox("Baseline", BASELINES, key="cmp_baseline",
                               format_func=lambda b: BASELINE_NAMES[b])
@@ -227,8 +227,8 @@ def attention_pair():
 
 def scatter_figure(found):
     vit, pair = found
-    return attention_gradient_scatter(pair.attention, pair.gradient, pair.rho,
-                                      f"{vit.model.spec.display_name}, '{vit.target_label}'")
+    title = f"{vit.model.spec.display_name}, '{literal.figure(vit.target_label)}'"
+    return attention_gradient_scatter(pair.attention, pair.gradient, pair.rho, title)
 
 
 @st.fragment
@@ -455,7 +455,7 @@ def dataset_view() -> None:
                       if e.get("vs_random", {}).get("verdict") not in (None, "better than random")]
             if beaten:
                 st.caption(f"Not better than the random floor on {table['metric']}: "
-                           f"{', '.join(beaten)}.")
+                           f"{literal.text(', '.join(beaten))}.")
         curves = bench_summary.mean_curves(bench_rows, bench_settings.steps)
         for model_id in sorted({model for model, _ in curves}):
             ui.show_figure(mean_curves_figure(curves, model_id),

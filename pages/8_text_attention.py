@@ -6,7 +6,7 @@ import math
 import pandas as pd
 import streamlit as st
 
-from dashboard import links, state, ui
+from dashboard import links, literal, state, ui
 from xai_core import text
 from xai_core.figures import text as ft
 from xai_core.metrics import text as tm
@@ -149,7 +149,7 @@ tokens = capture.tokens
 n, layers, heads = capture.num_tokens, capture.num_layers, capture.num_heads
 
 st.subheader("The tokens the model sees")
-st.markdown(" ".join(f"`{token}`" for token in tokens))
+st.markdown(" ".join(literal.code(token) for token in tokens))
 st.caption(f"{n} tokens. [CLS] opens and [SEP] closes every input; a piece starting with ## "
            "continues the word before it. The uncased model lower-cases everything first.")
 

@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from dashboard import state, ui
+from dashboard import literal, state, ui
 from dashboard.page_list import PAGES
 from xai_core import pipeline
 from xai_core.figures.curves import prediction_bars
@@ -36,7 +36,7 @@ if image is not None:
             if model.head is not None:
                 head = state.session_head(model)
                 top = pipeline.predict(model, image, topk=5, head=head)
-                ui.show_figure(prediction_bars([p.label for p in top],
+                ui.show_figure(prediction_bars([literal.figure(p.label) for p in top],
                                                [p.probability for p in top],
                                                f"Top-5 ({head.prediction_description})"),
                                key=f"home_pred_{model.spec.id}")
@@ -45,7 +45,10 @@ if image is not None:
                     st.caption("Adds this image's [CLS] feature to YOUR session's memory bank "
                                "only; other users never see it.")
                     label = st.text_input("Class label", key="knn_new_label", max_chars=40)
+                    added = st.session_state.pop("knn_added", None)
+                    if added is not None:  # said after the rerun below, so it stays on screen
+                        st.success(f"Added one example of “{literal.text(added)}”.")
                     if st.button("Add to my memory bank", key="knn_add"):
                         state.add_knn_example(model, image, label)
-                        st.success(f"Added one example of '{label.strip()}'.")
+                        st.session_state["knn_added"] = label.strip()
                         st.rerun()
