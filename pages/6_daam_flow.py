@@ -95,7 +95,8 @@ def flow_view(result, model, image, head, top, display, formula, relu, model_ima
         ui.show_figure(map_row_figure(
             model_image, [predicted.D[-1], result.D[-1]],
             [f"predicted: {literal.figure(top.label)}",
-             f"chosen: {literal.figure(result.target_label)}"], result.patch_size, height=340), key="daam_compare")
+             f"chosen: {literal.figure(result.target_label)}"], result.patch_size, height=340),
+            key="daam_compare")
         st.caption("Final accumulated maps D_B, each min-max scaled. As in the paper's analysis "
                    "of wrong predictions: the first shows what the decision used, the second "
                    "where the model finds evidence for the class you picked.")
