@@ -18,9 +18,10 @@ with an invisible WORD JOINER (U+2060) between the characters that would match.
 
 from __future__ import annotations
 
-import html
 import re
 import string
+
+from xai_core.figures.style import plain_text
 
 JOINER = "\u2060"  # zero width, no line break: invisible, yet no rule matches across it
 # CommonMark lets any ASCII punctuation be backslash-escaped and then shows it as is; these
@@ -56,7 +57,5 @@ def code(value) -> str:
     pad = " " if body[0] in "` " or body[-1] in "` " else ""
     return f"{fence}{pad}{body}{pad}{fence}"
 
-
-def figure(value) -> str:
-    """Text for a Plotly title, label or hover text: its tags shown, not followed."""
-    return html.escape(_one_line(value), quote=False)
+# Text for a Plotly title, label or hover text: its tags shown, not followed.
+figure = plain_text

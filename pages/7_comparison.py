@@ -446,7 +446,8 @@ def dataset_view() -> None:
             st.warning("These results come from RANDOM WEIGHTS (shapes only): they say nothing "
                        "about a trained model.")
         st.caption(f"{len(done_units)} units over {len({r['image'] for r in bench_rows})} images; "
-                   f"baseline {bench_settings.baseline}, {bench_settings.steps} steps; intervals: "
+                   f"baseline {literal.text(bench_settings.baseline)}, "
+                   f"{literal.text(bench_settings.steps)} steps; intervals: "
                    f"{summary['interval']}.")
         for table in summary["tables"]:
             ui.show_figure(ranking_figure(table),
@@ -467,7 +468,8 @@ def dataset_view() -> None:
             "order the maps alike; near 0: they measure different things.")
         for model_id, (names, matrix) in bench_summary.metric_agreement(bench_rows).items():
             if len(names) >= 2:
-                ui.show_figure(agreement_heatmap(names, matrix, f"{model_id}: metric agreement"),
+                ui.show_figure(agreement_heatmap(names, matrix,
+                                                 f"{literal.figure(model_id)}: metric agreement"),
                                key=f"cmp_bench_agree_{model_id}")
         st.download_button("Summary (JSON)", json.dumps(summary, indent=2), key="cmp_bench_dl",
                            file_name="benchmark-summary.json", mime="application/json")

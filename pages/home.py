@@ -36,7 +36,7 @@ if image is not None:
             if model.head is not None:
                 head = state.session_head(model)
                 top = pipeline.predict(model, image, topk=5, head=head)
-                ui.show_figure(prediction_bars([literal.figure(p.label) for p in top],
+                ui.show_figure(prediction_bars([p.label for p in top],
                                                [p.probability for p in top],
                                                f"Top-5 ({head.prediction_description})"),
                                key=f"home_pred_{model.spec.id}")

@@ -142,3 +142,25 @@ def matches(image: Image.Image, case: Case) -> bool:
         return False
     return all(all(abs(a - b) <= case.tolerance for a, b in zip(image.getpixel(xy), rgb))
                for xy, rgb in case.expect_pixels.items())
+
+
+# Markdown / HTML a visitor can type into a link's value, a k-NN label or a file: each would
+# make a link, an image, a heading, raw HTML, maths, a colour, an icon or a bare-URL link if
+# it were rendered as markup. Every one names MARKER, so a test can find where it went.
+MARKER = "PWNED"
+MARKUP_PAYLOADS = (
+    f"x` [{MARKER}](https://evil.example/) `",  # closes the app's code span, then a link
+    f"![{MARKER}](https://evil.example/x.png)",
+    f'<a href="https://evil.example/">{MARKER}</a>',
+    f'<img src="https://evil.example/x.png" alt="{MARKER}">',
+    f"ok\n# {MARKER} heading\n- item\n> quote",  # a heading, a list, a quote after newlines
+    f":red[{MARKER}] :material/warning: :smile: $\\LaTeX$ {MARKER}",  # Streamlit's own syntax
+    f"https://evil.example/{MARKER} www.evil.example {MARKER}@evil.example",  # bare links
+    f"[{MARKER}]: https://evil.example/\n\n[{MARKER}] *{MARKER}* ~~{MARKER}~~ &lt;b&gt;",
+)
+# k-NN class labels a learner may type (the label field takes 40 characters)
+MARKUP_LABELS = (
+    f"x` [{MARKER}](https://evil.example) <b>",
+    f"a\n# {MARKER} ![i](https://evil.example/)",
+    f":red[{MARKER}] :material/home: $x^2$",
+)

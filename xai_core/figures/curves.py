@@ -9,7 +9,7 @@ from plotly.colors import qualitative
 from plotly.subplots import make_subplots
 
 from .reuse import reused
-from .style import LINE_COLOURS
+from .style import LINE_COLOURS, plain_text
 
 HEAD_COLOURS = qualitative.Dark24
 
@@ -17,7 +17,7 @@ HEAD_COLOURS = qualitative.Dark24
 @reused
 def prediction_bars(labels: list[str], probabilities: list[float], title: str,
                     height: int = 300) -> go.Figure:
-    figure = go.Figure(go.Bar(x=probabilities[::-1], y=[l[:40] for l in labels[::-1]],
+    figure = go.Figure(go.Bar(x=probabilities[::-1], y=[plain_text(l[:40]) for l in labels[::-1]],
                               orientation="h", text=[f"{p:.1%}" for p in probabilities[::-1]],
                               textposition="auto"))
     figure.update_layout(title=title, height=height, margin=dict(l=10, r=10, t=40, b=10),
@@ -248,7 +248,8 @@ def ranking_figure(table: dict, floor: str = "random") -> go.Figure:
     verdicts = [e.get("vs_random", {}).get("verdict", "the floor" if e["method"] == floor
                                            else "") for e in entries]
     figure = go.Figure(go.Scatter(
-        x=means, y=names, mode="markers", marker=dict(size=10, color=colours),
+        x=means, y=[plain_text(n) for n in names], mode="markers",
+        marker=dict(size=10, color=colours),
         error_x=dict(type="data", symmetric=False, array=high - means, arrayminus=means - low,
                      thickness=2),
         customdata=np.stack([low, high, [e["mean_rank"] or np.nan for e in entries]], axis=1),
@@ -261,7 +262,7 @@ def ranking_figure(table: dict, floor: str = "random") -> go.Figure:
         figure.add_vline(x=floor_entry["mean"], line=dict(color=FLOOR_COLOUR, dash="dash"))
     figure.update_yaxes(autorange="reversed", title=None)
     figure.update_layout(
-        title=f"{table['model']} · {table['metric']} ({table['better']} is better)",
+        title=f"{plain_text(table['model'])} · {table['metric']} ({table['better']} is better)",
         xaxis_title="mean over images (bootstrap 95 % interval)", showlegend=False,
         height=120 + 34 * len(names), margin=dict(l=10, r=10, t=50, b=10))
     return figure
@@ -279,15 +280,16 @@ def mean_curves_figure(curves: dict, model_id: str) -> go.Figure:
             if method not in curves[(model_id, metric)]:
                 continue
             fractions, scores, count = curves[(model_id, metric)][method]
+            shown = plain_text(method)  # read from a results.json
             colour = FLOOR_COLOUR if method == "random" else LINE_COLOURS[i % len(LINE_COLOURS)]
             figure.add_trace(go.Scatter(
-                x=fractions, y=scores, mode="lines", name=method, legendgroup=method,
+                x=fractions, y=scores, mode="lines", name=shown, legendgroup=method,
                 showlegend=c == 1, line=dict(color=colour, dash="dash" if method == "random"
                                              else "solid"),
-                hovertemplate=f"{method} ({count} images)<br>%{{x:.0%}} perturbed<br>mean score "
+                hovertemplate=f"{shown} ({count} images)<br>%{{x:.0%}} perturbed<br>mean score "
                               "%{y:.4f}<extra></extra>"), row=1, col=c)
         figure.update_xaxes(title="fraction perturbed", tickformat=".0%", row=1, col=c)
     figure.update_yaxes(title="class score, mean over images", row=1, col=1)
-    figure.update_layout(title=f"{model_id}: curves averaged over images", height=380,
+    figure.update_layout(title=f"{plain_text(model_id)}: curves averaged over images", height=380,
                          margin=dict(l=10, r=10, t=70, b=10), legend=dict(orientation="h", y=-0.3))
     return figure

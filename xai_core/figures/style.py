@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 from functools import lru_cache
 
 import numpy as np
@@ -14,6 +15,14 @@ HEATMAP_SCALE = [[stop, "rgb({}, {}, {})".format(*hex_to_rgb(colour))]
 DIVERGING = "RdBu_r"
 LINE_COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
                 "#7f7f7f", "#bcbd22", "#17becf")
+
+
+def plain_text(value) -> str:
+    """Text from outside the code (a class label someone typed, a name read from a file) for
+    a title, label, legend or hover text: Plotly follows the tags `<a href>`, `<b>`, `<br>`
+    ... it finds in text, so `<`, `>` and `&` become entities it shows as those characters;
+    runs of whitespace become one space."""
+    return html.escape(" ".join(str(value).split()), quote=False)
 
 
 def symmetric_bound(values: np.ndarray) -> float:
