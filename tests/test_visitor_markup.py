@@ -54,7 +54,8 @@ _INLINE_MATH = re.compile(r"(?<!\$)\$(?![\s$])[^$\n]*?[^\s$]\$(?!\d)")
 # where a block's text may sit without a heading, list, quote or code block around it
 PLAIN_BLOCKS = {"paragraph_open", "table_open", "thead_open", "tbody_open", "tr_open",
                 "th_open", "td_open"}
-PLOTLY_TAG = re.compile(r"<\s*/?\s*(a|img|b|i|em|br|span|sup|sub|s|u)\b", re.I)
+# tags Plotly follows in text, but for <br>: the app's own hover texts break lines with it
+PLOTLY_TAG = re.compile(r"<\s*/?\s*(a|img|b|i|em|span|sup|sub|s|u)\b", re.I)
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -365,3 +366,62 @@ def test_every_payload_as_a_tour_value():
         step, problem = step_from_query(value)
         assert step is None and markup_made(problem) == [], problem
         assert one_line(f"tour={value}") in shown_text(problem)
+
+
+# --- files: an upload's name, a results.json's content ------------------------------------
+
+def hostile_results(metric: str = "deletion") -> bytes:
+    """A results.json whose model, methods, images and settings are payloads."""
+    from xai_core.metrics.faithfulness import fractions_for
+
+    rows = [dict(image=image, model=MARKUP_PAYLOADS[2], method=method, metric=kind,
+                 value=0.1 * (i + 1) + 0.2 * (method == "random"),
+                 scores=[0.5] * len(fractions_for(kind, 3)))
+            for i, image in enumerate((MARKUP_PAYLOADS[4], "coffee", "chelsea"))
+            for method in (MARKUP_PAYLOADS[0], MARKUP_PAYLOADS[6], "random")
+            for kind in (metric, "insertion")]
+    settings = {"models": [MARKUP_PAYLOADS[2]], "images": MARKUP_PAYLOADS[5],
+                "methods": [MARKUP_PAYLOADS[0]], "metrics": [metric, "insertion"], "steps": 3,
+                "baseline": MARKUP_PAYLOADS[7]}
+    return json.dumps({"settings": settings, "rows": rows}).encode()
+
+
+def test_a_results_file_cannot_put_markup_on_page_7():
+    app = AppTest.from_file(ENTRY, default_timeout=300)
+    for key, value in dict(image_choice="coffee", cmp_methods_vit=["attention"],
+                           cmp_methods_cnn=["gradcam"], cmp_view="dataset",
+                           cmp_bench_source="load").items():
+        app.session_state[key] = value
+    app.run()
+    app.switch_page("../pages/7_comparison.py").run()
+    app.get("file_uploader")[0].set_value(("results.json", hostile_results(),
+                                           "application/json")).run()
+    assert not app.error, [e.value for e in app.error]
+    shown = " ".join(assert_no_markup(app, "results.json"))
+    assert len(chart_specs(app)) >= 3  # the rankings, the curves, the metric agreement
+    for value in (MARKUP_PAYLOADS[0], MARKUP_PAYLOADS[2], MARKUP_PAYLOADS[6]):
+        assert one_line(value) in shown, value
+    # a file the summary refuses: the message quotes it, as text
+    bad = hostile_results(metric=MARKUP_PAYLOADS[1])
+    app.get("file_uploader")[0].set_value(("results.json", bad, "application/json")).run()
+    assert_no_markup(app, "refused results.json")
+    said = " ".join(shown_text(e.value) for e in app.error)
+    assert "not a benchmark results.json" in said and one_line(MARKUP_PAYLOADS[1]) in said
+
+
+def test_an_upload_named_with_markup_is_only_a_picture():
+    """The sidebar never shows an upload's name; whatever it is called, nothing becomes
+    markup, and a refused upload's message does not quote it either."""
+    from hostile_corpus import corpus
+
+    good = next(case for case in corpus() if case.name == "BMP")
+    bad = next(case for case in corpus() if case.name == "HTML")
+    app = AppTest.from_file(ENTRY, default_timeout=300)
+    app.session_state["image_choice"] = "upload"
+    app.run()
+    for value in MARKUP_PAYLOADS:
+        for case in (good, bad):
+            app.sidebar.get("file_uploader")[0].set_value(
+                (f"{value}.png", case.data, "image/png")).run()
+            assert_no_markup(app, value)
+            assert (app.session_state["upload_image"] is None) == case.refused
