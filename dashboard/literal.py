@@ -6,7 +6,7 @@ tables, strikethrough and bare-URL links, `$` maths, `:name[...]` directives, `:
 icons, emoji shortcodes, arrows for `->`), and Plotly renders a subset of HTML (`<a href>`,
 `<b>`, `<br>`) in titles, tick labels and hover text. Every such string goes through one of:
 
-- `text(s)`: for a sentence, a heading, a table cell;
+- `text(s)`: for a sentence, a heading, a `ui.text_table` cell (which escapes "|" itself);
 - `code(s)`: the same text as an inline code span (a link's value, a token);
 - `figure(s)`: for Plotly text.
 
@@ -19,18 +19,21 @@ with an invisible WORD JOINER (U+2060) between the characters that would match.
 from __future__ import annotations
 
 import re
-import string
 
 from xai_core.figures.style import plain_text
 
 JOINER = "\u2060"  # zero width, no line break: invisible, yet no rule matches across it
-# CommonMark lets any ASCII punctuation be backslash-escaped and then shows it as is; these
-# few are never syntax (not in CommonMark, GitHub's extensions or Streamlit's), so ordinary
-# labels ("tabby, tabby cat", "potter's wheel") keep their source readable.
-_INERT = set(",'\"/?;%")
-_ESCAPE = {c: "\\" + c for c in string.punctuation if c not in _INERT}
-# after parsing: "https://", ":material_x:", ":smile:", "a@b.org", "www.", "->", "<=", "--"
-_AFTER_PARSE = re.compile(r"(?<=:)|(?<=@)|(?i:(?<=www)(?=\.))|(?<=[-<>=~])(?=[-<>=~])")
+# Characters that make markup anywhere in a line (emphasis, code, links and images, HTML and
+# entities, strikethrough, maths); CommonMark shows a backslash-escaped one as it is.
+_ANYWHERE = re.compile(r"([\\`*_\[\]<&~$])")
+# ... and at the start of a line (heading, quote, list, setext underline, numbered list):
+# only the text's start can be one, as its newlines are gone
+_AT_START = re.compile(r"^([#>+=-]|\d{1,9}[.)](?=\s|$))")
+# Streamlit's rules on parsed text: a joiner after ":" and "@" and inside "www." keeps
+# "https://", "a@b.org", "www.x.org", ":material_x:", ":streamlit:", ":smile:" and the
+# ":red[" of a directive from matching; one between "-", "<", ">", "=", "~" keeps "->",
+# "<=", "--" ... from turning into arrows and dashes.
+_AFTER_PARSE = re.compile(r"(?<=[:@])|(?i:(?<=www)(?=\.))|(?<=[-<>=~])(?=[-<>=~])")
 
 
 def _one_line(value) -> str:
@@ -41,9 +44,10 @@ def _one_line(value) -> str:
 
 def text(value) -> str:
     """Markdown that Streamlit shows as exactly `value` (on one line): no link, image,
-    heading, emphasis, HTML, maths, colour, icon or emoji."""
+    heading, emphasis, HTML, maths, colour, icon or emoji. Letters, digits and everyday
+    punctuation stay as they are ("tabby, tabby cat", "3.5 (max)")."""
     joined = _AFTER_PARSE.sub(JOINER, _one_line(value))
-    return "".join(_ESCAPE.get(c, c) for c in joined)
+    return _AT_START.sub(lambda m: m[0][:-1] + "\\" + m[0][-1], _ANYWHERE.sub(r"\\\1", joined))
 
 
 def code(value) -> str:

@@ -76,16 +76,15 @@ def needs_math(body: str) -> bool:
     return bool(_DISPLAY_MATH.search(rest) or _INLINE_MATH.search(rest))
 
 
-def markup_made(body: str) -> list[str]:
-    """What `body` would turn visitor text (anything naming MARKER or evil.example) into,
-    besides plain text and code: [] when nothing."""
+def markup_made(body: str, hostile=lambda text: MARKER in text or EVIL in text) -> list[str]:
+    """What `body` would turn visitor text (by default: anything naming MARKER or
+    evil.example) into, besides plain text and code: [] when nothing."""
     found = []
-    hostile = MARKER in body or EVIL in body
-    if hostile and needs_math(body):
+    if hostile(body) and needs_math(body):
         found.append("maths")
-    if hostile and any(DIRECTIVE.search(child.content)
-                       for token in ESCAPES_APART.parse(streamlit_source(body))
-                       for child in token.children or () if child.type == "text"):
+    if any(DIRECTIVE.search(child.content)
+           for token in ESCAPES_APART.parse(streamlit_source(body))
+           for child in token.children or () if child.type == "text" and hostile(child.content)):
         found.append("directive")
     opened = []
     for token in PARSER.parse(streamlit_source(body)):
@@ -93,27 +92,29 @@ def markup_made(body: str) -> list[str]:
             opened.append(token.type)
         elif token.nesting == -1:
             opened.pop()
-        elif token.type in ("fence", "code_block", "html_block") and (
-                MARKER in token.content or EVIL in token.content):
+        elif token.type in ("fence", "code_block", "html_block") and hostile(token.content):
             found.append(token.type)
-        elif token.type == "inline" and (MARKER in token.content or EVIL in token.content):
+        elif token.type == "inline" and hostile(token.content):
             found += [f"inside {kind}" for kind in opened if kind not in PLAIN_BLOCKS]
         for child in token.children or ():
-            found += _inline_markup(child)
+            found += _inline_markup(child, hostile)
     return found
 
 
-def _inline_markup(token) -> list[str]:
+def _inline_markup(token, hostile) -> list[str]:
     address = str(token.attrGet("href") or token.attrGet("src") or "")
-    if token.type in ("link_open", "image") and (EVIL in address or MARKER in address
-                                                  or MARKER in token.content):
+    if token.type in ("link_open", "image") and (hostile(address) or hostile(token.content)):
         return [f"{token.type} {address}"]
     if token.type == "html_inline":
         return [f"html {token.content}"]
-    if token.type == "text" and (MARKER in token.content or EVIL in token.content):
+    if token.type == "text" and hostile(token.content):
         return [f"{name}: {token.content!r}" for name, rule in AFTER_PARSE.items()
                 if rule.search(token.content)]
     return []
+
+
+def anything(text: str) -> bool:
+    return True
 
 
 def shown_text(body: str) -> str:
@@ -138,14 +139,16 @@ def one_line(text: str) -> str:
 
 ORDINARY = ("tiger_cat", "5 * 3", "tabby, tabby cat", "potter's wheel", "St. Bernard",
             "1. first", "a | b", "x < y & z > w", "C# and F#", "~50 %", "ratio 3:2",
-            "a -> b", "12:30", "file_name.png", "[draft]", "$5 and $6", "back`tick")
+            "a -> b", "12:30", "file_name.png", "[draft]", "$5 and $6", "back`tick",
+            "3.5 (max)", "- dash first", "+1", "> quoted", "== x", "#1 fan", "a@b.org",
+            "www.example.org", "http://x.org", ":smile:", ":streamlit:", "A & B")
 
 
 @pytest.mark.parametrize("value", ORDINARY + MARKUP_PAYLOADS + MARKUP_LABELS)
 def test_text_and_code_show_exactly_the_characters(value):
     for render in (literal.text, literal.code):
         body = render(value)
-        assert markup_made(body) == [], (render.__name__, body)
+        assert markup_made(body, hostile=anything) == [], (render.__name__, body)
         assert shown_text(body) == one_line(value), (render.__name__, body)
         assert not needs_math(body)
 
@@ -153,7 +156,8 @@ def test_text_and_code_show_exactly_the_characters(value):
 def test_ordinary_words_are_left_as_they_are():
     """Letters, digits, spaces and everyday punctuation need no escape: a label's source
     stays readable (and the app's own tests can still look for it)."""
-    for value in ("tabby, tabby cat", "potter's wheel", "my cat 2", "coffee mug?"):
+    for value in ("tabby, tabby cat", "potter's wheel", "my cat 2", "coffee mug?",
+                  "Use 64 steps or fewer (the limit is 400 passes).", "St. Bernard"):
         assert literal.text(value) == value
 
 
