@@ -429,3 +429,26 @@ def test_an_upload_named_with_markup_is_only_a_picture():
                 (f"{value}.png", case.data, "image/png")).run()
             assert_no_markup(app, value)
             assert (app.session_state["upload_image"] is None) == case.refused
+
+
+def test_a_typed_sentence_is_shown_as_its_tokens_on_page_8():
+    """Page 8 shows the sentence a visitor types as word pieces: code spans in Markdown,
+    tick labels and hover text in the figures. None of it becomes a tag or a link."""
+    from xai_core import text as text_core
+
+    sentence = " ".join(MARKUP_PAYLOADS[:4]) + " `a` ``b`` &lt;i&gt;"
+    app = AppTest.from_file(ENTRY, default_timeout=300)
+    app.session_state["text_input"] = sentence
+    app.run()
+    app.switch_page("../pages/8_text_attention.py").run()
+    assert not app.exception and app.session_state["text_input"] == sentence
+    tokens = text_core.text_capture(get_model("minilm-l6"), sentence).tokens
+    assert "<" in tokens and "`" in tokens  # the pieces that would make tags and code
+    chips = [m.value for m in app.markdown if m.value.startswith(literal.code(tokens[0]))]
+    assert len(chips) == 1
+    pieces = [child for child in PARSER.parseInline(chips[0])[0].children
+              if child.type != "text" or child.content.strip()]
+    assert [p.type for p in pieces] == ["code_inline"] * len(tokens)
+    assert [p.content.replace(JOINER, "") for p in pieces] == list(tokens)
+    specs = chart_specs(app)
+    assert specs and not any(PLOTLY_TAG.search(s) for spec in specs for s in _strings(spec))
