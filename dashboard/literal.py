@@ -61,5 +61,6 @@ def code(value) -> str:
     pad = " " if body[0] in "` " or body[-1] in "` " else ""
     return f"{fence}{pad}{body}{pad}{fence}"
 
+
 # Text for a Plotly title, label or hover text: its tags shown, not followed.
 figure = plain_text

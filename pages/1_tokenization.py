@@ -201,8 +201,7 @@ def prediction_view():
         head = state.session_head(model)
         top = pipeline.predict(model, image, topk=5, head=head)
         tops[model.label] = top
-        ui.show_figure(prediction_bars([p.label for p in top],
-                                       [p.probability for p in top],
+        ui.show_figure(prediction_bars([p.label for p in top], [p.probability for p in top],
                                        f"Top-5 ({head.prediction_description})"),
                        key="tok_pred_vit")
         if head.kind == "knn":
