@@ -29,11 +29,11 @@ _ANYWHERE = re.compile(r"([\\`*_\[\]<&~$])")
 # ... and at the start of a line (heading, quote, list, setext underline, numbered list):
 # only the text's start can be one, as its newlines are gone
 _AT_START = re.compile(r"^([#>+=-]|\d{1,9}[.)](?=\s|$))")
-# Streamlit's rules on parsed text: a joiner after ":" and "@" and inside "www." keeps
-# "https://", "a@b.org", "www.x.org", ":material_x:", ":streamlit:", ":smile:" and the
-# ":red[" of a directive from matching; one between "-", "<", ">", "=", "~" keeps "->",
-# "<=", "--" ... from turning into arrows and dashes.
-_AFTER_PARSE = re.compile(r"(?<=[:@])|(?i:(?<=www)(?=\.))|(?<=[-<>=~])(?=[-<>=~])")
+# Streamlit's rules on parsed text: a joiner after ":" or "@" (unless a space follows, as in
+# a sentence) and inside "www." keeps "https://", "a@b.org", "www.x.org", ":material_x:",
+# ":streamlit:", ":smile:" and a directive's ":red[" from matching; one between two of "-",
+# "<", ">", "=", "~" keeps "->", "<=", "--" ... from turning into arrows and dashes.
+_AFTER_PARSE = re.compile(r"(?<=[:@])(?=\S)|(?i:(?<=www)(?=\.))|(?<=[-<>=~])(?=[-<>=~])")
 
 
 def _one_line(value) -> str:

@@ -157,7 +157,8 @@ def test_ordinary_words_are_left_as_they_are():
     """Letters, digits, spaces and everyday punctuation need no escape: a label's source
     stays readable (and the app's own tests can still look for it)."""
     for value in ("tabby, tabby cat", "potter's wheel", "my cat 2", "coffee mug?",
-                  "Use 64 steps or fewer (the limit is 400 passes).", "St. Bernard"):
+                  "Use 64 steps or fewer (the limit is 400 passes).", "St. Bernard",
+                  "Second sentence: the text is empty.", "a @ b"):
         assert literal.text(value) == value
 
 
