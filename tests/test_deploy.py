@@ -39,8 +39,54 @@ def test_prefix_websocket_and_sticky_upstream():
     assert re.search(r"proxy_set_header Connection \$vit_lens_connection;", conf)
     assert re.search(r"map \$http_upgrade \$vit_lens_connection \{\s*default upgrade;", conf)
     upstream = re.search(r"upstream vit_lens \{(.*?)\}", conf, re.S)[1]
-    assert re.search(r"^\s*(hash \$remote_addr consistent|ip_hash);", upstream, re.M)
     assert len(re.findall(r"^\s*server 127\.0\.0\.1:\d+", upstream, re.M)) >= 2
+    # Host with its port: Streamlit compares it with the WebSocket's Origin
+    assert re.search(r"proxy_set_header Host \$http_host;", conf)
+    assert not re.search(r"proxy_set_header Host \$host;", conf)
+
+
+def test_first_visits_are_hashed_by_browser_not_by_address():
+    """A campus NAT gives a class one address: the first visit is hashed by nginx's userid
+    cookie, the one it received or (first request) the one it sets now."""
+    conf = directives(NGINX)
+    upstream = re.search(r"upstream vit_lens \{(.*?)\}", conf, re.S)[1]
+    assert re.search(r"^\s*hash \$vit_lens_browser consistent;", upstream, re.M)
+    assert "$remote_addr consistent" not in conf and "ip_hash" not in conf
+    browser = re.search(r"map \$uid_got \$vit_lens_browser \{(.*?)\}", conf, re.S)[1]
+    assert re.search(r"^\s*''\s+\$uid_set;", browser, re.M)
+    assert re.search(r"^\s*default\s+\$uid_got;", browser, re.M)
+    proxied = re.search(r"location /vit-lens/ \{(.*?)\}", conf, re.S)[1]
+    assert re.search(r"^\s*userid on;", proxied, re.M)
+
+
+def test_static_files_come_from_the_installed_packages():
+    """`make nginx-conf` fills in folders that hold what the browser asks for: index.html's
+    hashed scripts under static/, the app's files under app/static/."""
+    from dashboard.assets import STATIC
+    from dashboard.nginx_conf import RECIPE_APP_STATIC, RECIPE_STREAMLIT_BUNDLE, rendered
+
+    unit_root = re.search(r"WorkingDirectory=(\S+)", UNIT)[1]
+    assert RECIPE_APP_STATIC == f"{unit_root}/dashboard/static/"
+    assert RECIPE_STREAMLIT_BUNDLE.startswith(f"{unit_root}/.venv/")
+    aliases = dict(re.findall(r"location (/vit-lens/\S*) \{\s*alias (\S+);",
+                              directives(rendered())))
+    bundle, app_static = Path(aliases["/vit-lens/static/"]), Path(aliases["/vit-lens/app/static/"])
+    index = (bundle.parent / "index.html").read_text()
+    scripts = re.findall(r'src="\./static/([^"]+)"', index)
+    assert scripts and all((bundle / script).is_file() for script in scripts)
+    assert app_static == STATIC and (app_static / "explainer.js").is_file()
+
+
+def test_access_log_keeps_no_query_string_and_no_ids():
+    conf = directives(NGINX)
+    fmt = re.search(r"log_format vit_lens (.*?);", conf, re.S)[1]
+    for leaky in ("$request ", "$request_uri", "$args", "$query_string", "$http_referer",
+                  "$uri", "$cookie"):
+        assert leaky not in fmt.replace('"', " ") + " ", leaky
+    assert "$vit_lens_log_uri" in fmt
+    masks = re.search(r"map \$uri \$vit_lens_log_uri \{(.*?)\n\}", conf, re.S)[1]
+    assert "/_stcore/upload_file/" in masks and "/media/" in masks
+    assert re.search(r"access_log \S+ vit_lens;", conf)
 
 
 def test_the_replica_cookie_routes_to_that_replica_with_a_backup():

@@ -1,0 +1,106 @@
+"""nginx serves the static files from disk: the recipe (deploy/nginx/vit-lens.conf, ports
+and paths filled in as `make nginx-conf` does) in front of two replica ports where nothing
+listens - stopped replicas. Streamlit's bundle and the app's app/static/ still arrive,
+gzipped, with the cache headers the recipe promises; what needs a replica gets 502."""
+
+from __future__ import annotations
+
+import gzip
+import re
+import time
+
+import pytest
+from e2e_helpers import free_port
+from proxy_helpers import PREFIX, get, nginx_in_front
+
+from dashboard.assets import STATIC, static_url
+from dashboard.nginx_conf import streamlit_bundle
+
+IMMUTABLE = "public, max-age=31536000, immutable"
+
+
+class StoppedReplica:
+    """A replica's port with no server on it."""
+
+    def __init__(self) -> None:
+        self.port = free_port()
+
+
+@pytest.fixture(scope="module")
+def proxy():
+    with nginx_in_front([StoppedReplica(), StoppedReplica()], log_name="static-nginx") as proxy:
+        yield proxy
+
+
+def entry_script() -> str:
+    """The script index.html loads first (`./static/js/index.<hash>.js`), read from disk."""
+    index = (streamlit_bundle().parent / "index.html").read_text()
+    return re.search(r'<script type="module"[^>]* src="\./static/(js/[^"]+\.js)"', index)[1]
+
+
+def gzipped_get(port: int, path: str):
+    return get(port, path, headers={"Accept-Encoding": "gzip"})
+
+
+def test_streamlit_bundle_arrives_without_a_replica_gzipped_and_immutable(proxy):
+    response, _ = get(proxy.port, f"/{PREFIX}/_stcore/health")
+    assert response.status == 502  # the replicas really are gone
+
+    script = entry_script()
+    on_disk = (streamlit_bundle() / script).read_bytes()
+    response, body = gzipped_get(proxy.port, f"/{PREFIX}/static/{script}")
+    assert response.status == 200
+    assert response.getheader("Content-Encoding") == "gzip"
+    assert response.getheader("Cache-Control") == IMMUTABLE
+    assert "javascript" in response.getheader("Content-Type")
+    assert gzip.decompress(body) == on_disk
+    assert len(body) < len(on_disk) / 2  # minified JS still compresses 3-5x
+
+    # a client that does not ask for gzip gets the file as it is
+    response, body = get(proxy.port, f"/{PREFIX}/static/{script}")
+    assert response.getheader("Content-Encoding") is None and body == on_disk
+
+    css = next((streamlit_bundle() / "css").glob("*.css"))
+    response, body = gzipped_get(proxy.port, f"/{PREFIX}/static/css/{css.name}")
+    assert response.status == 200 and response.getheader("Content-Type").startswith("text/css")
+    assert gzip.decompress(body) == css.read_bytes()
+
+    font = next((streamlit_bundle() / "media").glob("*.woff2"))
+    response, body = gzipped_get(proxy.port, f"/{PREFIX}/static/media/{font.name}")
+    assert response.status == 200 and response.getheader("Cache-Control") == IMMUTABLE
+    assert response.getheader("Content-Encoding") is None  # woff2 is compressed already
+    assert body == font.read_bytes()
+
+    response, _ = get(proxy.port, f"/{PREFIX}/static/js/no-such-file.js")
+    assert response.status == 404
+
+
+def test_app_static_arrives_without_a_replica_immutable_when_versioned(proxy):
+    url = static_url("explainer.js")  # app/static/explainer.js?v=<content hash>
+    on_disk = (STATIC / "explainer.js").read_bytes()
+    response, body = gzipped_get(proxy.port, f"/{PREFIX}/{url}")
+    assert response.status == 200
+    assert response.getheader("Cache-Control") == IMMUTABLE
+    assert response.getheader("Content-Encoding") == "gzip"
+    assert "javascript" in response.getheader("Content-Type")  # an ES module needs it
+    assert response.getheader("X-Content-Type-Options") == "nosniff"
+    assert gzip.decompress(body) == on_disk
+
+    # without its version the same file may change: the browser asks again each time
+    response, body = gzipped_get(proxy.port, f"/{PREFIX}/{url.split('?')[0]}")
+    assert response.status == 200 and response.getheader("Cache-Control") == "no-cache"
+    assert gzip.decompress(body) == on_disk
+
+
+def test_the_access_log_names_files_without_query_strings(proxy):
+    skip = len(proxy.access_log.read_text().splitlines())
+    url = static_url("explainer.js")
+    get(proxy.port, f"/{PREFIX}/{url}")
+    get(proxy.port, f"/{PREFIX}/_stcore/upload_file/0123456789abcdef/fedcba9876543210")
+    get(proxy.port, f"/{PREFIX}/media/0a1b2c3d4e5f.png?title=secret")
+    time.sleep(0.3)  # written after the response
+    paths = [path for _, path, _ in proxy.upstreams_in_log(skip)]
+    assert paths == [f"/{PREFIX}/app/static/explainer.js",
+                     f"/{PREFIX}/_stcore/upload_file/-", f"/{PREFIX}/media/-"]
+    log = proxy.access_log.read_text()
+    assert "?v=" not in log and "0123456789abcdef" not in log and "0a1b2c3d" not in log
