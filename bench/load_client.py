@@ -190,6 +190,35 @@ async def open_page(base: str, page: str = "", query: str = "", cookies: dict | 
     return run
 
 
+def chromium_first_visit(browser, url: str, base: str,
+                         timeout_ms: int = 240_000) -> tuple[list[bytes], list[str]]:
+    """A Chromium tab's first visit of `url` (a new context: empty cache) until the app has
+    run and drawn: (ForwardMsg payloads it received, static files it fetched, as paths
+    relative to `base`: Streamlit's static/ and the app's app/static/)."""
+    from e2e_helpers import wait_app_idle
+
+    context = browser.new_context()
+    page = context.new_page()
+    payloads: list[bytes] = []
+    page.on("websocket", lambda ws: ws.on("framereceived", lambda p: payloads.append(p)))
+    static: list[str] = []
+
+    def note_file(response) -> None:
+        relative = response.url[len(base):] if response.url.startswith(base) else ""
+        if relative.startswith(("static/", "app/static/")):
+            static.append(relative)
+
+    page.on("response", note_file)
+    try:
+        page.goto(url, timeout=60_000)
+        wait_app_idle(page, timeout_ms)
+        page.wait_for_selector(".js-plotly-plot, [data-testid='vit-explainer']",
+                               timeout=timeout_ms)
+    finally:
+        context.close()
+    return payloads, static
+
+
 def run_in_thread(coroutine):
     """Run a coroutine to its end on an event loop of its own thread (callers such as
     Playwright's sync API hold the main thread's loop)."""

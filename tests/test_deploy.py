@@ -135,3 +135,47 @@ def test_warmup_of_an_unknown_model_exits_2(capsys):
     code = cli_main(["warmup", "--models", "no-such-model"])
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1 and "no-such-model" in err
+
+
+def test_precompress_writes_a_gz_per_compressible_file_once(tmp_path):
+    """`make nginx-gzip`: a .gz that decompresses to its file beside every JS/CSS/SVG/font
+    file, none for what is compressed already; a second run writes nothing, a changed file
+    gets a new one."""
+    import gzip
+    import os
+
+    from dashboard.nginx_conf import precompress
+
+    (tmp_path / "js").mkdir()
+    script = tmp_path / "js" / "index.abc123.js"
+    script.write_text("function f(){return 1}\n" * 500)
+    (tmp_path / "style.css").write_text("a{color:red}\n" * 300)
+    (tmp_path / "font.woff2").write_bytes(os.urandom(2000))
+    assert precompress(tmp_path) == (2, 0)
+    assert sorted(p.name for p in tmp_path.rglob("*.gz")) == ["index.abc123.js.gz", "style.css.gz"]
+    packed = (tmp_path / "js" / "index.abc123.js.gz").read_bytes()
+    assert gzip.decompress(packed) == script.read_bytes() and len(packed) < script.stat().st_size
+    assert precompress(tmp_path) == (0, 2)
+    script.write_text("function g(){return 2}\n" * 500)
+    later = script.stat().st_mtime + 5
+    os.utime(script, (later, later))
+    assert precompress(tmp_path) == (1, 1)
+    assert gzip.decompress((tmp_path / "js" / "index.abc123.js.gz").read_bytes()) == \
+        script.read_bytes()
+
+
+def test_gzip_bundle_that_cannot_write_exits_2(capsys, monkeypatch, tmp_path):
+    from dashboard import nginx_conf
+
+    locked = tmp_path / "static"
+    locked.mkdir()
+    (locked / "a.js").write_text("x" * 2000)
+    monkeypatch.setattr(nginx_conf, "streamlit_bundle", lambda: locked)
+
+    def refuse(*args, **kwargs):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(nginx_conf.tempfile, "NamedTemporaryFile", refuse)
+    assert nginx_conf.main(["--gzip-bundle"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Permission denied" in err and str(locked) in err

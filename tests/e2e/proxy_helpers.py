@@ -20,7 +20,7 @@ import pytest
 
 from e2e_helpers import ARTIFACTS, free_port
 
-from dashboard.nginx_conf import rendered
+from dashboard.nginx_conf import precompress, rendered, streamlit_bundle
 
 PREFIX = "vit-lens"
 RECIPE_PORTS = ("8501", "8502")  # the replicas the recipe names
@@ -30,11 +30,13 @@ WORKER_CONNECTIONS = 4096  # README, "Hosting on a shared server": nginx.conf's 
 LOG_LINE = re.compile(r'(\S+) \[[^\]]+\] "(\S+) ([^"]*)" (\d+) (\d+) \S+ "([^"]*)"$')
 
 
-def recipe_for(listen_port: int, replica_ports: list[int], log_dir: Path) -> str:
+def recipe_for(listen_port: int, replica_ports: list[int], log_dir: Path,
+               bundle: Path | None = None) -> str:
     """deploy/nginx/vit-lens.conf listening on a loopback port, its replicas 8501/8502
     (in server lines, upstream names and cookie values alike) moved to `replica_ports`,
-    the static-file paths filled in, its access log written to `log_dir`."""
-    text = rendered()
+    the static-file paths filled in (`bundle`: a copy of Streamlit's), its access log
+    written to `log_dir`."""
+    text = rendered(bundle)
     log = re.compile(r"^(\s*)access_log /var/log/nginx/vit-lens\.access\.log vit_lens;", re.M)
     assert len(log.findall(text)) == 1, "the recipe logs to one access log, as vit_lens"
     text = log.sub(rf"\1access_log {log_dir}/access.log vit_lens;", text)
@@ -47,7 +49,7 @@ def recipe_for(listen_port: int, replica_ports: list[int], log_dir: Path) -> str
 
 def main_conf(tmp: Path, site: Path) -> str:
     user = "user root;\n" if os.geteuid() == 0 else ""  # temp dirs live in a private tmp
-    return f"""{user}worker_processes 1;
+    return f"""{user}worker_processes auto;
 pid {tmp}/nginx.pid;
 error_log {tmp}/error.log info;
 worker_rlimit_nofile {2 * WORKER_CONNECTIONS};
@@ -90,14 +92,14 @@ class Proxy:
 
 
 @contextlib.contextmanager
-def nginx_in_front(apps, log_name: str = "nginx"):
+def nginx_in_front(apps, log_name: str = "nginx", bundle: Path | None = None):
     nginx = shutil.which("nginx") or "/usr/sbin/nginx"
     if not Path(nginx).exists():
         pytest.fail("Debian's nginx is missing: run `make system-deps` (apt).")
     tmp = Path(tempfile.mkdtemp(prefix="vit-lens-nginx-"))
     port = free_port()
     site = tmp / "vit-lens.conf"
-    site.write_text(recipe_for(port, [app.port for app in apps], tmp))
+    site.write_text(recipe_for(port, [app.port for app in apps], tmp, bundle))
     conf = tmp / "nginx.conf"
     conf.write_text(main_conf(tmp, site))
     check = subprocess.run([nginx, "-t", "-p", str(tmp), "-c", str(conf)],
@@ -124,6 +126,17 @@ def nginx_in_front(apps, log_name: str = "nginx"):
             if (tmp / name).exists():
                 shutil.copy(tmp / name, ARTIFACTS / f"{log_name}-{name}")
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def precompressed_bundle():
+    """A temporary copy of Streamlit's bundle with the .gz files `make nginx-gzip` writes
+    (the shared venv's own folder stays untouched)."""
+    with tempfile.TemporaryDirectory(prefix="vit-lens-bundle-") as tmp:
+        bundle = Path(tmp) / "static"
+        shutil.copytree(streamlit_bundle(), bundle)
+        precompress(bundle)
+        yield bundle
 
 
 def get(port: int, path: str, source: str = "127.0.0.1", headers: dict | None = None):

@@ -8,9 +8,10 @@ from __future__ import annotations
 from urllib.parse import quote
 
 import pytest
-from e2e_helpers import running_apps, wait_app_idle
+from e2e_helpers import running_apps
 
-from bench.load_client import element_kinds, first_visit_files, open_page, run_in_thread
+from bench.load_client import (chromium_first_visit, element_kinds, first_visit_files,
+                               open_page, run_in_thread)
 from dashboard.state import image_title
 
 PREFIX = "vit-lens"
@@ -20,30 +21,6 @@ PREFIX = "vit-lens"
 def app():
     with running_apps(1, base_path=PREFIX, log_name="load-client") as apps:
         yield apps[0]
-
-
-def chromium_first_visit(browser, url: str, base: str) -> tuple[list[bytes], list[str]]:
-    """(ForwardMsg payloads the tab received, static paths it fetched, relative to base)."""
-    context = browser.new_context()
-    page = context.new_page()
-    payloads: list[bytes] = []
-    page.on("websocket", lambda ws: ws.on("framereceived", lambda p: payloads.append(p)))
-    static: list[str] = []
-
-    def note_file(response) -> None:
-        relative = response.url[len(base):] if response.url.startswith(base) else ""
-        if relative.startswith(("static/", "app/static/")):
-            static.append(relative)
-
-    page.on("response", note_file)
-    try:
-        page.goto(url, timeout=60_000)
-        wait_app_idle(page)
-        page.wait_for_selector(".js-plotly-plot, [data-testid='vit-explainer']",
-                               timeout=240_000)
-    finally:
-        context.close()
-    return payloads, static
 
 
 @pytest.mark.parametrize("page_name", ["", "vit_explainer"])

@@ -1,7 +1,8 @@
 """nginx serves the static files from disk: the recipe (deploy/nginx/vit-lens.conf, ports
-and paths filled in as `make nginx-conf` does) in front of two replica ports where nothing
-listens - stopped replicas. Streamlit's bundle and the app's app/static/ still arrive,
-gzipped, with the cache headers the recipe promises; what needs a replica gets 502."""
+and paths filled in as `make nginx-conf` does, Streamlit's bundle a copy precompressed as
+`make nginx-gzip` does) in front of two replica ports where nothing listens - stopped
+replicas. Streamlit's bundle and the app's app/static/ still arrive, gzipped, with the
+cache headers the recipe promises; what needs a replica gets 502."""
 
 from __future__ import annotations
 
@@ -11,10 +12,9 @@ import time
 
 import pytest
 from e2e_helpers import free_port
-from proxy_helpers import PREFIX, get, nginx_in_front
+from proxy_helpers import PREFIX, get, nginx_in_front, precompressed_bundle
 
 from dashboard.assets import STATIC, static_url
-from dashboard.nginx_conf import streamlit_bundle
 
 IMMUTABLE = "public, max-age=31536000, immutable"
 
@@ -27,13 +27,22 @@ class StoppedReplica:
 
 
 @pytest.fixture(scope="module")
-def proxy():
-    with nginx_in_front([StoppedReplica(), StoppedReplica()], log_name="static-nginx") as proxy:
+def bundle():
+    with precompressed_bundle() as bundle:
+        yield bundle
+
+
+@pytest.fixture(scope="module")
+def proxy(bundle):
+    with nginx_in_front([StoppedReplica(), StoppedReplica()], log_name="static-nginx",
+                        bundle=bundle) as proxy:
         yield proxy
 
 
 def entry_script() -> str:
     """The script index.html loads first (`./static/js/index.<hash>.js`), read from disk."""
+    from dashboard.nginx_conf import streamlit_bundle
+
     index = (streamlit_bundle().parent / "index.html").read_text()
     return re.search(r'<script type="module"[^>]* src="\./static/(js/[^"]+\.js)"', index)[1]
 
@@ -42,12 +51,12 @@ def gzipped_get(port: int, path: str):
     return get(port, path, headers={"Accept-Encoding": "gzip"})
 
 
-def test_streamlit_bundle_arrives_without_a_replica_gzipped_and_immutable(proxy):
+def test_streamlit_bundle_arrives_without_a_replica_gzipped_and_immutable(proxy, bundle):
     response, _ = get(proxy.port, f"/{PREFIX}/_stcore/health")
     assert response.status == 502  # the replicas really are gone
 
     script = entry_script()
-    on_disk = (streamlit_bundle() / script).read_bytes()
+    on_disk = (bundle / script).read_bytes()
     response, body = gzipped_get(proxy.port, f"/{PREFIX}/static/{script}")
     assert response.status == 200
     assert response.getheader("Content-Encoding") == "gzip"
@@ -55,17 +64,19 @@ def test_streamlit_bundle_arrives_without_a_replica_gzipped_and_immutable(proxy)
     assert "javascript" in response.getheader("Content-Type")
     assert gzip.decompress(body) == on_disk
     assert len(body) < len(on_disk) / 2  # minified JS still compresses 3-5x
+    # sent as precompressed (gzip_static), not compressed again per request
+    assert body == (bundle / f"{script}.gz").read_bytes()
 
     # a client that does not ask for gzip gets the file as it is
     response, body = get(proxy.port, f"/{PREFIX}/static/{script}")
     assert response.getheader("Content-Encoding") is None and body == on_disk
 
-    css = next((streamlit_bundle() / "css").glob("*.css"))
+    css = next((bundle / "css").glob("*.css"))
     response, body = gzipped_get(proxy.port, f"/{PREFIX}/static/css/{css.name}")
     assert response.status == 200 and response.getheader("Content-Type").startswith("text/css")
     assert gzip.decompress(body) == css.read_bytes()
 
-    font = next((streamlit_bundle() / "media").glob("*.woff2"))
+    font = next((bundle / "media").glob("*.woff2"))
     response, body = gzipped_get(proxy.port, f"/{PREFIX}/static/media/{font.name}")
     assert response.status == 200 and response.getheader("Cache-Control") == IMMUTABLE
     assert response.getheader("Content-Encoding") is None  # woff2 is compressed already
@@ -73,6 +84,15 @@ def test_streamlit_bundle_arrives_without_a_replica_gzipped_and_immutable(proxy)
 
     response, _ = get(proxy.port, f"/{PREFIX}/static/js/no-such-file.js")
     assert response.status == 404
+
+
+def test_a_file_without_its_gz_is_compressed_per_request(proxy, bundle):
+    """After `pip install -U streamlit` and before `make nginx-gzip`: still gzipped."""
+    script = sorted((bundle / "js").glob("*.js"), key=lambda p: p.stat().st_size)[-1]
+    (bundle / "js" / f"{script.name}.gz").unlink()
+    response, body = gzipped_get(proxy.port, f"/{PREFIX}/static/js/{script.name}")
+    assert response.status == 200 and response.getheader("Content-Encoding") == "gzip"
+    assert gzip.decompress(body) == script.read_bytes()
 
 
 def test_app_static_arrives_without_a_replica_immutable_when_versioned(proxy):
@@ -93,6 +113,7 @@ def test_app_static_arrives_without_a_replica_immutable_when_versioned(proxy):
 
 
 def test_the_access_log_names_files_without_query_strings(proxy):
+    time.sleep(0.3)  # a line is written after its response: the earlier tests' first
     skip = len(proxy.access_log.read_text().splitlines())
     url = static_url("explainer.js")
     get(proxy.port, f"/{PREFIX}/{url}")
