@@ -31,19 +31,24 @@ RECIPE_APP_STATIC = "/opt/vit-lens/dashboard/static/"
 
 def streamlit_bundle() -> Path:
     """The folder of Streamlit's hashed JS/CSS/fonts: `static/` inside the folder the
-    server serves index.html from (Streamlit's own `file_util.get_static_dir`)."""
+    server serves index.html from (Streamlit's own `file_util.get_static_dir`), which
+    nginx serves index.html from too."""
     from streamlit import file_util
 
     return Path(file_util.get_static_dir()) / "static"
 
 
 def render(recipe: str, bundle: Path, app_static: Path) -> str:
-    """The recipe with its two alias paths replaced by `bundle` and `app_static`."""
-    for path in (RECIPE_STREAMLIT_BUNDLE, RECIPE_APP_STATIC):
-        if recipe.count(f"alias {path};") != 1:
-            raise ValueError(f"the recipe has no single `alias {path};` line")
-    return (recipe.replace(f"alias {RECIPE_STREAMLIT_BUNDLE};", f"alias {bundle}/;")
-            .replace(f"alias {RECIPE_APP_STATIC};", f"alias {app_static}/;"))
+    """The recipe with its paths replaced: Streamlit's bundle `bundle` (index.html in its
+    parent folder) and the app's `app_static`."""
+    paths = {f"alias {RECIPE_STREAMLIT_BUNDLE};": f"alias {bundle}/;",
+             f"root {RECIPE_STREAMLIT_BUNDLE.removesuffix('/static/')};": f"root {bundle.parent};",
+             f"alias {RECIPE_APP_STATIC};": f"alias {app_static}/;"}
+    for line, filled in paths.items():
+        if recipe.count(line) != 1:
+            raise ValueError(f"the recipe has no single `{line}` line")
+        recipe = recipe.replace(line, filled)
+    return recipe
 
 
 def rendered(bundle: Path | None = None) -> str:

@@ -55,8 +55,8 @@ def test_first_visits_are_hashed_by_browser_not_by_address():
     browser = re.search(r"map \$uid_got \$vit_lens_browser \{(.*?)\}", conf, re.S)[1]
     assert re.search(r"^\s*''\s+\$uid_set;", browser, re.M)
     assert re.search(r"^\s*default\s+\$uid_got;", browser, re.M)
-    proxied = re.search(r"location /vit-lens/ \{(.*?)\}", conf, re.S)[1]
-    assert re.search(r"^\s*userid on;", proxied, re.M)
+    server = conf[conf.index("server {"):]
+    assert re.search(r"^    userid on;", server, re.M)  # the server's level: every location
 
 
 def test_static_files_come_from_the_installed_packages():
@@ -75,6 +75,10 @@ def test_static_files_come_from_the_installed_packages():
     scripts = re.findall(r'src="\./static/([^"]+)"', index)
     assert scripts and all((bundle / script).is_file() for script in scripts)
     assert app_static == STATIC and (app_static / "explainer.js").is_file()
+    # every page's address gets the index.html Streamlit serves, from the same package
+    page_root = re.search(r"location ~ \^/vit-lens/\[\^/\.\]\*\$ \{\s*root (\S+);",
+                          directives(rendered()))[1]
+    assert Path(page_root) == bundle.parent and (Path(page_root) / "index.html").is_file()
 
 
 def test_access_log_keeps_no_query_string_and_no_ids():
@@ -84,8 +88,9 @@ def test_access_log_keeps_no_query_string_and_no_ids():
                   "$uri", "$cookie"):
         assert leaky not in fmt.replace('"', " ") + " ", leaky
     assert "$vit_lens_log_uri" in fmt
-    masks = re.search(r"map \$uri \$vit_lens_log_uri \{(.*?)\n\}", conf, re.S)[1]
+    masks = re.search(r"map \$request_uri \$vit_lens_log_uri \{(.*?)\n\}", conf, re.S)[1]
     assert "/_stcore/upload_file/" in masks and "/media/" in masks
+    assert re.search(r"\[\^\?\]\*", masks)  # the rest: up to the query string
     assert re.search(r"access_log \S+ vit_lens;", conf)
 
 

@@ -133,10 +133,10 @@ def precompressed_bundle():
     """A temporary copy of Streamlit's bundle with the .gz files `make nginx-gzip` writes
     (the shared venv's own folder stays untouched)."""
     with tempfile.TemporaryDirectory(prefix="vit-lens-bundle-") as tmp:
-        bundle = Path(tmp) / "static"
-        shutil.copytree(streamlit_bundle(), bundle)
-        precompress(bundle)
-        yield bundle
+        served = Path(tmp) / "static"  # index.html, favicon, ... and the bundle in static/
+        shutil.copytree(streamlit_bundle().parent, served)
+        precompress(served / "static")
+        yield served / "static"
 
 
 def get(port: int, path: str, source: str = "127.0.0.1", headers: dict | None = None):

@@ -95,6 +95,23 @@ def test_a_file_without_its_gz_is_compressed_per_request(proxy, bundle):
     assert gzip.decompress(body) == script.read_bytes()
 
 
+def test_every_page_address_gets_index_html_without_a_replica(proxy, bundle):
+    """Streamlit answers /vit-lens/ and /vit-lens/<page> with its index.html as it is;
+    nginx does the same (no-cache: the next install may change it) and sets the browser's
+    id there, on the first request of a visit."""
+    index = (bundle.parent / "index.html").read_bytes()
+    for path in (f"/{PREFIX}/", f"/{PREFIX}/vit_explainer"):
+        response, body = get(proxy.port, path + "?image_choice=Cup%20of%20coffee")
+        assert response.status == 200 and body == index
+        assert response.getheader("Cache-Control") == "no-cache"
+        assert response.getheader("Content-Type").startswith("text/html")
+        cookies = response.msg.get_all("Set-Cookie") or []
+        assert any(c.startswith("vit_lens_uid=") for c in cookies), cookies
+    # a path with more segments is the replica's (here: gone)
+    response, _ = get(proxy.port, f"/{PREFIX}/vit_explainer/_stcore/health")
+    assert response.status == 502
+
+
 def test_app_static_arrives_without_a_replica_immutable_when_versioned(proxy):
     url = static_url("explainer.js")  # app/static/explainer.js?v=<content hash>
     on_disk = (STATIC / "explainer.js").read_bytes()
@@ -112,16 +129,20 @@ def test_app_static_arrives_without_a_replica_immutable_when_versioned(proxy):
     assert gzip.decompress(body) == on_disk
 
 
-def test_the_access_log_names_files_without_query_strings(proxy):
+def test_the_access_log_names_files_without_query_strings(proxy, bundle):
     time.sleep(0.3)  # a line is written after its response: the earlier tests' first
     skip = len(proxy.access_log.read_text().splitlines())
     url = static_url("explainer.js")
     get(proxy.port, f"/{PREFIX}/{url}")
     get(proxy.port, f"/{PREFIX}/_stcore/upload_file/0123456789abcdef/fedcba9876543210")
     get(proxy.port, f"/{PREFIX}/media/0a1b2c3d4e5f.png?title=secret")
+    get(proxy.port, f"/{PREFIX}/comparison?image_choice=Cup%20of%20coffee")
+    font = next((bundle / "media").glob("*.woff2")).name
+    get(proxy.port, f"/{PREFIX}/static/media/{font}")
     time.sleep(0.3)  # written after the response
     paths = [path for _, path, _ in proxy.upstreams_in_log(skip)]
     assert paths == [f"/{PREFIX}/app/static/explainer.js",
-                     f"/{PREFIX}/_stcore/upload_file/-", f"/{PREFIX}/media/-"]
+                     f"/{PREFIX}/_stcore/upload_file/-", f"/{PREFIX}/media/-",
+                     f"/{PREFIX}/comparison", f"/{PREFIX}/static/media/{font}"]
     log = proxy.access_log.read_text()
-    assert "?v=" not in log and "0123456789abcdef" not in log and "0a1b2c3d" not in log
+    assert "?" not in log and "0123456789abcdef" not in log and "0a1b2c3d" not in log
