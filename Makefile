@@ -3,7 +3,7 @@ PY := $(VENV)/bin/python
 PORT ?= 8501
 export HF_HUB_OFFLINE ?= 1
 
-.PHONY: run test bench e2e system-deps warmup plotly-bundle clean
+.PHONY: run test bench e2e system-deps warmup nginx-conf nginx-gzip plotly-bundle clean
 
 $(VENV)/.installed: requirements.txt
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -40,6 +40,16 @@ e2e: $(VENV)/.installed system-deps
 # Load the bundled models and build the k-NN bank (run before the first user).
 warmup: $(VENV)/.installed
 	$(PY) -m xai_core warmup
+
+# deploy/nginx/vit-lens.conf with the static-file paths of this checkout and its venv:
+#   make -s nginx-conf | sudo tee /etc/nginx/conf.d/vit-lens.conf
+nginx-conf: $(VENV)/.installed
+	@$(PY) -m dashboard.nginx_conf
+
+# <file>.gz beside each JS/CSS/font file of the venv's Streamlit bundle, for nginx's
+# gzip_static (run again after upgrading streamlit)
+nginx-gzip: $(VENV)/.installed
+	$(PY) -m dashboard.nginx_conf --gzip-bundle
 
 # Rebuild the vendored plotly.js (dashboard/static/plotly-vitlens-<version>.min.js, committed)
 # from the pinned npm packages; needs node and npm, which running the app does not.

@@ -29,6 +29,12 @@ def device_name() -> str:
     return f"CPU ({platform.processor() or platform.machine()}, {torch.get_num_threads()} threads)"
 
 
+def print_rows(rows: list[dict]) -> None:
+    for row in rows:
+        note = f"  {row['note']}" if row.get("note") else ""
+        print(f"  {row['name']:<58} {row['value']:>10.3f} {row['unit']:<6}{note}", flush=True)
+
+
 def main(selected: list[str]) -> None:
     modules = sorted(p.stem for p in HERE.glob("bench_*.py"))
     if selected:
@@ -43,9 +49,7 @@ def main(selected: list[str]) -> None:
         rows = importlib.import_module(f"bench.{name}").run()
         results["sections"][name] = rows
         print(f"\n== {name.removeprefix('bench_')} ({time.perf_counter() - started:.0f} s)")
-        for row in rows:
-            note = f"  {row['note']}" if row.get("note") else ""
-            print(f"  {row['name']:<58} {row['value']:>10.3f} {row['unit']:<6}{note}")
+        print_rows(rows)
     results["load_average_at_end"] = os.getloadavg()[0]
     print(f"\nload average at the end {results['load_average_at_end']:.1f}")
     out = HERE / f"results-{'cuda' if torch.cuda.is_available() else 'cpu'}.json"

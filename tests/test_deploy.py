@@ -39,8 +39,59 @@ def test_prefix_websocket_and_sticky_upstream():
     assert re.search(r"proxy_set_header Connection \$vit_lens_connection;", conf)
     assert re.search(r"map \$http_upgrade \$vit_lens_connection \{\s*default upgrade;", conf)
     upstream = re.search(r"upstream vit_lens \{(.*?)\}", conf, re.S)[1]
-    assert re.search(r"^\s*(hash \$remote_addr consistent|ip_hash);", upstream, re.M)
     assert len(re.findall(r"^\s*server 127\.0\.0\.1:\d+", upstream, re.M)) >= 2
+    # Host with its port: Streamlit compares it with the WebSocket's Origin
+    assert re.search(r"proxy_set_header Host \$http_host;", conf)
+    assert not re.search(r"proxy_set_header Host \$host;", conf)
+
+
+def test_first_visits_are_hashed_by_browser_not_by_address():
+    """A campus NAT gives a class one address: the first visit is hashed by nginx's userid
+    cookie, the one it received or (first request) the one it sets now."""
+    conf = directives(NGINX)
+    upstream = re.search(r"upstream vit_lens \{(.*?)\}", conf, re.S)[1]
+    assert re.search(r"^\s*hash \$vit_lens_browser consistent;", upstream, re.M)
+    assert "$remote_addr consistent" not in conf and "ip_hash" not in conf
+    browser = re.search(r"map \$uid_got \$vit_lens_browser \{(.*?)\}", conf, re.S)[1]
+    assert re.search(r"^\s*''\s+\$uid_set;", browser, re.M)
+    assert re.search(r"^\s*default\s+\$uid_got;", browser, re.M)
+    server = conf[conf.index("server {"):]
+    assert re.search(r"^    userid on;", server, re.M)  # the server's level: every location
+
+
+def test_static_files_come_from_the_installed_packages():
+    """`make nginx-conf` fills in folders that hold what the browser asks for: index.html's
+    hashed scripts under static/, the app's files under app/static/."""
+    from dashboard.assets import STATIC
+    from dashboard.nginx_conf import RECIPE_APP_STATIC, RECIPE_STREAMLIT_BUNDLE, rendered
+
+    unit_root = re.search(r"WorkingDirectory=(\S+)", UNIT)[1]
+    assert RECIPE_APP_STATIC == f"{unit_root}/dashboard/static/"
+    assert RECIPE_STREAMLIT_BUNDLE.startswith(f"{unit_root}/.venv/")
+    aliases = dict(re.findall(r"location (/vit-lens/\S*) \{\s*alias (\S+);",
+                              directives(rendered())))
+    bundle, app_static = Path(aliases["/vit-lens/static/"]), Path(aliases["/vit-lens/app/static/"])
+    index = (bundle.parent / "index.html").read_text()
+    scripts = re.findall(r'src="\./static/([^"]+)"', index)
+    assert scripts and all((bundle / script).is_file() for script in scripts)
+    assert app_static == STATIC and (app_static / "explainer.js").is_file()
+    # every page's address gets the index.html Streamlit serves, from the same package
+    page_root = re.search(r"location ~ \^/vit-lens/\[\^/\.\]\*\$ \{\s*root (\S+);",
+                          directives(rendered()))[1]
+    assert Path(page_root) == bundle.parent and (Path(page_root) / "index.html").is_file()
+
+
+def test_access_log_keeps_no_query_string_and_no_ids():
+    conf = directives(NGINX)
+    fmt = re.search(r"log_format vit_lens (.*?);", conf, re.S)[1]
+    for leaky in ("$request ", "$request_uri", "$args", "$query_string", "$http_referer",
+                  "$uri", "$cookie"):
+        assert leaky not in fmt.replace('"', " ") + " ", leaky
+    assert "$vit_lens_log_uri" in fmt
+    masks = re.search(r"map \$request_uri \$vit_lens_log_uri \{(.*?)\n\}", conf, re.S)[1]
+    assert "/_stcore/upload_file/" in masks and "/media/" in masks
+    assert re.search(r"\[\^\?\]\*", masks)  # the rest: up to the query string
+    assert re.search(r"access_log \S+ vit_lens;", conf)
 
 
 def test_the_replica_cookie_routes_to_that_replica_with_a_backup():
@@ -89,3 +140,47 @@ def test_warmup_of_an_unknown_model_exits_2(capsys):
     code = cli_main(["warmup", "--models", "no-such-model"])
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1 and "no-such-model" in err
+
+
+def test_precompress_writes_a_gz_per_compressible_file_once(tmp_path):
+    """`make nginx-gzip`: a .gz that decompresses to its file beside every JS/CSS/SVG/font
+    file, none for what is compressed already; a second run writes nothing, a changed file
+    gets a new one."""
+    import gzip
+    import os
+
+    from dashboard.nginx_conf import precompress
+
+    (tmp_path / "js").mkdir()
+    script = tmp_path / "js" / "index.abc123.js"
+    script.write_text("function f(){return 1}\n" * 500)
+    (tmp_path / "style.css").write_text("a{color:red}\n" * 300)
+    (tmp_path / "font.woff2").write_bytes(os.urandom(2000))
+    assert precompress(tmp_path) == (2, 0)
+    assert sorted(p.name for p in tmp_path.rglob("*.gz")) == ["index.abc123.js.gz", "style.css.gz"]
+    packed = (tmp_path / "js" / "index.abc123.js.gz").read_bytes()
+    assert gzip.decompress(packed) == script.read_bytes() and len(packed) < script.stat().st_size
+    assert precompress(tmp_path) == (0, 2)
+    script.write_text("function g(){return 2}\n" * 500)
+    later = script.stat().st_mtime + 5
+    os.utime(script, (later, later))
+    assert precompress(tmp_path) == (1, 1)
+    assert gzip.decompress((tmp_path / "js" / "index.abc123.js.gz").read_bytes()) == \
+        script.read_bytes()
+
+
+def test_gzip_bundle_that_cannot_write_exits_2(capsys, monkeypatch, tmp_path):
+    from dashboard import nginx_conf
+
+    locked = tmp_path / "static"
+    locked.mkdir()
+    (locked / "a.js").write_text("x" * 2000)
+    monkeypatch.setattr(nginx_conf, "streamlit_bundle", lambda: locked)
+
+    def refuse(*args, **kwargs):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(nginx_conf.tempfile, "NamedTemporaryFile", refuse)
+    assert nginx_conf.main(["--gzip-bundle"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Permission denied" in err and str(locked) in err

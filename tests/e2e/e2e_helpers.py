@@ -5,6 +5,7 @@ Chromium driven by Playwright (never `playwright install`)."""
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import shutil
 import socket
@@ -113,6 +114,15 @@ def running_apps(count: int, base_path: str = "", log_name: str = "app"):
     finally:
         for app in apps:
             app.stop()
+
+
+def png_bytes() -> bytes:
+    """A 120x80 red PNG to upload."""
+    from PIL import Image
+
+    buffer = io.BytesIO()
+    Image.new("RGB", (120, 80), (200, 40, 40)).save(buffer, "PNG")
+    return buffer.getvalue()
 
 
 def chromium_path() -> str:

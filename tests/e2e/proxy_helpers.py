@@ -1,5 +1,6 @@
-"""nginx on loopback, configured by deploy/nginx/vit-lens.conf with only its ports
-changed, in front of app replicas started as deploy/systemd starts them."""
+"""nginx on loopback, configured by deploy/nginx/vit-lens.conf with only its ports and
+paths changed (the static-file paths as `make nginx-conf` fills them in, the access log in
+a temporary folder), in front of app replicas started as deploy/systemd starts them."""
 
 from __future__ import annotations
 
@@ -17,17 +18,28 @@ from pathlib import Path
 
 import pytest
 
-from e2e_helpers import ARTIFACTS, ROOT, free_port
+from e2e_helpers import ARTIFACTS, free_port
 
-RECIPE = ROOT / "deploy" / "nginx" / "vit-lens.conf"
+from dashboard.nginx_conf import precompress, rendered, streamlit_bundle
+
 PREFIX = "vit-lens"
 RECIPE_PORTS = ("8501", "8502")  # the replicas the recipe names
+WORKER_CONNECTIONS = 4096  # README, "Hosting on a shared server": nginx.conf's events {}
+# the recipe's log format: '$remote_addr [$time_local] "$request_method $vit_lens_log_uri"
+# $status $body_bytes_sent $request_time "$upstream_addr"'
+LOG_LINE = re.compile(r'(\S+) \[[^\]]+\] "(\S+) ([^"]*)" (\d+) (\d+) \S+ "([^"]*)"$')
 
 
-def recipe_for(listen_port: int, replica_ports: list[int]) -> str:
+def recipe_for(listen_port: int, replica_ports: list[int], log_dir: Path,
+               bundle: Path | None = None) -> str:
     """deploy/nginx/vit-lens.conf listening on a loopback port, its replicas 8501/8502
-    (in server lines, upstream names and cookie values alike) moved to `replica_ports`."""
-    text = RECIPE.read_text()
+    (in server lines, upstream names and cookie values alike) moved to `replica_ports`,
+    the static-file paths filled in (`bundle`: a copy of Streamlit's), its access log
+    written to `log_dir`."""
+    text = rendered(bundle)
+    log = re.compile(r"^(\s*)access_log /var/log/nginx/vit-lens\.access\.log vit_lens;", re.M)
+    assert len(log.findall(text)) == 1, "the recipe logs to one access log, as vit_lens"
+    text = log.sub(rf"\1access_log {log_dir}/access.log vit_lens;", text)
     assert re.findall(r"^\s*listen 80;", text, re.M), "the recipe listens on port 80"
     text = re.sub(r"^(\s*)listen 80;", rf"\1listen 127.0.0.1:{listen_port};", text, flags=re.M)
     assert len(re.findall(r"^\s*server 127\.0\.0\.1:\d+", text, re.M)) >= 2
@@ -37,13 +49,14 @@ def recipe_for(listen_port: int, replica_ports: list[int]) -> str:
 
 def main_conf(tmp: Path, site: Path) -> str:
     user = "user root;\n" if os.geteuid() == 0 else ""  # temp dirs live in a private tmp
-    return f"""{user}worker_processes 1;
+    return f"""{user}worker_processes auto;
 pid {tmp}/nginx.pid;
 error_log {tmp}/error.log info;
-events {{ worker_connections 256; }}
+worker_rlimit_nofile {2 * WORKER_CONNECTIONS};
+events {{ worker_connections {WORKER_CONNECTIONS}; }}
 http {{
-    log_format upstream '$remote_addr "$request" $status $upstream_addr';
-    access_log {tmp}/access.log upstream;
+    include /etc/nginx/mime.types;
+    default_type application/octet-stream;
     client_body_temp_path {tmp}/body;
     proxy_temp_path {tmp}/proxy;
     fastcgi_temp_path {tmp}/fastcgi;
@@ -63,25 +76,30 @@ class Proxy:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}/{PREFIX}/"
 
-    def upstreams_in_log(self) -> list[tuple[str, str, str]]:
-        """(client address, request path, upstream address(es)) per proxied request."""
+    @property
+    def access_log(self) -> Path:
+        return self.tmp / "access.log"
+
+    def upstreams_in_log(self, skip: int = 0) -> list[tuple[str, str, str]]:
+        """(client address, logged path, upstream address(es) or "-") per request, from
+        line `skip` of the access log on."""
         rows = []
-        for line in (self.tmp / "access.log").read_text().splitlines():
-            match = re.match(r'(\S+) "\S+ (\S+) [^"]*" (\d+) (.+)$', line)
-            if match:
-                rows.append((match[1], match[2], match[4]))
+        for line in self.access_log.read_text().splitlines()[skip:]:
+            match = LOG_LINE.match(line)
+            assert match, f"not the recipe's log format: {line}"
+            rows.append((match[1], match[3], match[6]))
         return rows
 
 
 @contextlib.contextmanager
-def nginx_in_front(apps, log_name: str = "nginx"):
+def nginx_in_front(apps, log_name: str = "nginx", bundle: Path | None = None):
     nginx = shutil.which("nginx") or "/usr/sbin/nginx"
     if not Path(nginx).exists():
         pytest.fail("Debian's nginx is missing: run `make system-deps` (apt).")
     tmp = Path(tempfile.mkdtemp(prefix="vit-lens-nginx-"))
     port = free_port()
     site = tmp / "vit-lens.conf"
-    site.write_text(recipe_for(port, [app.port for app in apps]))
+    site.write_text(recipe_for(port, [app.port for app in apps], tmp, bundle))
     conf = tmp / "nginx.conf"
     conf.write_text(main_conf(tmp, site))
     check = subprocess.run([nginx, "-t", "-p", str(tmp), "-c", str(conf)],
@@ -108,6 +126,17 @@ def nginx_in_front(apps, log_name: str = "nginx"):
             if (tmp / name).exists():
                 shutil.copy(tmp / name, ARTIFACTS / f"{log_name}-{name}")
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def precompressed_bundle():
+    """A temporary copy of Streamlit's bundle with the .gz files `make nginx-gzip` writes
+    (the shared venv's own folder stays untouched)."""
+    with tempfile.TemporaryDirectory(prefix="vit-lens-bundle-") as tmp:
+        served = Path(tmp) / "static"  # index.html, favicon, ... and the bundle in static/
+        shutil.copytree(streamlit_bundle().parent, served)
+        precompress(served / "static")
+        yield served / "static"
 
 
 def get(port: int, path: str, source: str = "127.0.0.1", headers: dict | None = None):

@@ -12,14 +12,12 @@ browser stays with the replica that holds its session: an upload still works.
 
 from __future__ import annotations
 
-import io
 import json
 import time
 from urllib.parse import quote
 
 import pytest
-from e2e_helpers import ARTIFACTS, AppProcess, running_apps, wait_app_idle
-from PIL import Image
+from e2e_helpers import ARTIFACTS, AppProcess, png_bytes, running_apps, wait_app_idle
 from proxy_helpers import PREFIX, nginx_in_front
 
 from dashboard.replica import COOKIE
@@ -70,12 +68,6 @@ def home_works(page) -> bool:
 def figure_titles(page) -> list[str]:
     return page.evaluate("""() => [...document.querySelectorAll('.js-plotly-plot')]
         .map(p => JSON.stringify((p.layout && p.layout.title) || ''))""")
-
-
-def png_bytes() -> bytes:
-    buffer = io.BytesIO()
-    Image.new("RGB", (120, 80), (200, 40, 40)).save(buffer, "PNG")
-    return buffer.getvalue()
 
 
 def test_killed_replica_fails_over_to_a_working_page(stack, browser):

@@ -1,0 +1,238 @@
+"""A class arriving at once: simulated students through the nginx recipe and two replicas.
+
+The stack is the one the e2e tests prove (tests/e2e/proxy_helpers.py): Debian's nginx with
+deploy/nginx/vit-lens.conf (ports, paths and log moved to loopback and a temporary folder,
+4096 worker_connections, Streamlit's bundle a copy precompressed as `make nginx-gzip` does)
+in front of two `streamlit run` replicas with one torch thread each (2 cores, 2 replicas),
+both warm (each has run Home once, so its models are loaded).
+
+Each step: N students arrive evenly spread within ARRIVAL_S. A student is
+bench/load_client.py: first the files a browser's first visit fetches (index.html and
+the static files a Chromium tab fetched, gzip, six connections), then one page over
+Streamlit's WebSocket until its run finishes; student i opens page i mod len(pages) on
+gallery image (i // len(pages)) mod 8. Once all have arrived, one real Chromium tab opens
+Home (new context: empty cache) and is timed until interactive (bench_browser's
+definition). The client is first checked against Chromium (same elements for Home).
+
+Reported per step: errors (failed file requests, runs that did not finish or showed an
+exception, nginx alerts and errors), first-visit files p50/p95 and bytes on the wire, each
+page's p50/p95 (WebSocket open -> script_finished), the real tab's Home, and each replica's
+peak resident memory. Results computed in one step are cached for later steps (as on a
+server in use); a fresh run starts cold apart from the warm-up.
+
+Alone: `python -m bench.bench_load --students 10,25 [--pages vit_explainer,comparison]`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+import threading
+import time
+from pathlib import Path
+from urllib.parse import quote
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests" / "e2e"))
+
+from bench.load_client import (chromium_first_visit, element_kinds,  # noqa: E402
+                               first_visit_files, open_page, run_in_thread)
+from bench.run import print_rows  # noqa: E402
+
+STEPS = (10, 25, 50, 100)
+ARRIVAL_S = 5.0
+PAGES = {"vit_explainer": "ViT Explainer", "comparison": "Comparison"}  # URL path -> name
+STUDENT_TIMEOUT_S = 300  # per student: files, then the page
+RSS_EVERY_S = 0.5
+PREFIX = "vit-lens"
+
+
+def gallery_queries() -> list[str]:
+    from dashboard.state import image_title
+    from xai_core.images import SAMPLES
+
+    return ["image_choice=" + quote(image_title(sample)) for sample in SAMPLES]
+
+
+def rss_gb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024**2
+    return float("nan")
+
+
+async def student(index: int, count: int, base: str, pages: list[str], queries: list[str],
+                  static: list[str]) -> dict:
+    await asyncio.sleep(index * ARRIVAL_S / count)
+    page = pages[index % len(pages)]
+    query = queries[(index // len(pages)) % len(queries)]
+    async with asyncio.timeout(STUDENT_TIMEOUT_S):
+        files = await first_visit_files(base, f"{page}?{query}", static)
+        run = await open_page(base, page, query, cookies=files.cookies,
+                              timeout=STUDENT_TIMEOUT_S - files.seconds)
+    return {"page": page, "files": files, "run": run}
+
+
+async def class_arrives(count: int, base: str, pages: list[str], static: list[str],
+                        pids: list[int]) -> tuple[list, dict[int, float]]:
+    """Every student's result (or the exception that ended it) and each replica's peak RSS."""
+    peaks = {pid: rss_gb(pid) for pid in pids}
+    queries = gallery_queries()
+    students = asyncio.gather(*(student(i, count, base, pages, queries, static)
+                                for i in range(count)), return_exceptions=True)
+    while not students.done():
+        for pid in pids:
+            peaks[pid] = max(peaks[pid], rss_gb(pid))
+        await asyncio.wait([students], timeout=RSS_EVERY_S)
+    return students.result(), peaks
+
+
+def real_tab_home(browser, url: str, server_pid: int) -> tuple[float, str]:
+    """A Chromium tab's first visit of Home, seconds to interactive (bench_browser.Tab)."""
+    from bench.bench_browser import VIEWPORT, Tab
+
+    context = browser.new_context(viewport=VIEWPORT)
+    try:
+        return Tab(context, server_pid).visit(url).seconds, ""
+    except Exception as error:  # noqa: BLE001  a timeout under load is a result, not a crash
+        return float("nan"), f"{type(error).__name__}: {str(error)[:120]}"
+    finally:
+        context.close()
+
+
+def nginx_problems(error_log: Path, skip: int) -> tuple[list[str], int]:
+    lines = error_log.read_text(errors="replace").splitlines()
+    return [line for line in lines[skip:] if "[alert]" in line or "[error]" in line
+            or "[crit]" in line or "[emerg]" in line], len(lines)
+
+
+def percentile(values: list[float], q: float) -> float:
+    return float(np.percentile(values, q)) if values else float("nan")
+
+
+def step_rows(count: int, results: list, peaks: dict[int, float], tab: tuple[float, str],
+              nginx: list[str], pages: list[str], sessions: list[int]) -> list[dict]:
+    errors: list[str] = [f"{type(r).__name__}: {r}" for r in results
+                         if isinstance(r, BaseException)]
+    done = [r for r in results if isinstance(r, dict)]
+    for result in done:
+        errors += [f"file {e}" for e in result["files"].errors]
+        run = result["run"]
+        if run.error:
+            errors.append(f"page {result['page']}: {run.error}")
+        elif run.exceptions:
+            errors.append(f"page {result['page']}: {run.exceptions} exception(s) shown")
+    errors += [f"nginx: {line.split('] ', 1)[-1][:100]}" for line in nginx]
+    files = [r["files"] for r in done if not r["files"].errors]
+    kinds = sorted({error[:80] for error in errors})
+    label = f"{count} students"
+    rows = [{"name": f"{label}: errors", "value": float(len(errors)), "unit": "",
+             "note": "; ".join(kinds[:4]) + ("; target 0" if count == 100 else "")},
+            {"name": f"{label}: first-visit files p50", "unit": "s",
+             "value": percentile([f.seconds for f in files], 50)},
+            {"name": f"{label}: first-visit files p95", "unit": "s",
+             "value": percentile([f.seconds for f in files], 95),
+             "note": (f"{np.mean([f.wire_bytes for f in files]) / 1e6:.2f} MB on the wire, "
+                      f"{files[0].requests} requests per visit" if files else "")
+             + ("; target <= 3 s" if count == 50 else "")}]
+    for page in pages:
+        seconds = [r["run"].seconds for r in done if r["page"] == page and not r["run"].error]
+        name = PAGES.get(page, page or "Home")
+        rows += [{"name": f"{label}: {name} p50", "value": percentile(seconds, 50), "unit": "s",
+                  "note": f"{len(seconds)} finished runs"},
+                 {"name": f"{label}: {name} p95", "value": percentile(seconds, 95), "unit": "s",
+                  "note": "target <= 5 s" if count == 50 else ""}]
+    rows.append({"name": f"{label}: a real Chromium tab, Home", "value": tab[0], "unit": "s",
+                 "note": tab[1] or ("target <= 3 s" if count == 50 else "")})
+    for number, (peak, opened) in enumerate(zip(peaks.values(), sessions), 1):
+        rows.append({"name": f"{label}: replica {number} peak RSS", "value": peak, "unit": "GB",
+                     "note": f"{opened} of the step's {sum(sessions)} WebSocket sessions "
+                             "(the real tab's included)"})
+    return rows
+
+
+def validate_client(browser, base: str, static_out: list[str]) -> dict:
+    """Home through nginx in Chromium and in the protocol client: the same elements.
+    Fills `static_out` with the files the tab fetched (what each student fetches)."""
+    payloads, static = chromium_first_visit(browser, base, base)
+    static_out.extend(dict.fromkeys(static))  # once each, in the tab's order
+    browser_kinds, _, finished = element_kinds(payloads)
+    run = run_in_thread(open_page(base))
+    same = finished and not run.error and run.elements == browser_kinds
+    return {"name": "protocol client vs Chromium, Home: elements", "unit": "",
+            "value": float(len(run.elements)),
+            "note": (f"same as the Chromium tab's {len(browser_kinds)}" if same else
+                     f"DIFFERS: Chromium {len(browser_kinds)} ({'finished' if finished else 'no run'}), "
+                     f"client {run.error or run.elements[:5]}")}
+
+
+def run(steps=STEPS, pages=tuple(PAGES)) -> list[dict]:
+    from e2e_helpers import CHROMIUM_FLAGS, chromium_path, running_apps
+    from playwright.sync_api import sync_playwright
+    from proxy_helpers import nginx_in_front, precompressed_bundle
+
+    pages = list(pages)
+    rows: list[dict] = []
+    with running_apps(2, base_path=PREFIX, log_name="bench-load") as apps, \
+            precompressed_bundle() as bundle, \
+            nginx_in_front(apps, log_name="bench-load-nginx", bundle=bundle) as proxy, \
+            sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=chromium_path(), headless=True,
+                                             args=CHROMIUM_FLAGS)
+        for app in apps:  # warm: models loaded, as on a class server in use
+            warm = run_in_thread(open_page(app.url))
+            assert not warm.error, warm.error
+        static: list[str] = []
+        rows.append(validate_client(browser, proxy.url, static))
+        print_rows(rows)
+        pids = [app.process.pid for app in apps]
+        error_log = proxy.tmp / "error.log"
+        for count in steps:
+            _, skip = nginx_problems(error_log, 0)
+            logged = len(proxy.access_log.read_text().splitlines())
+            outcome: dict = {}
+            load = threading.Thread(target=lambda: outcome.update(result=asyncio.run(
+                class_arrives(count, proxy.url, pages, static, pids))))
+            load.start()
+            time.sleep(ARRIVAL_S)  # the class has arrived
+            tab = real_tab_home(browser, proxy.url, pids[0])
+            load.join(STUDENT_TIMEOUT_S + 2 * ARRIVAL_S)
+            if "result" not in outcome:
+                raise RuntimeError(f"{count} students: the load did not end in time")
+            results, peaks = outcome["result"]
+            nginx, _ = nginx_problems(error_log, skip)
+            time.sleep(0.5)  # a WebSocket is logged when it closes
+            streams = [upstream for _, path, upstream in proxy.upstreams_in_log(logged)
+                       if path.endswith("/_stcore/stream")]
+            sessions = [streams.count(f"127.0.0.1:{app.port}") for app in apps]
+            step = step_rows(count, results, peaks, tab, nginx, pages, sessions)
+            print_rows(step)  # as it comes: a step of 100 takes minutes
+            rows += step
+        browser.close()
+    return rows
+
+
+def main(argv: list[str]) -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench.bench_load",
+                                     description="Simulated students through nginx and 2 replicas.")
+    parser.add_argument("--students", default=",".join(map(str, STEPS)),
+                        help="students per step, comma-separated (default 10,25,50,100)")
+    parser.add_argument("--pages", default=",".join(PAGES),
+                        help="URL paths of the pages students open ('' is Home)")
+    args = parser.parse_args(argv)
+    try:
+        steps = [int(n) for n in args.students.split(",")]
+        if not all(0 < n <= 200 for n in steps):
+            raise ValueError
+    except ValueError:
+        parser.exit(2, "--students takes whole numbers from 1 to 200, comma-separated\n")
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    run(steps, [p.strip() for p in args.pages.split(",")])
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
