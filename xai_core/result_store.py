@@ -190,6 +190,8 @@ def encode(value: Any) -> bytes:
             if item.dtype.kind not in "biuf":
                 raise Unstorable(f"an array of {item.dtype}")
             native = item.astype(item.dtype.newbyteorder("="), copy=False)
+            if not native.flags.writeable:  # torch wants a writable buffer, even to read
+                native = native.copy()
             return {"A": add(torch.from_numpy(np.ascontiguousarray(native))),
                     "dtype": item.dtype.str}
         if isinstance(item, list):
