@@ -420,3 +420,21 @@ def test_warmup_gallery_fills_the_store_for_the_next_process(store_dir, models, 
         assert f": {resizes} computed, " in line and " read from the store" in line
         assert int(line.split(" computed, ")[1].split()[0]) >= 20
     assert "2 images in" in text and str(store_dir) in text
+
+
+def test_the_gallery_unit_warms_the_default_models_after_the_model_warm_up():
+    import re
+
+    from xai_core.models import DEFAULT_CNN, DEFAULT_VIT
+
+    unit = (ROOT / "deploy" / "systemd" / "vit-lens-gallery.service").read_text()
+    command = re.search(r"ExecStart=(.*?[^\\])\n", unit, re.S)[1].replace("\\\n", " ").split()
+    assert command[0].endswith("/.venv/bin/python")
+    assert command[1:5] == ["-m", "xai_core", "warmup", "--gallery"]
+    assert command[command.index("--models") + 1:] == [DEFAULT_VIT, DEFAULT_CNN]
+    assert re.search(r"^After=vit-lens-warmup\.service$", unit, re.M)
+    assert re.search(r"^Type=oneshot$", unit, re.M)
+    cache = re.search(r"^Environment=VIT_LENS_CACHE_DIR=(\S+)$", unit, re.M)[1]
+    assert re.search(rf"^ReadWritePaths={re.escape(cache)}$", unit, re.M)
+    replica = (ROOT / "deploy" / "systemd" / "vit-lens@.service").read_text()
+    assert "vit-lens-gallery" not in replica  # the replicas never wait for it
