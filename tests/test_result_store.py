@@ -219,7 +219,9 @@ def test_a_corrupt_entry_is_detected_and_recomputed(store_dir):
     value = {"map": np.linspace(0, 1, 48, dtype=np.float32).reshape(6, 8), "label": "cat"}
     key = cache_key("test-corrupt", None, 7)
     compute, calls = counted(value)
+    store = disk_cache.result_store()
     BoundedCache(4, 2**20, shared=True).get_or_compute(key, compute)
+    store.flush()  # written in the store's thread
     (path,) = entry_files(store_dir)
     blob = bytearray(path.read_bytes())
     blob[-10] ^= 0xFF  # one byte of the map's values flipped
@@ -229,7 +231,8 @@ def test_a_corrupt_entry_is_detected_and_recomputed(store_dir):
     got = fresh.get_or_compute(key, compute)
     assert len(calls) == 2 and fresh.disk_hits == 0 and fresh.misses == 1
     np.testing.assert_array_equal(got["map"], value["map"])
-    assert disk_cache.result_store().counts["corrupt"] == 1
+    assert store.counts["corrupt"] == 1
+    store.flush()
     # the recomputed value replaced the corrupt file, and is read from there next time
     again = BoundedCache(4, 2**20, shared=True)
     np.testing.assert_array_equal(again.get_or_compute(key, compute)["map"], value["map"])
@@ -237,7 +240,8 @@ def test_a_corrupt_entry_is_detected_and_recomputed(store_dir):
     for cut in (path.stat().st_size - 5, 20):  # a file cut short is corrupt too
         path.write_bytes(path.read_bytes()[:cut])
         assert BoundedCache(4, 2**20, shared=True).get_or_compute(key, compute)["label"] == "cat"
-    assert len(calls) == 4
+        store.flush()
+    assert len(calls) == 4 and store.counts["corrupt"] == 3
 
 
 def test_an_unwritable_folder_leaves_the_memory_cache_working(monkeypatch, tmp_path):
@@ -249,12 +253,14 @@ def test_an_unwritable_folder_leaves_the_memory_cache_working(monkeypatch, tmp_p
     compute, calls = counted(np.ones(5))
     memory = BoundedCache(4, 2**20, shared=True)
     key = cache_key("test-unwritable", None, 1)
+    store = disk_cache.result_store()
     for _ in range(3):
         np.testing.assert_array_equal(memory.get_or_compute(key, compute), np.ones(5))
+        store.flush()
     assert len(calls) == 1 and memory.hits == 2 and memory.misses == 1
-    store = disk_cache.result_store()
     assert not store.writable  # it only reads now: no write is tried again
     memory.get_or_compute(cache_key("test-unwritable", None, 2), compute)
+    store.flush()
     assert store.counts["written"] == 0 and len(calls) == 2
     note = disk_cache.notice()
     assert disk_cache.RESULTS in note and str(folder) in note
@@ -438,3 +444,28 @@ def test_the_gallery_unit_warms_the_default_models_after_the_model_warm_up():
     assert re.search(rf"^ReadWritePaths={re.escape(cache)}$", unit, re.M)
     replica = (ROOT / "deploy" / "systemd" / "vit-lens@.service").read_text()
     assert "vit-lens-gallery" not in replica  # the replicas never wait for it
+
+
+def test_a_request_does_not_wait_for_its_write(store_dir, monkeypatch):
+    """The write happens in the store's thread: the computing request returns while it is
+    held up; results beyond the waiting room are not written (they are only a cache)."""
+    import threading
+
+    store = disk_cache.result_store()
+    release, real_save = threading.Event(), store._save
+    monkeypatch.setattr(store, "_save", lambda *a: release.wait(30) and real_save(*a))
+    memory = BoundedCache(64, 2**24, shared=True)
+    count = result_store.PENDING_WRITES + 3  # one being written, PENDING_WRITES waiting
+    for n in range(count):
+        value = memory.get_or_compute(cache_key("test-later", None, n), lambda n=n: np.full(4, n))
+        assert value[0] == n
+        while n == 0 and store._pending.qsize():  # the writer has taken the first one
+            time.sleep(0.005)
+    assert entry_files(store_dir) == []  # every request answered, nothing written yet
+    release.set()
+    store.flush()
+    assert store.counts["dropped"] == 2 and store.counts["written"] == count - 2
+    assert len(entry_files(store_dir)) == count - 2
+    fresh = BoundedCache(64, 2**24, shared=True)
+    np.testing.assert_array_equal(fresh.get_or_compute(cache_key("test-later", None, 0),
+                                                       lambda: None), np.zeros(4))

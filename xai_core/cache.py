@@ -18,7 +18,6 @@ from __future__ import annotations
 import dataclasses
 import enum
 import hashlib
-import logging
 import threading
 from collections import OrderedDict
 from typing import Any, Callable, Hashable
@@ -29,8 +28,6 @@ from PIL import Image
 
 from .images import image_sha256
 from .result_store import MISSING, ResultStore
-
-log = logging.getLogger(__name__)
 
 _shared_store: Callable[[], ResultStore | None] = lambda: None
 
@@ -151,7 +148,7 @@ class BoundedCache:
                 value = compute()  # may fail or be stopped: then nothing is stored
                 self._store(key, value)
                 if store is not None:
-                    _write_through(store, key, value)
+                    store.save_later(key, value)  # in the store's thread: no wait here
                 return value
             finally:
                 with self._lock:
@@ -204,11 +201,3 @@ class BoundedCache:
     def clear(self) -> None:
         with self._lock:
             self._items.clear()
-
-
-def _write_through(store: ResultStore, key: Hashable, value: Any) -> None:
-    """Keep a computed value on disk too; a failure there costs only the sharing."""
-    try:
-        store.save(key, value)
-    except (OSError, RuntimeError, ValueError, TypeError) as error:
-        log.warning("result store: could not keep %r on disk: %s", key, error)

@@ -59,8 +59,11 @@ def rollout_and_gae(vit, cnn, image) -> None:
 
 
 def gradcam_steps(vit, cnn, image) -> None:
-    """Page 5 (the CNN part, "Step by step"): Grad-CAM at the model's default layer."""
-    gradcam.explain(cnn, image, target=_top(cnn, image), layer=cnn.spec.cnn_target_layer)
+    """Page 5 (the CNN part, "Step by step"): Grad-CAM at the model's default layer, and
+    pytorch-grad-cam's, which the page compares it with."""
+    target, layer = _top(cnn, image), cnn.spec.cnn_target_layer
+    gradcam.explain(cnn, image, target=target, layer=layer)
+    gradcam.cam_family(cnn, image, target, layer, ("Grad-CAM",))
 
 
 def daam_flow(vit, cnn, image) -> None:

@@ -14,6 +14,9 @@ must not be able to run code here. Decoding builds only plain data, arrays and t
 the dataclasses and enums of xai_core itself. A file whose checksum, key or format does not
 match is deleted and its result recomputed.
 
+Writes happen in the store's own thread (`save_later`), so the request that computed a result
+does not wait for its encoding, checksum and write (a DINOv2 capture with gradients is 124 MB:
+about 3 s on the busy 2-core machine); `flush` waits for them, and so does the process's exit.
 Files are written under a temporary name and renamed into place, so two processes writing
 the same key each leave a whole file (the same one). Reading a file touches its time; after
 each write the oldest files are removed until the folder is under its byte bound (LRU across
@@ -23,6 +26,7 @@ memory cache goes on as before, and the writer the caller gives says why.
 
 from __future__ import annotations
 
+import atexit
 import dataclasses
 import enum
 import functools
@@ -31,6 +35,7 @@ import importlib
 import json
 import logging
 import os
+import queue
 import struct
 import threading
 import time
@@ -46,6 +51,9 @@ MAGIC = b"VLRES001"
 SUFFIX = ".vlr"
 _HEADER = len(MAGIC) + 32 + 32  # magic, key digest, payload sha256
 STALE_TEMPORARY_S = 600  # a writer's temporary file this old was left by a killed process
+# results waiting for the writer thread at most: each may be a 124 MB capture that the memory
+# cache has let go meanwhile; beyond it a result is not written (it is only a cache)
+PENDING_WRITES = 8
 
 log = logging.getLogger(__name__)
 
@@ -281,7 +289,10 @@ class ResultStore:
         self._write = write
         self.writable = True
         self._lock = threading.RLock()  # evict counts under it
-        self.counts = {"read": 0, "written": 0, "corrupt": 0, "unstorable": 0, "evicted": 0}
+        self._pending: queue.Queue = queue.Queue(maxsize=PENDING_WRITES)
+        self._writer: threading.Thread | None = None
+        self.counts = {"read": 0, "written": 0, "corrupt": 0, "unstorable": 0, "evicted": 0,
+                       "dropped": 0}
 
     def path_of(self, digest: str) -> Path:
         return self.folder / digest[:2] / f"{digest}{SUFFIX}"
@@ -321,11 +332,47 @@ class ResultStore:
             raise Corrupt("checksum mismatch")
         return bytes(payload)
 
-    def save(self, key: Hashable, value: Any) -> bool:
-        """Write `value` under `key` (True when written); values this format does not hold,
-        or larger than the whole bound, stay in memory only."""
-        digest = key_digest(key)
+    def save_later(self, key: Hashable, value: Any) -> None:
+        """`save` in the writer thread (started on first use); the value must not change
+        meanwhile (cached values are read-only)."""
+        digest = key_digest(key)  # now: the weights it names are those of this moment
         if digest is None or not self.writable:
+            return
+        with self._lock:
+            if self._writer is None:
+                self._writer = threading.Thread(target=self._write_pending, daemon=True,
+                                                name="result-store-writer")
+                self._writer.start()
+                atexit.register(self.flush)
+        try:
+            self._pending.put_nowait((digest, value))
+        except queue.Full:
+            self._count("dropped")
+
+    def _write_pending(self) -> None:
+        while True:
+            digest, value = self._pending.get()
+            try:
+                self._save(digest, value)
+            except (OSError, RuntimeError, ValueError, TypeError) as error:
+                log.warning("result store: could not write %s: %s", digest, error)
+            finally:
+                self._pending.task_done()
+
+    def flush(self) -> None:
+        """Wait until every result handed to `save_later` is written (or refused)."""
+        self._pending.join()
+
+    def save(self, key: Hashable, value: Any) -> bool:
+        """Write `value` under `key` now (True when written); values this format does not
+        hold, or larger than the whole bound, stay in memory only."""
+        digest = key_digest(key)
+        if digest is None:
+            return False
+        return self._save(digest, value)
+
+    def _save(self, digest: str, value: Any) -> bool:
+        if not self.writable:
             return False
         try:
             payload = encode(value)

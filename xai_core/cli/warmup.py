@@ -103,6 +103,8 @@ def warm_gallery(lines: list[str]) -> dict:
     started, rows = time.perf_counter(), []
     for sample_id in sample_ids():
         row = warm_image(vit, cnn, sample_id, load_sample(sample_id))
+        if store is not None:
+            store.flush()  # on disk before the next image (and before this command ends)
         rows.append(asdict(row))
         lines.append(f"{'gallery ' + sample_id:20} {row.seconds:.1f} s: {row.computed} "
                      f"computed, {row.from_disk} read from the store"
