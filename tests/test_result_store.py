@@ -172,7 +172,8 @@ def test_a_file_cannot_name_a_class_outside_xai_core(store_dir):
 
     key = cache_key("test", None, 1)
     store = disk_cache.result_store()
-    for name in ("os:system", "subprocess:Popen", "builtins:eval", "xai_core.cache:cache_key"):
+    for name in ("os:system", "subprocess:Popen", "builtins:eval", "xai_core.cache:cache_key",
+                 "xai_core.__main__:main"):  # not loaded: never imported by a file's say
         tree = json.dumps({"c": name, "f": {}})
         payload = safetensors.torch.save({}, metadata={"tree": tree})
         digest = result_store.key_digest(key)
@@ -182,7 +183,8 @@ def test_a_file_cannot_name_a_class_outside_xai_core(store_dir):
                          + hashlib.sha256(payload).digest() + payload)
         assert store.load(key) is result_store.MISSING
         assert not path.exists()
-    assert store.counts["corrupt"] == 4
+    assert store.counts["corrupt"] == 5
+    assert "xai_core.__main__" not in sys.modules
 
 
 def test_keys_name_the_code_and_the_weights(models, monkeypatch):

@@ -31,12 +31,12 @@ import dataclasses
 import enum
 import functools
 import hashlib
-import importlib
 import json
 import logging
 import os
 import queue
 import struct
+import sys
 import threading
 import time
 from pathlib import Path
@@ -156,11 +156,14 @@ def _qualified(kind: type) -> str:
 
 
 def _resolve(name: str, want: Callable[[Any], bool]) -> type:
-    """A class of xai_core itself, by its qualified name; anything else is refused."""
+    """A class of xai_core itself, by its qualified name, from a module this process has
+    already imported (a file can make it import nothing); anything else is refused."""
     module_name, _, qualname = name.partition(":")
     if module_name != "xai_core" and not module_name.startswith("xai_core."):
         raise Corrupt(f"a class from outside xai_core: {name}")
-    found: Any = importlib.import_module(module_name)
+    found: Any = sys.modules.get(module_name)
+    if found is None:
+        raise Corrupt(f"{module_name} is not loaded here")
     for part in qualname.split("."):
         found = getattr(found, part, None)
     if not isinstance(found, type) or not want(found):
@@ -310,7 +313,7 @@ class ResultStore:
             return MISSING
         try:
             value = decode(self._checked_payload(blob, digest))
-        except (Corrupt, ValueError, KeyError, TypeError, ImportError, struct.error,
+        except (Corrupt, ValueError, KeyError, TypeError, struct.error,
                 safetensors.SafetensorError) as error:
             self._count("corrupt")
             log.warning("result store: %s is corrupt (%s); recomputing it", path, error)
