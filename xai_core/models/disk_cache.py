@@ -22,8 +22,9 @@ from safetensors import SafetensorError
 from ..result_store import ResultStore
 from .settings import CACHE_ENV, results_dir, results_max_bytes
 
-# What the cache holds at most: the converted DINOv2 weights (89 MB at 224 px) and a k-NN
-# bank for each self-supervised model (well under 1 MB each).
+# What the cache needs at least: the converted DINOv2 weights (89 MB at 224 px) and a k-NN
+# bank for each self-supervised model (well under 1 MB each). The shared results come on top,
+# as much as there is room for, up to their own bound (settings.results_max_bytes).
 SPACE_NEEDED_MB = 100
 
 _lock = threading.Lock()
