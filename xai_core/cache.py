@@ -5,6 +5,12 @@ question's own settings, arrays and images among them by `fingerprint`), so one 
 entry is a correct answer for any other session asking the same question: sharing them
 leaks nothing and saves the GPU from repeating work.
 Values must be treated as read-only by callers.
+
+A cache made with `shared=True` has a second level on disk (`result_store`), read by every
+replica and after every restart: memory first, then the disk, then the computation, whose
+result goes to both. The store in use comes from `share_results_through` (the models
+package names the one in the cache folder); none, or a result the store cannot hold, and the
+cache works in memory alone.
 """
 
 from __future__ import annotations
@@ -21,6 +27,16 @@ import torch
 from PIL import Image
 
 from .images import image_sha256
+from .result_store import MISSING, ResultStore
+
+_shared_store: Callable[[], ResultStore | None] = lambda: None
+
+
+def share_results_through(store: Callable[[], ResultStore | None]) -> None:
+    """Name the disk store of every `shared=True` cache: a function returning the store for
+    the current settings (or None: memory only)."""
+    global _shared_store
+    _shared_store = store
 
 
 def cache_key(kind: str, model, *details: Hashable, image: str | None = None,
@@ -103,12 +119,13 @@ def approximate_bytes(value: Any) -> int:
 
 
 class BoundedCache:
-    def __init__(self, max_entries: int, max_bytes: int):
-        self.max_entries, self.max_bytes = max_entries, max_bytes
+    def __init__(self, max_entries: int, max_bytes: int, shared: bool = False):
+        """`shared`: also keep results in the disk store that every replica reads."""
+        self.max_entries, self.max_bytes, self.shared = max_entries, max_bytes, shared
         self._items: OrderedDict[Hashable, tuple[Any, int]] = OrderedDict()
         self._lock = threading.Lock()
         self._pending: dict[Hashable, threading.Lock] = {}
-        self.hits = self.misses = 0
+        self.hits = self.misses = self.disk_hits = 0  # misses: values computed here
 
     def get_or_compute(self, key: Hashable, compute: Callable[[], Any]) -> Any:
         with self._lock:
@@ -123,15 +140,23 @@ class BoundedCache:
                     if key in self._items:
                         self.hits += 1
                         return self._items[key][0]
+                store = _shared_store() if self.shared else None
+                value = MISSING if store is None else store.load(key)
+                if value is not MISSING:
+                    self._keep_from_disk(key, value)
+                    return value
                 value = compute()  # may fail or be stopped: then nothing is stored
                 self._store(key, value)
+                if store is not None:
+                    store.save_later(key, value)  # in the store's thread: no wait here
                 return value
             finally:
                 with self._lock:
                     self._pending.pop(key, None)
 
     def peek(self, key: Hashable) -> Any | None:
-        """The value under `key` if it is cached (counted as a hit), else None; never computes."""
+        """The value under `key` if it is cached in memory (counted as a hit), else None;
+        never computes, never reads the disk."""
         with self._lock:
             if key not in self._items:
                 return None
@@ -150,6 +175,12 @@ class BoundedCache:
         size = approximate_bytes(value)
         with self._lock:
             self.misses += 1
+            self._insert(key, value, size)
+
+    def _keep_from_disk(self, key: Hashable, value: Any) -> None:
+        size = approximate_bytes(value)
+        with self._lock:
+            self.disk_hits += 1
             self._insert(key, value, size)
 
     def _insert(self, key: Hashable, value: Any, size: int) -> None:

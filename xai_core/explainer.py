@@ -51,7 +51,7 @@ from .token_marks import high_norm_tokens, largest_norm_ratio
 from .tokens import prefix_token_names
 
 # Payloads are a few MB at most; entries are keyed by content, shared by every session.
-EXPLAINER_CACHE = BoundedCache(max_entries=32, max_bytes=192 * 2**20)
+EXPLAINER_CACHE = BoundedCache(max_entries=32, max_bytes=192 * 2**20, shared=True)
 
 QUANTISATION = {
     "attention": "attention over patch keys as 8-bit integers, one scale per row (its "

@@ -19,7 +19,7 @@ from .images import fit_to_model, image_sha256, to_model_tensor
 
 CAPTURE_CACHE = BoundedCache(
     max_entries=int(os.environ.get("VIT_LENS_CAPTURE_ENTRIES", 24)),
-    max_bytes=int(os.environ.get("VIT_LENS_CAPTURE_MB", 1536)) * 2**20)
+    max_bytes=int(os.environ.get("VIT_LENS_CAPTURE_MB", 1536)) * 2**20, shared=True)
 
 
 class TargetError(ValueError):

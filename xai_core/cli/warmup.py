@@ -4,7 +4,9 @@ A shared lab server should not make the first student of the day wait for the
 DINOv2 conversion, the k-NN memory bank and the first forward passes. The
 systemd unit runs this once before `streamlit run` (ExecStartPre), so the
 on-disk caches (converted weights, bank) are filled; each app process then
-loads from those caches in seconds.
+loads from those caches in seconds. With `--gallery` it also computes every
+page's default views for each gallery image into the shared result store, which
+every replica reads.
 """
 
 from __future__ import annotations
@@ -52,6 +54,9 @@ def add_warmup_command(add) -> None:
                                     "(run before the first user)", image=False)
     sub.add_argument("--models", nargs="+", metavar="ID",
                      help="model ids to load (default: the bundled ViT, CNN and text model)")
+    sub.add_argument("--gallery", action="store_true",
+                     help="also compute every page's default views for each gallery image on "
+                          "the default ViT and CNN, into the shared result store")
 
 
 def cmd_warmup(args) -> None:
@@ -68,10 +73,48 @@ def cmd_warmup(args) -> None:
                                                   if row["top"] else "")
                                                if row["loaded"] else f"NOT loaded: {row['reason']}")
                      for row in rows)
-    emit(args, {"models": rows, "cache": cache}, f"{text}\n{cache_line(cache)}")
     if failed:
+        emit(args, {"models": rows, "cache": cache}, f"{text}\n{cache_line(cache)}")
         raise CliError(f"{len(failed)} model(s) could not be loaded: "
                        + ", ".join(row["model"] for row in failed))
+    payload, lines = {"models": rows, "cache": cache}, [text, cache_line(cache)]
+    if args.gallery:
+        payload["gallery"] = warm_gallery(lines)
+    emit(args, payload, "\n".join(lines))
+    problems = [f"{row['image']} ({'; '.join(row['failures'])})"
+                for row in payload.get("gallery", {}).get("images", []) if row["failures"]]
+    if problems:
+        raise CliError("Some default views could not be computed: " + ", ".join(problems))
+
+
+def warm_gallery(lines: list[str]) -> dict:
+    """Every page's default views for each gallery image (and the collage) on the default
+    ViT and CNN; says per image how long it took and how much it computed."""
+    from dataclasses import asdict
+
+    from ..gallery_warmup import warm_image
+    from ..images import load_sample, sample_ids
+    from ..models import DEFAULT_CNN, DEFAULT_VIT, disk_cache, get_model
+
+    store = disk_cache.result_store()
+    where = (f"{store.folder} (bound {store.max_bytes / 2**20:.0f} MB)" if store else
+             "off: results stay in this process (set VIT_LENS_RESULTS_DIR to share them)")
+    vit, cnn = get_model(DEFAULT_VIT), get_model(DEFAULT_CNN)
+    started, rows = time.perf_counter(), []
+    for sample_id in sample_ids():
+        row = warm_image(vit, cnn, sample_id, load_sample(sample_id))
+        if store is not None:
+            store.flush()  # on disk before the next image (and before this command ends)
+        rows.append(asdict(row))
+        lines.append(f"{'gallery ' + sample_id:20} {row.seconds:.1f} s: {row.computed} "
+                     f"computed, {row.from_disk} read from the store"
+                     + (f"; FAILED: {'; '.join(row.failures)}" if row.failures else ""))
+    seconds = time.perf_counter() - started
+    size = store.total_bytes() if store else 0
+    lines.append(f"{'gallery':20} {len(rows)} images in {seconds:.1f} s; result store {where}"
+                 + (f": {size / 2**20:.0f} MB in use" if store else ""))
+    return {"images": rows, "seconds": seconds, "store": str(store.folder) if store else None,
+            "store_bytes": size}
 
 
 def healthy(url: str, timeout: float = 5.0) -> bool:

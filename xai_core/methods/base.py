@@ -54,7 +54,7 @@ THEORY_ROWS = ("Mechanism", "Cost in principle", "Class specificity", "Spatial r
 
 # Results of recent calls (maps and the method's own detail object), shared by every session:
 # the key names the model, weights, head, image and every option value.
-RESULT_CACHE = BoundedCache(max_entries=128, max_bytes=256 * 2**20)
+RESULT_CACHE = BoundedCache(max_entries=128, max_bytes=256 * 2**20, shared=True)
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,5 @@
-"""Files kept in the cache directory: the converted DINOv2 weights and the k-NN memory banks.
+"""Files kept in the cache directory: the converted DINOv2 weights, the k-NN memory banks
+and the computed results every replica shares (`result_store`, in `results/`).
 
 The cache saves time, never correctness. When the directory cannot be created or written -
 a read-only home, a quota, a full /var - the app converts in memory and goes on, says why
@@ -18,10 +19,12 @@ from typing import Callable
 
 from safetensors import SafetensorError
 
-from .settings import CACHE_ENV
+from ..result_store import ResultStore
+from .settings import CACHE_ENV, results_dir, results_max_bytes
 
-# What the cache holds at most: the converted DINOv2 weights (89 MB at 224 px) and a k-NN
-# bank for each self-supervised model (well under 1 MB each).
+# What the cache needs at least: the converted DINOv2 weights (89 MB at 224 px) and a k-NN
+# bank for each self-supervised model (well under 1 MB each). The shared results come on top,
+# as much as there is room for, up to their own bound (settings.results_max_bytes).
 SPACE_NEEDED_MB = 100
 
 _lock = threading.Lock()
@@ -71,6 +74,23 @@ def write_atomically(path: Path, write: Callable[[str], None], what: str | None)
     except (OSError, SafetensorError) as error:
         _remember(path.parent, os_reason(error), what)
         return False
+
+
+RESULTS = "computed results"
+_stores: dict[tuple[str, int], ResultStore] = {}
+
+
+def result_store() -> ResultStore | None:
+    """The shared result store of the current settings (None when they turn it off)."""
+    folder = results_dir()
+    if folder is None:
+        return None
+    where = (str(folder), results_max_bytes())
+    with _lock:
+        if where not in _stores:
+            _stores[where] = ResultStore(
+                folder, where[1], lambda path, fill: write_atomically(path, fill, RESULTS))
+        return _stores[where]
 
 
 def check_writable(folder: Path) -> str | None:

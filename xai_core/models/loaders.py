@@ -12,6 +12,7 @@ import torch
 
 from ..faults import ModelLock, raise_if_out_of_memory
 from ..locks import FairLock
+from ..result_store import remember_weights
 from ..rng import seeded
 from . import bundled
 from .heads import ImageNetHead, KnnHead
@@ -196,6 +197,7 @@ def _build(model_id: str, random_weights: bool, device: torch.device) -> LoadedM
         loaded.class_names = loaded.head.class_names
     elif spec.head == "knn":
         attach_default_bank(loaded)
+    remember_weights(loaded)  # its results may now be shared on disk
     return loaded
 
 

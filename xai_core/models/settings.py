@@ -13,6 +13,9 @@ import torch
 CACHE_ENV = "VIT_LENS_CACHE_DIR"
 WEIGHTS_ENV = "VIT_LENS_WEIGHTS_DIR"
 DEVICE_ENV = "VIT_LENS_DEVICE"
+RESULTS_ENV = "VIT_LENS_RESULTS_DIR"  # a folder, or "off" for results in memory only
+RESULTS_MB_ENV = "VIT_LENS_RESULTS_MB"
+DEFAULT_RESULTS_MB = 4096
 
 
 class ModelUnavailableError(RuntimeError):
@@ -33,6 +36,23 @@ def cache_dir() -> Path:
         xdg = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
         base = str(Path(xdg) / "vit-lens")
     return Path(base)
+
+
+def results_dir() -> Path | None:
+    """Where computed results are shared by every replica (None: off)."""
+    wanted = os.environ.get(RESULTS_ENV, "").strip()
+    if wanted.lower() == "off":
+        return None
+    return Path(wanted) if wanted else cache_dir() / "results"
+
+
+def results_max_bytes() -> int:
+    """The result store's bound; a value that is not a positive number of MB is the default."""
+    try:
+        megabytes = int(os.environ.get(RESULTS_MB_ENV, DEFAULT_RESULTS_MB))
+    except ValueError:
+        megabytes = DEFAULT_RESULTS_MB
+    return (megabytes if megabytes > 0 else DEFAULT_RESULTS_MB) * 2**20
 
 
 def default_device() -> torch.device:

@@ -1,0 +1,119 @@
+"""`warmup --gallery`: compute what every page draws by default for each gallery image, so
+the shared result store (`result_store`) holds it before a lecture and no student waits.
+
+Each function below makes the calls of one page's default view, with that view's default
+settings (the top predicted class, the shared head, the first choice of every control), so
+the keys are the ones the page asks for. The pages' own control code is Streamlit's and
+lives in `pages/`; `bench/bench_result_store.py` runs the real pages after this warm-up and
+counts what they still compute.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from . import compare, explainer, pipeline, tokens
+from .capture import shared_forwards
+from .methods import daam, daam_knn, distance, gae, gradcam, rollout, sinks
+
+
+def _top(model, image) -> int:
+    """The class every page's target picker starts from (rank 0 of the shared head)."""
+    return pipeline.predict(model, image, topk=5, head=model.head)[0].index
+
+
+def home_and_tokens(vit, cnn, image) -> None:
+    """Home and page 1: the predictions of both models and the ViT's embedding views."""
+    for model in (vit, cnn):
+        pipeline.predict(model, image, topk=5, head=model.head)
+    pipeline.model_output(vit, image)
+    tokens.cached_embedding_pca(vit, components=28)
+    tokens.cached_position_similarity(vit)
+
+
+def vit_explainer(vit, cnn, image) -> None:
+    """Page 0: the overview and the last block's detail (the block it opens on)."""
+    overview = explainer.overview_payload(vit, image, vit.head)
+    explainer.block_payload(vit, image, len(overview["blocks"]) - 1)
+
+
+def attention_distance(vit, cnn, image) -> None:
+    """Page 3 ("Every head"; page 2's model part and the Explainer quote the same)."""
+    pipeline.vit_capture(vit, image)
+    distance.explain(vit, image, prefix="exclude", renormalise="no")
+    sinks.explain(vit, image)
+
+
+def rollout_and_gae(vit, cnn, image) -> None:
+    """Page 4 ("Rollout"): auto start, head mean, no discard, to the last block, the [CLS]
+    row (the centre patch's without prefix tokens), and GAE for the top class."""
+    capture = pipeline.vit_capture(vit, image)
+    eligible = rollout.rollout_blocks(capture)
+    prefix = capture.blocks[eligible[0]].num_prefix_tokens
+    query = -1 if prefix else capture.layout.centre_patch
+    sinks.explain(vit, image)
+    rollout.explain(vit, image, start=rollout.AUTO, end=len(eligible) - 1,
+                    fusion=rollout.FUSIONS[0], discard=0.0, query=query)
+    gae.explain(vit, image, target=_top(vit, image), head=vit.head, query=query)
+
+
+def gradcam_steps(vit, cnn, image) -> None:
+    """Page 5 (the CNN part, "Step by step"): Grad-CAM at the model's default layer, and
+    pytorch-grad-cam's, which the page compares it with."""
+    target, layer = _top(cnn, image), cnn.spec.cnn_target_layer
+    gradcam.explain(cnn, image, target=target, layer=layer)
+    gradcam.cam_family(cnn, image, target, layer, ("Grad-CAM",))
+
+
+def daam_flow(vit, cnn, image) -> None:
+    """Page 6 ("The flow"): DAAM for the top class with the default weights."""
+    daam.explain(vit, image, target=_top(vit, image), head=vit.head,
+                 knn_weights=daam_knn.KNN_FORMULAS[0], channel_relu=daam.CHANNEL_RELU[0])
+
+
+def comparison(vit, cnn, image) -> None:
+    """Page 7 ("Theory and maps"): every default method on both models, top class."""
+    for model in (vit, cnn):
+        compare.run_methods(model, image, compare.default_methods(model), _top(model, image),
+                            model.head, {})
+
+
+PAGES = (home_and_tokens, vit_explainer, attention_distance, rollout_and_gae, gradcam_steps,
+         daam_flow, comparison)
+
+
+@dataclass
+class Warmed:
+    image: str
+    seconds: float
+    computed: int  # results computed here (the rest came from memory or the store)
+    from_disk: int
+    failures: list[str] = field(default_factory=list)
+
+
+def _shared_caches():
+    from .methods.base import RESULT_CACHE
+
+    return (pipeline.CAPTURE_CACHE, RESULT_CACHE, explainer.EXPLAINER_CACHE)
+
+
+def _counts() -> tuple[int, int]:
+    caches = _shared_caches()
+    return sum(c.misses for c in caches), sum(c.disk_hits for c in caches)
+
+
+def warm_image(vit, cnn, sample_id: str, image) -> Warmed:
+    """Every page's default computations for one image; a page that fails is named, and the
+    others still run."""
+    started, (computed, read) = time.perf_counter(), _counts()
+    failures = []
+    with shared_forwards():  # as the pages do: one forward per image for every pass
+        for page in PAGES:
+            try:
+                page(vit, cnn, image)
+            except (ValueError, RuntimeError) as error:
+                failures.append(f"{page.__name__}: {error}")
+    now_computed, now_read = _counts()
+    return Warmed(sample_id, time.perf_counter() - started, now_computed - computed,
+                  now_read - read, failures)
