@@ -134,6 +134,8 @@ def component_data(model, image, head) -> bytes:
     step, problem = step_from_query(st.query_params.get("tour"))
     if problem:
         st.warning(problem)
+    if step:  # a tour opened by link is resumed after a deeper page, as one started here
+        st.session_state[TOUR_STEP_KEY] = step
     view, sig = _view(), signature(model, image, head)
     holds = view.get("have") == sig
     steps = None if holds else resolve_steps(overview)
