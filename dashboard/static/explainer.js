@@ -480,9 +480,11 @@ class Explainer {
       node.dataset.stage = stage.id;
       let extra = stage.note ? `<div class="vx-stage-shape">${esc(stage.note)}</div>` : "";
       if (stage.id === "top5") {
-        const top = m.ov.prediction.top[0];
-        extra = `<div class="vx-stage-answer" title="${esc(top.label)}">${esc(top.label.split(",")[0])} · ` +
-          `${pct(top.probability)}</div>`;
+        const top = m.ov.prediction.top[0], known = !m.ov.prediction.open_set || m.ov.prediction.open_set.known;
+        extra = known
+          ? `<div class="vx-stage-answer" title="${esc(top.label)}">${esc(top.label.split(",")[0])} · ` +
+            `${pct(top.probability)}</div>`
+          : `<div class="vx-stage-answer" title="Nearest class: ${esc(top.label)}">none it knows</div>`;
       }
       node.innerHTML = `<div class="vx-stage-title">${esc(stage.title)}</div>` +
         `<div class="vx-stage-shape">${esc(stage.shape)}</div>${extra}`;
@@ -1499,6 +1501,11 @@ class Explainer {
     box.appendChild(el("div", "vx-note", p.head === "knn"
       ? "Shares of the k-NN vote (weights exp(cos/T) summed per class), not calibrated probabilities."
       : "Softmax probabilities of the model's logits."));
+    if (p.open_set && !p.open_set.known) {
+      // the model must name a class: say when the picture is unlike all it knows
+      box.appendChild(el("div", "vx-note vx-unknown", `This picture looks like none of what the model knows: ` +
+        `${esc(p.open_set.why)}. The bars are guesses, not an answer.`));
+    }
   }
 
   /** Parts of the detail panel that follow the pointer. */
