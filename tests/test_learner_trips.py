@@ -2,13 +2,24 @@
 a tour opened by link resumed after a deeper page, unknown pictures named as such, page 7's
 export reusing the faithfulness run, and what an upload's link and resizing do."""
 
-import numpy as np
-from apptest_helpers import chart_specs, chart_title, element_text, open_app
+import json
+import subprocess
+import sys
+from pathlib import Path
 
-from xai_core import pipeline
-from xai_core.images import load_sample
+import numpy as np
+import pytest
+import torch
+from apptest_helpers import chart_specs, chart_title, element_text, open_app, show
+from PIL import Image, ImageDraw
+
+from xai_core import explainer, pipeline
+from xai_core.figures.export import find_browser
+from xai_core.images import SAMPLES, fit_to_model, load_image_file, load_sample, to_model_tensor
 from xai_core.methods import rollout
-from xai_core.models import get_model
+from xai_core.models import DEFAULT_CNN, get_model
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def ok(app):
@@ -45,3 +56,150 @@ def test_page_4_start_block_0_keeps_the_end_block():
     app.selectbox(key="p4_start").set_value(2).run()  # before the end: it stays
     ok(app)
     assert app.slider(key="p4_end").value == 5 and "End moved" not in element_text(app, "caption")
+
+
+# --- unknown pictures -------------------------------------------------------------------------
+
+UNKNOWN = "looks like none of what the model knows"
+
+
+def noise_picture() -> Image.Image:
+    pixels = np.random.default_rng(0).integers(0, 256, (240, 320, 3), dtype=np.uint8)
+    return Image.fromarray(pixels)
+
+
+def text_page() -> Image.Image:
+    page = Image.new("RGB", (400, 520), "white")
+    draw = ImageDraw.Draw(page)
+    for line in range(30):
+        draw.text((20, 10 + 16 * line), f"Line {line}: the quick brown fox jumps over it.",
+                  fill="black")
+    return page
+
+
+def knn_known(model, picture) -> tuple[bool, float, float]:
+    """Oracle: the nearest bank entry's cosine against the 5th percentile of the bank's
+    leave-one-out nearest-entry cosines, entry by entry."""
+    bank = model.head.bank.features.double().numpy()
+    spec = model.spec
+    pixels = to_model_tensor(fit_to_model(picture, spec.input_size, spec.crop_pct,
+                                          spec.interpolation), spec.mean, spec.std)
+    with torch.no_grad():
+        feature = model.module(pixels)[0].double().numpy()
+    score = max(float(row @ feature / np.linalg.norm(feature)) for row in bank)
+    loo = [max(float(bank[i] @ bank[j]) for j in range(len(bank)) if j != i)
+           for i in range(len(bank))]
+    threshold = float(np.percentile(loo, 5))
+    return score >= threshold, score, threshold
+
+
+def imagenet_known(model, picture) -> tuple[bool, float, float]:
+    """Oracle: the top softmax probability against the lowest over the sample gallery."""
+    top = lambda p: pipeline.predict(model, p, topk=1)[0].probability  # noqa: E731
+    threshold = min(top(load_sample(s)) for s in SAMPLES)
+    return top(picture) >= threshold, top(picture), threshold
+
+
+def with_picture(picture) -> dict:
+    return {} if picture is None else {"image_choice": "upload", "upload_image": picture}
+
+
+@pytest.mark.parametrize("make", [noise_picture, text_page, None], ids=["noise", "text", "gallery"])
+def test_unknown_pictures_are_named_on_home_page_0_and_page_7(make):
+    picture = make() if make else None
+    vit, cnn = get_model("dinov2-s14"), get_model(DEFAULT_CNN)
+    shown = picture or load_sample("chelsea")
+    vit_known, score, threshold = knn_known(vit, shown)
+    cnn_known = imagenet_known(cnn, shown)[0]
+    assert vit_known == (make is None)  # the measure separates these three pictures
+
+    home = ok(open_app(**with_picture(picture)))
+    warnings = [w.value for w in home.warning if UNKNOWN in w.value]
+    assert len(warnings) == (not vit_known) + (not cnn_known)
+    if not vit_known:
+        assert f"cosine similarity {score:.3f}, below {threshold:.3f}" in warnings[0]
+
+    explainer = ok(open_app("0_vit_explainer.py", **with_picture(picture)))
+    assert (UNKNOWN in element_text(explainer, "warning")) == (not vit_known)
+    data = explainer_data(explainer)
+    assert data["overview"]["prediction"]["open_set"]["known"] == vit_known
+    step = data["tour"]["steps"][16]  # 17: the prediction
+    top = data["overview"]["prediction"]["top"][0]
+    share = f"{100 * top['probability']:.1f}%"
+    assert step["title"] == "The prediction"
+    assert ("none of what the model knows" in step["text"]) == (not vit_known)
+    assert (share in step["text"]) == vit_known  # no percentage passed off as an answer
+
+    comparison = ok(open_app("7_comparison.py", timeout=600, **with_picture(picture),
+                             cmp_methods_vit=["attention"], cmp_methods_cnn=["gradcam"]))
+    notes = [c.value for c in comparison.caption if "Looks like none of what the model knows"
+             in c.value]
+    assert len(notes) == (not vit_known) + (not cnn_known)
+
+
+def explainer_data(app) -> dict:
+    found = [e for e in app.get("bidi_component") if e.proto.component_name == "vit_lens.explainer"]
+    return explainer.decode_message(found[0].proto.bytes)
+
+
+def cli_json(*args) -> dict:
+    result = subprocess.run([sys.executable, "-m", "xai_core", *args, "--json"], cwd=ROOT,
+                            capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def test_predict_json_carries_the_open_set_check(tmp_path):
+    path = tmp_path / "noise.png"
+    noise_picture().save(path)
+    found = cli_json("predict", "--model", "dinov2-s14", "--image", str(path))["open_set"]
+    known, score, threshold = knn_known(get_model("dinov2-s14"), load_image_file(path))
+    assert found["known"] is known is False
+    assert found["score"] == pytest.approx(score, abs=1e-5)
+    assert found["threshold"] == pytest.approx(threshold, abs=1e-5)
+    coffee = cli_json("predict", "--model", DEFAULT_CNN, "--image", "sample:coffee")["open_set"]
+    known, score, threshold = imagenet_known(get_model(DEFAULT_CNN), load_sample("coffee"))
+    assert coffee["known"] is known is True
+    assert coffee["score"] == pytest.approx(score, abs=1e-6)
+    assert coffee["threshold"] == pytest.approx(threshold, abs=1e-6)
+
+
+# --- page 7: the export reuses the faithfulness run ---------------------------------------------
+
+class ForwardCount:
+    """Counts forward calls through the models' modules (every session shares them)."""
+
+    def __init__(self, *models):
+        self.calls = 0
+        self.handles = [m.module.register_forward_hook(self.count) for m in models]
+
+    def count(self, *_):
+        self.calls += 1
+
+    def remove(self):
+        for handle in self.handles:
+            handle.remove()
+
+
+def test_page_7_export_and_png_reuse_the_faithfulness_run():
+    """Six methods x 4 metrics: more curves than the capture cache holds. They used to push
+    one another (and the captures) out, so Export and its PNG ran the whole run again."""
+    app = ok(open_app("7_comparison.py", timeout=900, image_choice="coffee",
+                      cmp_methods_vit=["attention", "rollout", "gae", "saliency"],
+                      cmp_methods_cnn=["gradcam", "saliency"]))
+    show(app, "cmp_view", "faith")
+    app.number_input(key="cmp_steps").set_value(2)
+    app.button(key="cmp_run_metrics").click().run()
+    ok(app)
+    assert "Done: 24 curves" in app.get("progress")[0].proto.text
+    counter = ForwardCount(get_model("dinov2-s14"), get_model(DEFAULT_CNN))
+    try:
+        show(app, "cmp_view", "export")
+        assert counter.calls == 0
+        if find_browser() is not None:  # PNG export needs Chromium (kaleido)
+            app.button(key="cmp_png_make").click().run()
+            ok(app)
+            assert any(b.proto.id.endswith("cmp_dl_png") for b in app.get("download_button"))
+        assert counter.calls == 0
+    finally:
+        counter.remove()
