@@ -156,7 +156,16 @@ def component_data(model, image, head) -> bytes:
         "tour": {"steps": steps, "active": step,
                  "resume": saved if not step and saved in range(1, len(TOUR) + 1) else None},
         "initial": {**linked, "block": block, "stage": "blocks"},
+        "link": link_picture(),
     })
+
+
+def link_picture() -> dict:
+    """What "Copy link" must know about the picture: an upload stays on this server, so a
+    link made from it names a sample instead (and the component says so)."""
+    if state.selection().image_choice != state.UPLOAD_CHOICE:
+        return {"sample": None}
+    return {"sample": {"id": state.DEFAULT_IMAGE, "title": state.image_title(state.DEFAULT_IMAGE)}}
 
 
 @st.fragment

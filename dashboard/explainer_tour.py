@@ -251,6 +251,11 @@ def tour_facts(overview: dict) -> dict[str, str]:
 
 
 def _picture_sentence(overview: dict) -> str:
+    scale = overview["picture"]["scale"]
+    return _fit_sentence(overview) + (f" It is {scale}." if scale else "")
+
+
+def _fit_sentence(overview: dict) -> str:
     picture, (height, width) = overview["picture"], overview["layout"]["input"]
     (w, h), (source_w, source_h) = picture["size"], picture["source"]
     text = f"This {w}×{h} picture"

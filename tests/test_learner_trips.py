@@ -15,7 +15,8 @@ from PIL import Image, ImageDraw
 
 from xai_core import explainer, pipeline
 from xai_core.figures.export import find_browser
-from xai_core.images import SAMPLES, fit_to_model, load_image_file, load_sample, to_model_tensor
+from xai_core.images import (SAMPLES, describe_fit, fit_to_model, load_image_file, load_sample,
+                             to_model_tensor)
 from xai_core.methods import rollout
 from xai_core.models import DEFAULT_CNN, get_model
 
@@ -203,3 +204,36 @@ def test_page_7_export_and_png_reuse_the_faithfulness_run():
         assert counter.calls == 0
     finally:
         counter.remove()
+
+
+# --- an upload: what the model sees, and what a link can carry ----------------------------------
+
+def test_describe_fit_says_what_resizing_does():
+    # DINOv2's eval transform: the short side to floor(224 / 0.875) = 256, a 224 centre crop
+    tiny = describe_fit((40, 30), (224, 224), 0.875)
+    assert f"enlarged {256 / 30:.1f}x" in tiny and "made up" in tiny
+    wide = describe_fit((3000, 300), (224, 224), 0.875)
+    kept = (224 / (3000 * 256 / 300)) * (224 / 256)  # the crop's share of the resized picture
+    assert f"the model sees {kept:.0%} of it" in wide and "enlarged" not in wide
+    # squashed whole (crop_pct 1): width x5.6, height x7.47
+    squashed = describe_fit((40, 30), (224, 224), 1.0)
+    assert f"enlarged {np.sqrt(224 / 40 * 224 / 30):.1f}x" in squashed
+    assert f"squeezed {(224 / 30) / (224 / 40):.1f}x sideways" in squashed
+    assert describe_fit((224, 224), (224, 224), 1.0) == \
+        "The model sees the whole picture at 224x224 pixels."
+
+
+def test_an_upload_says_what_the_model_sees_and_that_links_cannot_carry_it():
+    thumbnail = load_sample("rocket").resize((40, 30))
+    app = ok(open_app("0_vit_explainer.py", image_choice="upload", upload_image=thumbnail))
+    sidebar = " ".join(c.value for c in app.sidebar.caption)
+    assert f"enlarged {256 / 30:.1f}x" in sidebar
+    data = explainer_data(app)
+    assert data["link"] == {"sample": {"id": "chelsea", "title": "Chelsea the cat"}}
+    assert f"enlarged {256 / 30:.1f}x" in data["tour"]["steps"][1]["text"]
+    gallery = ok(open_app("0_vit_explainer.py"))
+    assert explainer_data(gallery)["link"] == {"sample": None}
+    assert "enlarged" not in " ".join(c.value for c in gallery.sidebar.caption)
+    # a link made from an upload, opened elsewhere: no picture, and a word why
+    elsewhere = ok(open_app(image_choice="upload"))
+    assert "A link cannot carry an uploaded picture" in element_text(elsewhere, "info")

@@ -38,7 +38,7 @@ from .cache import BoundedCache, cache_key
 from .capture import Capture, is_talking_heads, transformer_blocks
 from .figures.layers import image_data_uri
 from .figures.style import HEATMAP_SCALE, colour_table
-from .images import model_crop_box
+from .images import model_crop_box, scale_words
 from .methods.daam import CONVENTION as DAAM_CONVENTION
 from .methods.daam import explain as daam_method
 from .methods.distance import cached_distances
@@ -303,6 +303,7 @@ def _picture(image, model) -> dict:
             "kept": round((right - left) * (bottom - top) / (width * height), 4),
             "squashed": model.spec.crop_pct == 1 and width * model.spec.input_size[0]
             != height * model.spec.input_size[1],
+            "scale": scale_words(image.size, model.spec.input_size, model.spec.crop_pct),
             "image": image_data_uri(thumbnail)}
 
 

@@ -193,6 +193,7 @@ class Explainer {
     METRICS.updates += 1;
     if (!this.root.isConnected) return;
     this.root.classList.toggle("present", !!data.presentation);
+    this.link = data.link;
     if (data.signature !== this.signature) {
       // Python believed this browser held the overview (a page element remounted us):
       // ask again, saying we hold nothing.
@@ -1106,13 +1107,17 @@ class Explainer {
       if (value === null) params.delete(`vx_${name}`);
       else params.set(`vx_${name}`, String(value));
     }
+    // an upload stays on the server: the link opens this view on a sample instead, and says so
+    const sample = this.link && this.link.sample;
+    if (sample) params.set("image_choice", sample.id);
     const input = this.tools.querySelector("input"), note = this.tools.querySelector("span");
+    const caveat = sample ? ` · your picture is not in the link: it opens this view on the sample “${sample.title}”` : "";
     input.value = url.toString();
     input.classList.remove("hidden");
     input.select();
-    note.textContent = "select and copy";
+    note.textContent = "select and copy" + caveat;
     if (navigator.clipboard && window.isSecureContext) {
-      navigator.clipboard.writeText(input.value).then(() => { note.textContent = "copied"; }, () => {});
+      navigator.clipboard.writeText(input.value).then(() => { note.textContent = "copied" + caveat; }, () => {});
     }
   }
 
@@ -1265,7 +1270,8 @@ class Explainer {
         ? `resized (${esc(pre.interpolation)}) and its centre cut out: the model sees <b>${H}×${W}</b> pixels ` +
           `covering the box, <b>${pct(pic.kept)}</b> of the picture. The shaded part never reaches the model.`
         : `resized to <b>${H}×${W}</b> pixels (${esc(pre.interpolation)}).`;
-    two.appendChild(el("div", "", `<p>The picture (${w0}×${h0} pixels${shrunk}) is ${how}</p>` +
+    const scale = pic.scale ? `<p>It is ${esc(pic.scale)}.</p>` : "";
+    two.appendChild(el("div", "", `<p>The picture (${w0}×${h0} pixels${shrunk}) is ${how}</p>${scale}` +
       `<p>These ${(H * W * 3).toLocaleString()} numbers (red, green, blue for every pixel) are all the model ever sees. ` +
       `Each colour channel is then standardised: (x − mean) / std with mean = ` +
       `(${pre.mean.map((v) => fmt(v)).join(", ")}) and std = (${pre.std.map((v) => fmt(v)).join(", ")}), ` +
