@@ -1116,6 +1116,7 @@ class Explainer {
     input.classList.remove("hidden");
     input.select();
     note.textContent = "select and copy" + caveat;
+    note.classList.toggle("vx-link-note", !!sample);
     if (navigator.clipboard && window.isSecureContext) {
       navigator.clipboard.writeText(input.value).then(() => { note.textContent = "copied" + caveat; }, () => {});
     }
