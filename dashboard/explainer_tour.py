@@ -147,7 +147,8 @@ TOUR: list[Step] = [
          "feature", "last", "mean", None, "attention", ("stage:norm", "stage:feature", "detail"),
          "6_daam_flow.py"),
     Step("The prediction",
-         "{head_sentence} {prediction_sentence} {answer_note}Try your own photo in the sidebar: every number on this page follows it.",
+         "{head_sentence} {prediction_sentence} {answer_note}Try your own photo in the "
+         "sidebar: every number on this page follows it.",
          "top5", "last", "mean", None, "attention", ("stage:head", "stage:top5", "detail"),
          "7_comparison.py"),
     Step("Looking is not the same as deciding",
@@ -210,7 +211,6 @@ def tour_facts(overview: dict) -> dict[str, str]:
     layout, dims, prediction = overview["layout"], overview["dims"], overview["prediction"]
     (height, width), (ph, _) = layout["input"], layout["patch"]
     rows, cols = layout["grid"]
-    top = prediction["top"]
     names = layout["prefix_names"]
     late = layout["cls_joins_late"]
     middle = resolve_block("middle", overview)

@@ -481,7 +481,7 @@ class Explainer {
       node.dataset.stage = stage.id;
       let extra = stage.note ? `<div class="vx-stage-shape">${esc(stage.note)}</div>` : "";
       if (stage.id === "top5") {
-        const top = m.ov.prediction.top[0], known = !m.ov.prediction.open_set || m.ov.prediction.open_set.known;
+        const top = m.ov.prediction.top[0], known = m.ov.prediction.open_set.known;
         extra = known
           ? `<div class="vx-stage-answer" title="${esc(top.label)}">${esc(top.label.split(",")[0])} · ` +
             `${pct(top.probability)}</div>`
@@ -1508,7 +1508,7 @@ class Explainer {
     box.appendChild(el("div", "vx-note", p.head === "knn"
       ? "Shares of the k-NN vote (weights exp(cos/T) summed per class), not calibrated probabilities."
       : "Softmax probabilities of the model's logits."));
-    if (p.open_set && !p.open_set.known) {
+    if (!p.open_set.known) {
       // the model must name a class: say when the picture is unlike all it knows
       box.appendChild(el("div", "vx-note vx-unknown", `This picture looks like none of what the model knows: ` +
         `${esc(p.open_set.why)}. The bars are guesses, not an answer.`));
