@@ -17,7 +17,7 @@ from dashboard import charts, links, replica, state, ui  # noqa: E402
 from dashboard.page_list import PAGES, existing_pages  # noqa: E402
 from xai_core.faults import Cancelled, ModelOutOfMemory  # noqa: E402
 from xai_core.images import (COLLAGE_ID, IMAGE_SUFFIXES, SAMPLES, ImageError,  # noqa: E402
-                             load_upload)
+                             describe_fit, load_upload)
 from xai_core.models import (DEFAULT_CNN, DEFAULT_VIT, MODEL_SPECS, availability,  # noqa: E402
                              specs_of_family)
 
@@ -56,6 +56,11 @@ def _image_picker() -> None:
             except ImageError as error:
                 st.session_state["upload_image"] = None
                 st.error(str(error))
+        upload = st.session_state.get("upload_image")
+        if upload is not None:
+            spec = MODEL_SPECS[state.selection().vit_id]
+            st.caption(f"{spec.display_name}: "
+                       + describe_fit(upload.size, spec.input_size, spec.crop_pct))
 
 
 def _device_info() -> str:

@@ -134,6 +134,8 @@ def component_data(model, image, head) -> bytes:
     step, problem = step_from_query(st.query_params.get("tour"))
     if problem:
         st.warning(problem)
+    if step:  # a tour opened by link is resumed after a deeper page, as one started here
+        st.session_state[TOUR_STEP_KEY] = step
     view, sig = _view(), signature(model, image, head)
     holds = view.get("have") == sig
     steps = None if holds else resolve_steps(overview)
@@ -154,7 +156,16 @@ def component_data(model, image, head) -> bytes:
         "tour": {"steps": steps, "active": step,
                  "resume": saved if not step and saved in range(1, len(TOUR) + 1) else None},
         "initial": {**linked, "block": block, "stage": "blocks"},
+        "link": link_picture(),
     })
+
+
+def link_picture() -> dict:
+    """What "Copy link" must know about the picture: an upload stays on this server, so a
+    link made from it names a sample instead (and the component says so)."""
+    if state.selection().image_choice != state.UPLOAD_CHOICE:
+        return {"sample": None}
+    return {"sample": {"id": state.DEFAULT_IMAGE, "title": state.image_title(state.DEFAULT_IMAGE)}}
 
 
 @st.fragment

@@ -51,7 +51,7 @@ class Step:
 TOUR: list[Step] = [
     Step("One picture in, one answer out",
          "This page follows **one forward pass** of {model} on this picture, from the pixels "
-         "on the left to the answer on the right: **{top_label}** ({top_share}). {random_note}"
+         "on the left to the answer on the right: {top_answer}. {random_note}"
          "Every shape and number you see comes from this model and this very run. Move with "
          "Next and Back, or with the ← → keys; hover anything at any time.",
          "image", "last", "mean", None, "attention", ("pipeline",), "1_tokenization.py"),
@@ -148,8 +148,8 @@ TOUR: list[Step] = [
          "feature", "last", "mean", None, "attention", ("stage:norm", "stage:feature", "detail"),
          "6_daam_flow.py"),
     Step("The prediction",
-         "{head_sentence} Here: **{top_label}** ({top_share}), then {second_label}. "
-         "{answer_note}Try your own photo in the sidebar: every number on this page follows it.",
+         "{head_sentence} {prediction_sentence} {answer_note}Try your own photo in the "
+         "sidebar: every number on this page follows it.",
          "top5", "last", "mean", None, "attention", ("stage:head", "stage:top5", "detail"),
          "7_comparison.py"),
     Step("Looking is not the same as deciding",
@@ -212,7 +212,6 @@ def tour_facts(overview: dict) -> dict[str, str]:
     layout, dims, prediction = overview["layout"], overview["dims"], overview["prediction"]
     (height, width), (ph, _) = layout["input"], layout["patch"]
     rows, cols = layout["grid"]
-    top = prediction["top"]
     names = layout["prefix_names"]
     late = layout["cls_joins_late"]
     middle = resolve_block("middle", overview)
@@ -246,14 +245,18 @@ def tour_facts(overview: dict) -> dict[str, str]:
         "summary_sentence": _summary_sentence(overview),
         "feature_sentence": _feature_sentence(prediction, names),
         "head_sentence": _head_sentence(prediction),
-        "top_label": top[0]["label"], "top_share": _share(top[0]["probability"]),
-        "second_label": (f"{top[1]['label']} ({_share(top[1]['probability'])})"
-                         if len(top) > 1 else "nothing else"),
+        "top_answer": _top_answer(prediction),
+        "prediction_sentence": _prediction_sentence(prediction),
         "answer_note": _answer_note(overview),
     }
 
 
 def _picture_sentence(overview: dict) -> str:
+    scale = overview["picture"]["scale"]
+    return _fit_sentence(overview) + (f" It is {scale}." if scale else "")
+
+
+def _fit_sentence(overview: dict) -> str:
     picture, (height, width) = overview["picture"], overview["layout"]["input"]
     (w, h), (source_w, source_h) = picture["size"], picture["source"]
     text = f"This {w}×{h} picture"
@@ -285,6 +288,28 @@ def _growth_sentence(overview: dict) -> str:
         return f"the median patch token stays at about {before:.3g} {where}."
     verb = "grows" if after > before else "shrinks"
     return f"the median patch token {verb} from {before:.3g} to {after:.3g} {where}."
+
+
+def _top_answer(prediction: dict) -> str:
+    top = prediction["top"][0]
+    if prediction["open_set"]["known"]:
+        return f"**{top['label']}** ({_share(top['probability'])})"
+    return (f"a forced guess, **{top['label']}**, because this picture looks like none of "
+            "what the model knows")
+
+
+def _prediction_sentence(prediction: dict) -> str:
+    """The answer with its share, or, for a picture unlike everything the model knows,
+    that fact instead of a percentage that would read as confidence."""
+    top = prediction["top"]
+    found = prediction["open_set"]
+    if not found["known"]:
+        return (f"Here the picture looks like **none of what the model knows**: "
+                f"{found['why']}. The model must still name one of its classes "
+                f"({top[0]['label']}), so that is a guess, not an answer.")
+    second = (f"{top[1]['label']} ({_share(top[1]['probability'])})" if len(top) > 1
+              else "nothing else")
+    return f"Here: **{top[0]['label']}** ({_share(top[0]['probability'])}), then {second}."
 
 
 def _answer_note(overview: dict) -> str:

@@ -69,7 +69,8 @@ def current_image() -> Image.Image | None:
         return _cached_sample(choice)
     upload = st.session_state.get("upload_image")
     if upload is None:
-        st.info("Upload an image in the sidebar, or pick one from the gallery.")
+        st.info("Upload an image in the sidebar, or pick one from the gallery. (A link "
+                "cannot carry an uploaded picture: one made from an upload opens here.)")
     return upload
 
 

@@ -166,11 +166,28 @@ def target_picker(model, image, key: str, label: str = "Target class", head=None
     names = head.class_names
     top = [p.index for p in predict(model, image, topk=5, head=head)]
     options = top + [i for i in range(len(names)) if i not in top]
-    return links.choice(
+    chosen = links.choice(
         st.selectbox, label, options, key=key, default=top[min(default_rank, len(top) - 1)],
         to_id=head.class_id, what="class",
         format_func=lambda i: f"{names[i]}" + ("  (top-5)" if i in top else ""),
         help="Pick a class from the top predictions, or type to search all classes.")
+    unknown_picture_note(model, image, head, compact=True)
+    return chosen
+
+
+def unknown_picture_note(model, image, head=None, compact: bool = False) -> None:
+    """Say in words, next to an answer, when the picture looks like none of what the model
+    knows (`xai_core.open_set`): a warning, or one caption line beside a picker."""
+    from xai_core.open_set import open_set
+
+    found = open_set(model, image, head)
+    if found.known:
+        return
+    if compact:
+        st.caption(f":material/warning: Looks like none of what the model knows "
+                   f"({found.why()}): its top classes are guesses.")
+    else:
+        st.warning(found.warning())
 
 
 def vit_page_inputs():

@@ -21,6 +21,7 @@ head = ui.scoring_head(model, "no prediction to follow")
 if head is None:
     st.stop()
 
+ui.unknown_picture_note(model, image, head)
 explainer_view(model, image, head)
 
 st.caption(

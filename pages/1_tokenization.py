@@ -204,6 +204,7 @@ def prediction_view():
         ui.show_figure(prediction_bars([p.label for p in top], [p.probability for p in top],
                                        f"Top-5 ({head.prediction_description})"),
                        key="tok_pred_vit")
+        ui.unknown_picture_note(model, image, head)
         if head.kind == "knn":
             st.markdown("**Nearest neighbours in the memory bank** (cosine similarity of [CLS] "
                         "vectors; crops are augmented views of the same photo)")
@@ -226,6 +227,7 @@ def prediction_view():
                                                [p.probability for p in top],
                                                "Top-5 (ImageNet-1k)"),
                                key="tok_pred_cnn")
+                ui.unknown_picture_note(cnn, image)
 
     if state.selection().image_choice == COLLAGE_ID and tops:
         lines = [f"- **{label}**: "

@@ -86,6 +86,17 @@ def _heads_grid(model, image, layout, eligible, prefix, model_image, marks):
                        key="p4_big")
 
 
+def _end_not_before(start: int, last: int, eligible) -> str:
+    """Keep the chosen end block unless it lies before the new start; then move it to the
+    start and say so (the sentence, or "" when nothing moved)."""
+    end = st.session_state.get("p4_end", last)
+    if not isinstance(end, int) or end >= start:
+        return ""
+    st.session_state["p4_end"] = start
+    return (f"End moved from block {eligible[end]} to block {eligible[start]}: a rollout "
+            "cannot end before it starts.")
+
+
 def _rollout_controls(eligible, prefix, layout, auto):
     """Head fusion, discard ratio, start (auto or a block), end and query; returns them."""
     last = len(eligible) - 1
@@ -107,14 +118,21 @@ def _rollout_controls(eligible, prefix, layout, auto):
              f"least {SINK_THRESHOLD:.0%} of its attention (mean over all queries) to one "
              "image patch. See the 'Sinks and registers' view.")
     start = auto.start if chosen == rollout.AUTO else int(chosen)
-    if start >= last:
-        st.session_state["p4_end"] = last
-        c4.markdown(f"End block: **{eligible[last]}**")
-        end = last
-    else:
-        end = links.number(c4.slider, "End block: rollout up to here", start, last,
+    moved = _end_not_before(start, last, eligible)
+    # a fixed range: a slider whose min changes is a new widget to the browser, which then
+    # sends back its own first value (start 0 used to reset End to block 0)
+    if last:
+        end = links.number(c4.slider, "End block: rollout up to here", 0, last,
                            key="p4_end", default=last, format="%d",
-                           help="Positions among the self-attention blocks.")
+                           help="Positions among the self-attention blocks; never before "
+                                "the start block.")
+    else:  # one block: nothing to choose (a slider needs min < max)
+        c4.markdown(f"End block: **{eligible[0]}**")
+        end = 0
+    if moved or end < start:  # a link may name an end before the start
+        c4.caption(moved or f"Ends at block {eligible[start]}, its start: a rollout cannot "
+                             "end before it starts.")
+    end = max(end, start)
     query = c5.number_input("Query patch (−1 = [CLS])" if prefix else "Query patch "
                             "(−1 = mean of all rows)", -1, layout.num_patches - 1, key="p4_query")
     return fusion, discard, chosen, start, end, int(query)

@@ -40,6 +40,7 @@ if image is not None:
                                                [p.probability for p in top],
                                                f"Top-5 ({head.prediction_description})"),
                                key=f"home_pred_{model.spec.id}")
+                ui.unknown_picture_note(model, image, head)
             if model.head is not None and model.head.kind == "knn":
                 with st.expander("Teach the k-NN a new class with this image"):
                     st.caption("Adds this image's [CLS] feature to YOUR session's memory bank "

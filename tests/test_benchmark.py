@@ -24,6 +24,7 @@ from xai_core.benchmark.run import read_units, run_benchmark
 from xai_core.benchmark.summary import bootstrap_interval, mean_ranks
 from xai_core.cli.main import main
 from xai_core.images import fit_to_model, model_input_box
+from xai_core.metrics.faithfulness import CURVE_CACHE
 from xai_core.pipeline import CAPTURE_CACHE
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -49,6 +50,7 @@ def test_table_equals_the_metrics_command(local_run, capsys):
     assert len(rows) == 2 * 3 * 2  # images x (2 methods + random floor) x metrics
     assert {r["method"] for r in rows} == {"attention", "gae", "random"}
     CAPTURE_CACHE.clear()  # the command recomputes everything, nothing is read back
+    CURVE_CACHE.clear()
     for row in rows:
         if row["method"] == "random":
             continue

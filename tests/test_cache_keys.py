@@ -14,7 +14,7 @@ from xai_core import compare, pipeline
 from xai_core.cache import cache_key
 from xai_core.methods import METHODS, distance, rollout
 from xai_core.methods.base import RESULT_CACHE
-from xai_core.metrics.faithfulness import faithfulness
+from xai_core.metrics.faithfulness import CURVE_CACHE, faithfulness
 from xai_core.models.heads import KnnHead
 from xai_core.models.knn import embed_images
 
@@ -82,7 +82,7 @@ def knn_model():
 
 def clear_caches():
     for cache in (pipeline.CAPTURE_CACHE, rollout.ROLLOUT_CACHE, distance.DISTANCE_CACHE,
-                  RESULT_CACHE):
+                  RESULT_CACHE, CURVE_CACHE):
         cache.clear()
 
 

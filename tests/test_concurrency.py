@@ -30,7 +30,7 @@ from tiny_models import images, tiny_cnn, tiny_vit
 from xai_core import pipeline
 from xai_core.methods import METHODS, distance, rollout
 from xai_core.methods.base import RESULT_CACHE
-from xai_core.metrics.faithfulness import faithfulness
+from xai_core.metrics.faithfulness import CURVE_CACHE, faithfulness
 
 import xai_core.methods  # noqa: E402
 
@@ -113,7 +113,7 @@ def capture_cache_limit():
     """Set the entry limit of the shared capture cache and of the caches of method results
     and their intermediates for one test, then restore them."""
     caches = (pipeline.CAPTURE_CACHE, RESULT_CACHE, rollout.ROLLOUT_CACHE,
-              distance.DISTANCE_CACHE)
+              distance.DISTANCE_CACHE, CURVE_CACHE)
     saved = [cache.max_entries for cache in caches]
 
     def set_limit(entries: int):

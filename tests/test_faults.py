@@ -232,10 +232,18 @@ def deletion(cnn, image, **kwargs):
                         **kwargs)
 
 
+def clear_curves():
+    """Forget the captures and the metric curves (a cache of their own), so they run again."""
+    from xai_core.metrics.faithfulness import CURVE_CACHE
+
+    pipeline.CAPTURE_CACHE.clear()
+    CURVE_CACHE.clear()
+
+
 def test_metric_curve_retries_with_smaller_batches(cnn, oracle, monkeypatch, freed):
     image = oracle[0]
     expected = deletion(cnn, image)
-    pipeline.CAPTURE_CACHE.clear()
+    clear_curves()
     sizes = inject(monkeypatch, cnn.module, lambda n: n > 4,
                    lambda: torch.cuda.OutOfMemoryError(CUDA_OOM))
     curve = deletion(cnn, image)
@@ -249,13 +257,13 @@ def test_metric_curve_retries_with_smaller_batches(cnn, oracle, monkeypatch, fre
 
 def test_stopping_ends_a_metric_curve_within_one_batch(cnn, oracle, monkeypatch):
     image = oracle[0]
-    pipeline.CAPTURE_CACHE.clear()
+    clear_curves()
     stop = []
     sizes = inject(monkeypatch, cnn.module, lambda n: bool(stop.append(1)))  # stop during #1
     with pytest.raises(Cancelled):
         deletion(cnn, image, should_stop=lambda: bool(stop))
     assert sizes == [2] and lock_free_and_no_hooks(cnn)  # the end images' pass, no batch after
-    pipeline.CAPTURE_CACHE.clear()
+    clear_curves()
     sizes.clear()
     with pytest.raises(Cancelled):  # asked to stop before anything: no pass at all
         deletion(cnn, image, should_stop=lambda: True)

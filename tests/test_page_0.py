@@ -196,3 +196,19 @@ def test_tour_step_kept_in_the_session_is_offered_for_resuming():
     assert component_data(linked)["tour"]["resume"] is None
     fresh = open_page()
     assert component_data(fresh)["tour"]["resume"] is None
+
+
+def test_tour_opened_by_link_is_offered_for_resuming_after_a_deeper_page():
+    """`?tour=9` (a lecture's link) shows step 9 without the browser reporting a step; back
+    from a deeper page without the address's step, the Explainer offers to resume at 9,
+    as it does for a tour started on the page."""
+    app = open_page({"tour": "9"})
+    assert component_data(app)["tour"]["active"] == 9
+    app.switch_page(f"../pages/{TOUR[8].page}")
+    del app.query_params["tour"]  # "Go deeper" opens the page without it
+    app.run()
+    assert not app.exception, app.exception
+    app.switch_page(PAGE).run()
+    assert not app.exception, app.exception
+    data = component_data(app)
+    assert data["tour"]["active"] is None and data["tour"]["resume"] == 9

@@ -38,12 +38,13 @@ from .cache import BoundedCache, cache_key
 from .capture import Capture, is_talking_heads, transformer_blocks
 from .figures.layers import image_data_uri
 from .figures.style import HEATMAP_SCALE, colour_table
-from .images import model_crop_box
+from .images import model_crop_box, scale_words
 from .methods.daam import CONVENTION as DAAM_CONVENTION
 from .methods.daam import explain as daam_method
 from .methods.distance import cached_distances
 from .methods.rollout import AUTO_RULE, CONVENTION_NAMES, attention_rollout, auto_start, token_row
 from .models.knn import KNN_K, KNN_TEMPERATURE
+from .open_set import open_set
 from .pipeline import head_of, predict, prepare, vit_capture
 from .methods.sinks import explain as sink_method
 from .token_marks import RULE as HIGH_NORM_RULE
@@ -278,6 +279,8 @@ def _prediction(model, image, head, capture: Capture) -> dict:
               "output_shape": list(capture.output.shape),
               "top": [{"index": p.index, "label": p.label, "probability": p.probability}
                       for p in top]}
+    found = open_set(model, image, head)
+    result["open_set"] = found.as_dict() | {"why": found.why()}
     if head.kind == "knn":
         neighbours = head.neighbours(capture.output)
         result.update(k=KNN_K, temperature=KNN_TEMPERATURE, bank_size=len(head.bank.labels),
@@ -300,6 +303,7 @@ def _picture(image, model) -> dict:
             "kept": round((right - left) * (bottom - top) / (width * height), 4),
             "squashed": model.spec.crop_pct == 1 and width * model.spec.input_size[0]
             != height * model.spec.input_size[1],
+            "scale": scale_words(image.size, model.spec.input_size, model.spec.crop_pct),
             "image": image_data_uri(thumbnail)}
 
 

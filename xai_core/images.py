@@ -400,6 +400,59 @@ def model_crop_box(size: tuple[int, int], input_size: tuple[int, int],
             (top + target_h) * y_scale)
 
 
+NOTABLE_SCALE = 1.5  # enlarged or shrunk by more than this: the page says what it costs
+
+
+def fit_scale(size: tuple[int, int], input_size: tuple[int, int],
+              crop_pct: float = 1.0) -> float:
+    """How many of the model's pixels one pixel of the picture becomes along a side (> 1:
+    enlarged), the geometric mean of the two sides when the picture is squashed."""
+    width, height = size
+    target_h, target_w = _check_input_size(input_size)
+    if crop_pct == 1:
+        return math.sqrt(target_w / width * target_h / height)
+    (resized_w, _), _ = _resize_and_crop(size, target_h, target_w, crop_pct)
+    return resized_w / width
+
+
+def scale_words(size: tuple[int, int], input_size: tuple[int, int],
+                crop_pct: float = 1.0) -> str:
+    """What resizing does to a picture, in words ("" when it barely changes its size)."""
+    scale = fit_scale(size, input_size, crop_pct)
+    if scale >= NOTABLE_SCALE:
+        return (f"enlarged {scale:.1f}x: most pixels the model sees are blends of their "
+                "neighbours, so its small details are made up, not photographed")
+    if scale <= 1 / NOTABLE_SCALE:
+        return (f"shrunk {1 / scale:.1f}x: details smaller than about {1 / scale:.0f} pixels "
+                "of the picture are lost")
+    return ""
+
+
+def describe_fit(size: tuple[int, int], input_size: tuple[int, int],
+                 crop_pct: float = 1.0) -> str:
+    """What the model really sees of a picture of `size` (width, height): one sentence on
+    the resizing and on what is cut off or squashed."""
+    width, height = size
+    target_h, target_w = _check_input_size(input_size)
+    parts = [words for words in [scale_words(size, input_size, crop_pct)] if words]
+    if crop_pct == 1:
+        stretch = (target_w / width) / (target_h / height)
+        if max(stretch, 1 / stretch) >= 1.1:
+            parts.append(f"squashed whole into {target_w}x{target_h}, so shapes are "
+                         f"{'stretched' if stretch > 1 else 'squeezed'} "
+                         f"{max(stretch, 1 / stretch):.1f}x sideways")
+    else:
+        left, top, right, bottom = model_crop_box(size, input_size, crop_pct)
+        kept = (right - left) * (bottom - top) / (width * height)
+        if kept < 0.995:
+            parts.append(f"cut to its centre: the model sees {kept:.0%} of it, a "
+                         f"{right - left:.0f}x{bottom - top:.0f} box of the {width}x{height} "
+                         "picture; the rest never reaches it")
+    if not parts:
+        return f"The model sees the whole picture at {target_w}x{target_h} pixels."
+    return f"The model sees a {target_w}x{target_h} copy: " + "; ".join(parts) + "."
+
+
 def _resize_and_crop(size: tuple[int, int], target_h: int, target_w: int,
                      crop_pct: float) -> tuple[tuple[int, int], tuple[int, int]]:
     """timm's eval transform: the covering size, then the centre crop's (left, top)."""

@@ -193,6 +193,7 @@ class Explainer {
     METRICS.updates += 1;
     if (!this.root.isConnected) return;
     this.root.classList.toggle("present", !!data.presentation);
+    this.link = data.link;
     if (data.signature !== this.signature) {
       // Python believed this browser held the overview (a page element remounted us):
       // ask again, saying we hold nothing.
@@ -480,9 +481,11 @@ class Explainer {
       node.dataset.stage = stage.id;
       let extra = stage.note ? `<div class="vx-stage-shape">${esc(stage.note)}</div>` : "";
       if (stage.id === "top5") {
-        const top = m.ov.prediction.top[0];
-        extra = `<div class="vx-stage-answer" title="${esc(top.label)}">${esc(top.label.split(",")[0])} · ` +
-          `${pct(top.probability)}</div>`;
+        const top = m.ov.prediction.top[0], known = m.ov.prediction.open_set.known;
+        extra = known
+          ? `<div class="vx-stage-answer" title="${esc(top.label)}">${esc(top.label.split(",")[0])} · ` +
+            `${pct(top.probability)}</div>`
+          : `<div class="vx-stage-answer" title="Nearest class: ${esc(top.label)}">none it knows</div>`;
       }
       node.innerHTML = `<div class="vx-stage-title">${esc(stage.title)}</div>` +
         `<div class="vx-stage-shape">${esc(stage.shape)}</div>${extra}`;
@@ -1104,13 +1107,18 @@ class Explainer {
       if (value === null) params.delete(`vx_${name}`);
       else params.set(`vx_${name}`, String(value));
     }
+    // an upload stays on the server: the link opens this view on a sample instead, and says so
+    const sample = this.link && this.link.sample;
+    if (sample) params.set("image_choice", sample.id);
     const input = this.tools.querySelector("input"), note = this.tools.querySelector("span");
+    const caveat = sample ? ` · your picture is not in the link: it opens this view on the sample “${sample.title}”` : "";
     input.value = url.toString();
     input.classList.remove("hidden");
     input.select();
-    note.textContent = "select and copy";
+    note.textContent = "select and copy" + caveat;
+    note.classList.toggle("vx-link-note", !!sample);
     if (navigator.clipboard && window.isSecureContext) {
-      navigator.clipboard.writeText(input.value).then(() => { note.textContent = "copied"; }, () => {});
+      navigator.clipboard.writeText(input.value).then(() => { note.textContent = "copied" + caveat; }, () => {});
     }
   }
 
@@ -1263,7 +1271,8 @@ class Explainer {
         ? `resized (${esc(pre.interpolation)}) and its centre cut out: the model sees <b>${H}×${W}</b> pixels ` +
           `covering the box, <b>${pct(pic.kept)}</b> of the picture. The shaded part never reaches the model.`
         : `resized to <b>${H}×${W}</b> pixels (${esc(pre.interpolation)}).`;
-    two.appendChild(el("div", "", `<p>The picture (${w0}×${h0} pixels${shrunk}) is ${how}</p>` +
+    const scale = pic.scale ? `<p>It is ${esc(pic.scale)}.</p>` : "";
+    two.appendChild(el("div", "", `<p>The picture (${w0}×${h0} pixels${shrunk}) is ${how}</p>${scale}` +
       `<p>These ${(H * W * 3).toLocaleString()} numbers (red, green, blue for every pixel) are all the model ever sees. ` +
       `Each colour channel is then standardised: (x − mean) / std with mean = ` +
       `(${pre.mean.map((v) => fmt(v)).join(", ")}) and std = (${pre.std.map((v) => fmt(v)).join(", ")}), ` +
@@ -1499,6 +1508,11 @@ class Explainer {
     box.appendChild(el("div", "vx-note", p.head === "knn"
       ? "Shares of the k-NN vote (weights exp(cos/T) summed per class), not calibrated probabilities."
       : "Softmax probabilities of the model's logits."));
+    if (!p.open_set.known) {
+      // the model must name a class: say when the picture is unlike all it knows
+      box.appendChild(el("div", "vx-note vx-unknown", `This picture looks like none of what the model knows: ` +
+        `${esc(p.open_set.why)}. The bars are guesses, not an answer.`));
+    }
   }
 
   /** Parts of the detail panel that follow the pointer. */

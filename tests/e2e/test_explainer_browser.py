@@ -245,6 +245,29 @@ def test_tour_resumes_after_going_deeper(app, laptop):
     assert state(tab)["tour"] == "1"
 
 
+def test_tour_opened_by_link_resumes_after_going_deeper(app, laptop):
+    """A lecture's `?tour=9` link, no step taken on the page: after "Go deeper" and back
+    (the sidebar, then the browser's Back) the Explainer offers step 9 and → resumes it."""
+    tab, _, _ = laptop
+    open_explainer(tab, app.url, "?tour=9")
+    assert state(tab)["tour"] == "9"
+    for back in ("sidebar", "browser"):
+        tab.locator(f"{ROOT} [data-act='deeper']").click()
+        tab.wait_for_function("() => !location.pathname.endsWith('vit_explainer')")
+        wait_app_idle(tab)
+        if back == "sidebar":
+            tab.get_by_role("link", name="0 · ViT Explainer").click()
+        else:
+            tab.go_back()
+        tab.locator(ROOT).wait_for()
+        wait_app_idle(tab)
+        assert (state(tab)["tour"], state(tab)["resume"]) == ("0", "9"), back
+        tab.keyboard.press("ArrowRight")
+        assert state(tab)["tour"] == "9"
+        tab.wait_for_function("() => new URL(location.href).searchParams.get('tour') === '9'")
+        wait_app_idle(tab)
+
+
 def test_presentation_toggle_keeps_the_view(app, page):
     """Switching presentation mode on reruns the page and Streamlit re-creates the
     component's element: the open block stays, and the overview is not sent again."""
@@ -495,5 +518,10 @@ def test_a_large_upload_is_described_as_it_is(app, page, tmp_path):
     text = tab.locator(f"{ROOT} .vx-detail").inner_text()
     assert "1024×768" in text and "4000×3000" in text, text
     assert "of the picture" in text
+    assert f"It is shrunk {768 / 256:.1f}x" in text, text  # short side to floor(224 / 0.875)
+    # the upload stays on the server: the link names the sample, and says so
+    tab.locator(f"{ROOT} .vx-copy").click()
+    assert "image_choice=chelsea" in tab.locator(f"{ROOT} .vx-tools input").input_value()
+    assert "your picture is not in the link" in tab.locator(f"{ROOT} .vx-tools span").inner_text()
     shot(tab, "explainer-upload", whole=True)
     assert traffic.foreign_hosts(app.url) == set()

@@ -34,16 +34,20 @@ def cmd_models(args) -> None:
 
 
 def cmd_predict(args) -> None:
+    from ..open_set import open_set
     from ..pipeline import predict
 
     model, image = load_model(args), load_image(args.image)
     if model.head is None:
         raise CliError(f"{model.spec.display_name} does not classify images.")
     top = predict(model, image, topk=args.topk)
+    found = open_set(model, image)
     payload = {"model": model.spec.id, "random_weights": model.random_weights,
                "top": [{"index": p.index, "label": p.label, "probability": p.probability}
-                       for p in top]}
+                       for p in top], "open_set": found.as_dict()}
     text = "\n".join(f"{p.probability:7.2%}  {p.label} ({p.index})" for p in top)
+    if not found.known:
+        text += f"\nThis picture looks like none of what the model knows: {found.why()}."
     emit(args, payload, labelled(model, text))
 
 

@@ -39,11 +39,11 @@ from typing import Callable
 import numpy as np
 import torch
 
-from ..cache import cache_key
+from ..cache import BoundedCache, cache_key
 from ..errors import OptionError
 from ..faults import StopCheck, check_stop, retry_with_smaller_batch
 from ..maps import check_map, upsample
-from ..pipeline import CAPTURE_CACHE, default_batch_size, head_of, prepare, resolve_target
+from ..pipeline import default_batch_size, head_of, prepare, resolve_target
 
 METRICS = ("deletion", "insertion", "pos-perturb", "neg-perturb")
 BASELINES = ("zeros", "blur", "rise-blur", "mean")
@@ -57,6 +57,10 @@ MIN_STEPS, MAX_STEPS = 2, 500
 BLUR_KERNEL, BLUR_SIGMA = 11, 5.0
 
 Progress = Callable[[int, int], None]
+# Curves and end scores are a few hundred bytes each, but a page-7 run makes 4 per method and
+# model: in the capture cache (24 entries) they pushed out one another and the captures, so
+# the Export view and its PNG recomputed the whole run (210 s after a 243 s run).
+CURVE_CACHE = BoundedCache(max_entries=4096, max_bytes=16 * 2**20)
 
 
 # --- the class score --------------------------------------------------------------------------
@@ -281,7 +285,7 @@ def end_scores(model, image, target: int, baseline: str, head=None) -> tuple[flo
             output = model.module(both.to(model.device)).float().cpu()
         full, base = class_scorer(model, target, head)(output)
         return float(full), float(base)
-    return CAPTURE_CACHE.get_or_compute(key, compute)
+    return CURVE_CACHE.get_or_compute(key, compute)
 
 
 def map_digest(saliency: np.ndarray) -> str:
@@ -315,7 +319,7 @@ def faithfulness(model, image, saliency: np.ndarray, metric: str, target: int | 
                              baseline, int(steps), batch_size or default_batch_size(model),
                              progress, should_stop, ends)
 
-    curve = CAPTURE_CACHE.get_or_compute(key, compute)
+    curve = CURVE_CACHE.get_or_compute(key, compute)
     if not computed and progress is not None:
         progress(1, 1)
     return curve
