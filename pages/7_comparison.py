@@ -70,13 +70,16 @@ for column, model in zip(columns, models):
                     st.markdown(f"**{name}**")
                     options[name] = ui.method_options(METHODS[name], model,
                                                       key=f"cmp_opt_{family}_{name}")
+        chosen = [name for name in chosen if options.get(name, {}) is not None]  # over budget
         with st.spinner(f"Running {len(chosen)} methods on {model.spec.display_name}..."):
             runs = compare.run_methods(model, image, chosen, target, head, options,
                                        should_stop=ui.stop_check())
         sections.append(compare.ModelSection(model, target, head.class_names[target],
                                              score_kind(model, head), runs))
         for run in runs:
-            if run.error:
+            if run.over_budget:
+                st.error(run.error)
+            elif run.error:
                 st.warning(f"**{run.name}** cannot run here: {run.error}")
 
 if not sections:

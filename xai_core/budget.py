@@ -234,6 +234,8 @@ def fitting_range(method, name: str, values: dict, model, budget: Budget | None 
     shrinks with one option, so the fitting values are one run at an end of its range."""
     budget = budget or current()
     limits = method.option(name).limits(model)
+    if limits["high"] - limits["low"] > MAX_SCAN:
+        return None
     fitting = [v for v in range(limits["low"], limits["high"] + 1)
                if fits(method, {**values, name: v}, model, budget=budget)]
     return (min(fitting), max(fitting)) if fitting else None

@@ -130,7 +130,9 @@ def method_options_model_image(args, curve: tuple[str, int] | None = None):
     else:
         budget.check_curve(method, values, *curve, spec)
     model, image = load_model(args), load_image(args.image)
-    return method, method.resolve(model, options), model, image
+    values = method.resolve(model, options)
+    budget.check(method, values, model=model)  # the memory: before the prediction's pass
+    return method, values, model, image
 
 
 def add_budget_flag(sub) -> None:

@@ -49,14 +49,14 @@ def _convention(values: dict) -> str:
 
 def window_positions(values: dict, model_or_spec) -> int:
     """Captum's count of window positions on the model input: per side
-    floor((input - window) / stride) + 1, in pixels. The cell is read from the loaded model
+    ceil((input - window) / stride) + 1, in pixels (the last window may hang over the edge). The cell is read from the loaded model
     when there is one, else from its spec (the patch side it documents, or CNN_CELL)."""
     if hasattr(model_or_spec, "module"):
         cell, size = cell_size(model_or_spec), model_or_spec.spec.input_size
     else:
         cell, size = model_or_spec.patch_size or CNN_CELL, model_or_spec.input_size
     window, stride = values["window"] * cell, values["stride"] * cell
-    return math.prod(max(0, (side - window) // stride + 1) for side in size)
+    return math.prod(max(0, -(-(side - window) // stride)) + 1 for side in size)
 
 
 # one forward per window position (and one of the whole input first), no gradient
