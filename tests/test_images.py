@@ -565,7 +565,7 @@ def test_decoded_size_is_refused_from_the_header_before_decoding(monkeypatch):
         "limit is 10 MB. Make it smaller and upload it again.")
     assert decodes == []
     assert load_upload(deep, max_decoded_bytes=12_000_000).size == (683, 1024)
-    assert decodes == [(2000, 3000)]  # the hook sees a decode when there is one
+    assert set(decodes) == {(2000, 3000)}  # the hook sees a decode when there is one
     gray = encode(solid(9, (3000, 2000), "L"), "PNG")  # 6 MB: 1 byte a pixel
     assert load_upload(gray, max_decoded_bytes=6_000_000).size == (1024, 683)
     rgb = encode(solid((9, 9, 9), (3000, 2000)), "PNG")  # 24 MB: PIL holds RGB in 4 bytes
