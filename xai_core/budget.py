@@ -32,13 +32,14 @@ NO_LIMIT = "none"
 
 # Bytes of peak memory per image in one pass, per element of the leaf modules' outputs of
 # one image's forward (`activation_elements`). Measured on this machine's CPU (one torch
-# thread) with bench/bench_budget.py: the peak resident memory (VmHWM, reset through
-# /proc/self/clear_refs) added by Integrated Gradients (graded: forward + backward) and
-# KernelSHAP (forward only) at batch 4 and batch 16, the slope per image, divided by the
-# count: DINOv2 ViT-S/14 (38.5 M elements) 72 MB graded, 9.2 MB forward; EfficientNet-Lite0
-# (25.0 M elements) 78 MB graded, 13.4 MB forward. Rounded up, per family.
+# thread, bench/bench_budget.py): the peak resident memory (VmHWM, reset through
+# /proc/self/clear_refs) that Integrated Gradients (graded: forward + backward) and
+# KernelSHAP (forward only) add at batch 4 and 16, per image, divided by the count:
+# DINOv2 ViT-S/14 (38.5 M elements) 72 MB graded, 9.2 MB forward; EfficientNet-Lite0
+# (25.0 M elements) 76 MB graded, 15.1 MB forward. Rounded up, per family; another model
+# of a family is scaled by its own count (an estimate: only these two were measured).
 BYTES_PER_ELEMENT = {("vit", True): 2.0, ("vit", False): 0.26,
-                     ("cnn", True): 3.3, ("cnn", False): 0.57}
+                     ("cnn", True): 3.3, ("cnn", False): 0.65}
 
 
 @dataclass(frozen=True)
