@@ -24,11 +24,11 @@ LINKS = {  # the issue's links (page 7), and a 512-step / 512-batch Integrated G
     "ig-memory": {"cmp_methods_vit": "integrated-gradients",
                   "cmp_opt_vit_integrated-gradients_steps": "64",
                   "cmp_opt_vit_integrated-gradients_batch": "64"},
-    "shap-passes": {"cmp_methods_vit": "kernel-shap",
-                    "cmp_opt_vit_kernel-shap_samples": "5000"},
     "ig-512": {"cmp_methods_vit": "integrated-gradients",
                "cmp_opt_vit_integrated-gradients_steps": "512",
                "cmp_opt_vit_integrated-gradients_batch": "512"},
+    "shap-passes": {"cmp_methods_vit": "kernel-shap",
+                    "cmp_opt_vit_kernel-shap_samples": "5000"},
 }
 # what each refusal must name: the option to lower, and the limit
 NAMED = {"ig-memory": ("lower batch to", "1.5 GB per request"),
@@ -222,6 +222,18 @@ def loads_tiny(monkeypatch):
         monkeypatch.setattr(common, "load_model",
                             lambda args: pair[models.get_spec(args.model).family])
         yield pair
+
+
+def test_a_bad_budget_setting_is_one_line_and_exit_2(monkeypatch, tmp_path, capsys):
+    monkeypatch.setenv(budget.ENV_PASSES, "lots")
+    assert main(cli_args("shap-passes", tmp_path / "x.npz")) == 2
+    assert budget.ENV_PASSES in one_error_line(capsys)
+    monkeypatch.delenv(budget.ENV_PASSES)
+    broken = tmp_path / "budget.toml"
+    broken.write_text("passes = = 3\n")
+    monkeypatch.setattr(budget, "SETTINGS_FILE", broken)
+    assert main(cli_args("shap-passes", tmp_path / "x.npz")) == 2
+    assert "budget.toml cannot be read" in one_error_line(capsys)
 
 
 def test_cli_budget_flag_sets_and_lifts_the_limit(tmp_path, loads_tiny, method_passes, capsys):

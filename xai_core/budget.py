@@ -71,7 +71,7 @@ def _limit(raw, name: str) -> int | None:
     except ValueError:
         value = 0
     if value < 1:
-        raise ValueError(f"{name} must be a whole number of at least 1 or 'none', got '{raw}'.")
+        raise OptionError(f"{name} must be a whole number of at least 1 or 'none', got '{raw}'.")
     return value
 
 
@@ -81,7 +81,7 @@ def _from_file(path: Path) -> dict:
     except FileNotFoundError:
         return {}
     except (OSError, tomllib.TOMLDecodeError) as error:
-        raise ValueError(f"{path} cannot be read: {error}.") from None
+        raise OptionError(f"{path} cannot be read: {error}.") from None
 
 
 def current() -> Budget:
