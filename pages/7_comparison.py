@@ -8,7 +8,7 @@ import pandas as pd
 import streamlit as st
 
 from dashboard import links, state, ui
-from xai_core import compare, pipeline
+from xai_core import budget, compare, pipeline
 from xai_core.benchmark import plan as bench_plan
 from xai_core.benchmark import run as bench_run
 from xai_core.benchmark import summary as bench_summary
@@ -170,9 +170,11 @@ def faithfulness_view() -> None:
     left, middle, right = st.columns(3)
     baseline = left.selectbox("Baseline", BASELINES, key="cmp_baseline",
                               format_func=lambda b: BASELINE_NAMES[b])
-    steps = middle.number_input("Steps", min_value=MIN_STEPS, max_value=100, value=20,
-                                key="cmp_steps", help="Each step is one perturbed image through "
-                                                      "the model, evaluated in batches.")
+    most = budget.most_curve_steps(100)  # one curve is one request of the server's budget
+    steps = middle.number_input("Steps", min_value=MIN_STEPS, max_value=most,
+                                value=min(20, most), key="cmp_steps",
+                                help="Each step is one perturbed image through the model, "
+                                     "evaluated in batches.")
     perturb = right.checkbox("Also positive/negative perturbation", value=True,
                              key="cmp_perturb")
     if st.button("Run faithfulness metrics", key="cmp_run_metrics", type="primary"):

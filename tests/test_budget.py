@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 
 import pytest
-from apptest_helpers import open_app, text_tables
+from apptest_helpers import open_app, show, text_tables
 from single_thread import one_torch_thread
 from tiny_models import images, tiny_cnn, tiny_vit
 
@@ -268,7 +268,7 @@ def test_cli_budget_flag_sets_and_lifts_the_limit(tmp_path, loads_tiny, method_p
 
 # --- the app ----------------------------------------------------------------------------------
 
-def test_page_7_refuses_the_links_before_any_pass(method_passes):
+def test_page_7_refuses_the_links_before_any_pass(method_passes, monkeypatch):
     """Each link is refused with one sentence in an error box (no traceback), before the
     method's first forward; the option widgets, drawn again at their defaults, are clipped
     to what fits."""
@@ -293,3 +293,11 @@ def test_page_7_refuses_the_links_before_any_pass(method_passes):
     model = get_model("dinov2-s14")  # 200 samples, so up to 200 per pass: memory clips it
     per_image = budget.bytes_per_image(model, graded=False)
     assert batch.value == 32 and batch.max == min(200, int(1536 * 2**20 // per_image)) < 512
+    assert sum(method_passes) == 200  # that run ran KernelSHAP at its defaults: 200 samples
+    del method_passes[:]
+    monkeypatch.setenv(budget.ENV_PASSES, "30")  # the server's budget, from the env var
+    show(app, "cmp_view", "faith")
+    assert app.number_input(key="cmp_steps").max == 29  # a curve: steps + 1 passes
+    errors = [e.value for e in app.error]  # KernelSHAP's default 200 samples no longer fit
+    assert len(errors) == 1 and "allows 30 passes per request: lower samples to 30" in errors[0]
+    assert method_passes == []

@@ -223,6 +223,12 @@ def curve_passes(steps: int) -> int:
     return int(steps) - 1 + 2
 
 
+def most_curve_steps(most: int) -> int:
+    """The most steps (up to `most`) of one faithfulness curve the pass budget allows."""
+    limit = current().passes
+    return most if limit is None else max(2, min(most, limit - curve_passes(0)))
+
+
 def fits(method, values: dict, model=None, spec=None, budget: Budget | None = None) -> bool:
     budget = budget or current()
     return not _over(method, values, model, model if model is not None else spec, budget)
