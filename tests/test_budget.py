@@ -155,12 +155,15 @@ def test_defaults_env_vars_and_settings_file(monkeypatch, tmp_path):
     monkeypatch.setenv(budget.ENV_PASSES, "lots")
     with pytest.raises(ValueError, match=budget.ENV_PASSES):
         budget.current()
+    monkeypatch.delenv(budget.ENV_PASSES)
+    settings.write_text("passes = -3\n")
+    with pytest.raises(ValueError, match="passes in .*budget.toml must be a whole number"):
+        budget.current()
 
 
 def test_the_repository_settings_file_holds_the_defaults():
     import tomllib
-
-    from xai_core.budget import Path
+    from pathlib import Path
 
     shipped = Path(budget.__file__).resolve().parent.parent / ".streamlit" / "budget.toml"
     assert tomllib.loads(shipped.read_text()) == {"passes": 400, "megabytes": 1536}

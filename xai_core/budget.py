@@ -47,11 +47,6 @@ class Budget:
     passes: int | None = 400  # image passes per request; None: no limit
     megabytes: int | None = 1536  # peak memory per request; None: no limit
 
-    def words(self) -> str:
-        limits = [f"{self.passes} passes" if self.passes is not None else None,
-                  _size(self.megabytes * 2**20) if self.megabytes is not None else None]
-        return " and ".join(filter(None, limits)) or "no limit"
-
 
 DEFAULT = Budget()
 UNLIMITED = Budget(None, None)
@@ -66,13 +61,9 @@ def _limit(raw, name: str) -> int | None:
     text = str(raw).strip().lower()
     if text == NO_LIMIT:
         return None
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
+    if not text.isdigit() or int(text) < 1:
         raise OptionError(f"{name} must be a whole number of at least 1 or 'none', got '{raw}'.")
-    return value
+    return int(text)
 
 
 def _from_file(path: Path) -> dict:
@@ -90,9 +81,13 @@ def current() -> Budget:
     if _OVERRIDE:
         return _OVERRIDE[-1]
     settings = _from_file(SETTINGS_FILE)
-    passes = os.environ.get(ENV_PASSES, settings.get("passes", DEFAULT.passes))
-    megabytes = os.environ.get(ENV_MB, settings.get("megabytes", DEFAULT.megabytes))
-    return Budget(_limit(passes, ENV_PASSES), _limit(megabytes, ENV_MB))
+
+    def setting(env: str, key: str, default: int) -> int | None:
+        if env in os.environ:
+            return _limit(os.environ[env], env)
+        return _limit(settings.get(key, default), f"{key} in {SETTINGS_FILE}")
+    return Budget(setting(ENV_PASSES, "passes", DEFAULT.passes),
+                  setting(ENV_MB, "megabytes", DEFAULT.megabytes))
 
 
 @contextmanager
