@@ -248,7 +248,7 @@ def method_options(method, model, key: str) -> dict | None:
 
 
 def _asked_options(method, key: str) -> dict:
-    """The options asked for away from their defaults: a link's value, else this session's."""
+    """The options asked for: a link's value, else this session's (neither: the default)."""
     asked = {}
     for option in method.options:
         widget_key = f"{key}_{option.name}"
