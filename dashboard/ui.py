@@ -8,6 +8,8 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
+from xai_core.errors import OptionError
+
 from . import charts, links, literal, state
 from .widgets import Interval, keep_valid
 
@@ -216,10 +218,28 @@ def model_caption(model) -> None:
                f"device: {model.device}")
 
 
-def method_options(method, model, key: str) -> dict:
+def method_options(method, model, key: str) -> dict | None:
     """One widget per declared option of `method` (xai_core.methods.Method), its range or
-    choices read from `model`, linked by value; returns the options set away from their
-    defaults."""
+    choices read from `model` and, for a whole number, clipped to what fits the server's
+    budget (xai_core.budget) with the other options as they are; linked by value. Returns
+    the options set away from their defaults, or None after saying why in one sentence
+    when the options asked for (a link) exceed the budget: then the method does not run,
+    and its options go back to their defaults."""
+    from xai_core import budget
+
+    asked = _asked_options(method, key)
+    try:
+        values = method.resolve(model, asked)
+    except OptionError:  # a value the widgets refuse themselves (the link's warning)
+        values = method.resolve(model, {})
+    try:
+        budget.check(method, values, model=model)
+    except budget.OverBudget as error:
+        st.error(str(error))
+        for name in asked:
+            st.query_params.pop(f"{key}_{name}", None)
+            st.session_state.pop(f"{key}_{name}", None)
+        return None
     changed = {}
     for option in method.options:
         limits = option.limits(model)
@@ -230,12 +250,34 @@ def method_options(method, model, key: str) -> dict:
             value = links.choice(st.selectbox, option.name, choices, key=widget_key,
                                  default=default, help=option.help)
         elif option.kind == "int":
-            value = links.number(st.number_input, option.name, limits["low"], limits["high"],
-                                 key=widget_key, default=default, step=1, help=option.help)
+            low, high = budget.fitting_range(method, option.name, values, model) or (
+                limits["low"], limits["high"])
+            value = links.number(st.number_input, option.name, low, high, key=widget_key,
+                                 default=min(max(default, low), high), step=1,
+                                 help=option.help + _clipped(limits, low, high))
         else:
             keep_valid(widget_key, Interval(limits["low"], limits["high"]), default)
             value = st.number_input(option.name, float(limits["low"]), float(limits["high"]),
                                     step=0.05, key=widget_key, help=option.help)
+        values[option.name] = value
         if value != default:
             changed[option.name] = value
     return changed
+
+
+def _asked_options(method, key: str) -> dict:
+    """The options asked for: a link's value, else this session's (neither: the default)."""
+    asked = {}
+    for option in method.options:
+        widget_key = f"{key}_{option.name}"
+        raw = st.query_params.get(widget_key, st.session_state.get(widget_key))
+        if raw is not None:
+            asked[option.name] = raw
+    return asked
+
+
+def _clipped(limits: dict, low: int, high: int) -> str:
+    if (low, high) == (limits["low"], limits["high"]):
+        return ""
+    return (f" This server's budget allows {low}-{high} here with the other options as set "
+            f"(the method takes {limits['low']}-{limits['high']}).")

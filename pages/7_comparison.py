@@ -8,7 +8,7 @@ import pandas as pd
 import streamlit as st
 
 from dashboard import links, literal, state, ui
-from xai_core import compare, pipeline
+from xai_core import budget, compare, pipeline
 from xai_core.benchmark import plan as bench_plan
 from xai_core.benchmark import run as bench_run
 from xai_core.benchmark import summary as bench_summary
@@ -70,13 +70,16 @@ for column, model in zip(columns, models):
                     st.markdown(f"**{name}**")
                     options[name] = ui.method_options(METHODS[name], model,
                                                       key=f"cmp_opt_{family}_{name}")
+        chosen = [name for name in chosen if options.get(name, {}) is not None]  # over budget
         with st.spinner(f"Running {len(chosen)} methods on {model.spec.display_name}..."):
             runs = compare.run_methods(model, image, chosen, target, head, options,
                                        should_stop=ui.stop_check())
         sections.append(compare.ModelSection(model, target, head.class_names[target],
                                              score_kind(model, head), runs))
         for run in runs:
-            if run.error:
+            if run.over_budget:
+                st.error(literal.text(run.error))
+            elif run.error:
                 st.warning(f"**{run.name}** cannot run here: {literal.text(run.error)}")
 
 if not sections:
@@ -167,9 +170,11 @@ def faithfulness_view() -> None:
     left, middle, right = st.columns(3)
     baseline = left.selectbox("Baseline", BASELINES, key="cmp_baseline",
                               format_func=lambda b: BASELINE_NAMES[b])
-    steps = middle.number_input("Steps", min_value=MIN_STEPS, max_value=100, value=20,
-                                key="cmp_steps", help="Each step is one perturbed image through "
-                                                      "the model, evaluated in batches.")
+    most = budget.most_curve_steps(100)  # one curve is one request of the server's budget
+    steps = middle.number_input("Steps", min_value=MIN_STEPS, max_value=most,
+                                value=min(20, most), key="cmp_steps",
+                                help="Each step is one perturbed image through the model, "
+                                     "evaluated in batches.")
     perturb = right.checkbox("Also positive/negative perturbation", value=True,
                              key="cmp_perturb")
     if st.button("Run faithfulness metrics", key="cmp_run_metrics", type="primary"):

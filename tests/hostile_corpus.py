@@ -69,6 +69,21 @@ def _sixteen_bit() -> bytes:
     return encode(Image.fromarray(values), "PNG")
 
 
+def deep_png(side: int = 6300, channels: int = 1, left: int = 0, right: int = 0x9234) -> bytes:
+    """A 16-bit PNG (1 channel: grayscale, 3: RGB, 4: RGBA) of side x side pixels, every
+    sample `left` in the left half and `right` in the right, written row by row (the
+    issue's 6300x6300 one: under 100 KB, about 80-320 MB of raw samples)."""
+    half = side // 2
+    row = (b"\x00" + struct.pack(">H", left) * channels * half
+           + struct.pack(">H", right) * channels * (side - half))
+    packer = zlib.compressobj(9)
+    pixels = b"".join(packer.compress(row) for _ in range(side)) + packer.flush()
+    colour_type = {1: 0, 3: 2, 4: 6}[channels]
+    header = struct.pack(">IIBBBBB", side, side, 16, colour_type, 0, 0, 0)
+    return (b"\x89PNG\r\n\x1a\n" + _chunk(b"IHDR", header) + _chunk(b"IDAT", pixels)
+            + _chunk(b"IEND", b""))
+
+
 def _float_tiff() -> bytes:
     values = np.zeros((20, 20), dtype=np.float32)
     values[:, 10:] = 1.0
@@ -130,6 +145,8 @@ def corpus() -> list[Case]:
              "poly.zip.png", (32, 32), {(16, 16): (10, 20, 230)}),
         Case("PNG named .jpg", encode(solid((40, 50, 60), (30, 20)), "PNG"), "photo.jpg",
              (30, 20), {(0, 0): (40, 50, 60)}),
+        Case("16-bit 6300x6300 PNG", deep_png(), "deep-huge.png", (1024, 1024),
+             {(100, 500): (0, 0, 0), (900, 500): (146, 146, 146)}),  # 0x9234 / 257 = 145.6
         Case("big JPEG downscaled to 1024", encode(solid((90, 90, 90), (2400, 1600)), "JPEG"),
              "big.jpg", (1024, 683), {(500, 300): (90, 90, 90)}, 3),
     ]

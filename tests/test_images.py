@@ -518,3 +518,67 @@ def test_load_image_file(tmp_path):
         load_image_file(tmp_path / "notes.png")
     with pytest.raises(ImageError, match="limit is"):
         load_image_file(path, max_bytes=10)
+
+
+# ---------------------------------------------------------------------------
+# Decoded size: checked from the header, big images reduced before conversion
+# ---------------------------------------------------------------------------
+
+
+def test_16_bit_6300_png_is_reduced_without_full_size_float_copies():
+    """The issue's 16-bit 6300x6300 PNG: four float64 copies at full size took 1.3 GB.
+    Now it is box-reduced in its own mode before the 8-bit conversion: numpy's part of the
+    peak (tracemalloc sees numpy's buffers, not PIL's) is that of the reduced image."""
+    import tracemalloc
+
+    from hostile_corpus import deep_png
+
+    data = deep_png(6300, channels=1, left=0, right=0x9234)
+    tracemalloc.start()
+    try:
+        loaded = load_upload(data)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    # reduced to 2100x2100 (factor 3) first: its float64 copy is 34 MB; one at full size
+    # would be 303 MB (the old code made four: 1.2 GB)
+    assert peak < 96 * 2**20, peak / 2**20
+    assert loaded.size == (1024, 1024) and loaded.info["source_size"] == (6300, 6300)
+    assert pixel(loaded, (100, 500)) == (0, 0, 0)
+    assert pixel(loaded, (900, 500)) == (146, 146, 146)  # 0x9234 / 257 = 145.6
+
+
+def test_decoded_size_is_refused_from_the_header_before_decoding(monkeypatch):
+    """Pixels x the bytes a pixel takes decoded (2 for 16-bit grayscale, 1 for 8-bit, 4 for
+    RGB): over the limit, refused in words and the decoder never runs."""
+    from PIL import ImageFile
+
+    decodes = []
+    real_load = ImageFile.ImageFile.load  # what PIL's PNG reader decodes with
+    monkeypatch.setattr(ImageFile.ImageFile, "load",
+                        lambda self: decodes.append(self.size) or real_load(self))
+    deep = encode(Image.fromarray(np.zeros((3000, 2000), np.uint16)), "PNG")  # 12 MB decoded
+    with pytest.raises(ImageError) as refused:
+        load_upload(deep, max_decoded_bytes=10 * 2**20)
+    assert str(refused.value) == (
+        "The 16-bit image is 2000x3000 pixels and would take 11.4 MB of memory to open; the "
+        "limit is 10 MB. Make it smaller and upload it again.")
+    assert decodes == []
+    assert load_upload(deep, max_decoded_bytes=12_000_000).size == (683, 1024)
+    assert set(decodes) == {(2000, 3000)}  # the hook sees a decode when there is one
+    gray = encode(solid(9, (3000, 2000), "L"), "PNG")  # 6 MB: 1 byte a pixel
+    assert load_upload(gray, max_decoded_bytes=6_000_000).size == (1024, 683)
+    rgb = encode(solid((9, 9, 9), (3000, 2000)), "PNG")  # 24 MB: PIL holds RGB in 4 bytes
+    with pytest.raises(ImageError, match="22.9 MB"):
+        load_upload(rgb, max_decoded_bytes=24_000_000 - 1)
+
+
+def test_a_reduced_image_keeps_its_exif_orientation_and_transparency():
+    stored = solid((0, 0, 255, 255), (4400, 2200), "RGBA")
+    stored.paste((255, 0, 0, 0), (0, 0, 2200, 2200))  # left half: transparent
+    exif = Image.Exif()
+    exif[0x0112] = 6  # shown turned a quarter clockwise
+    loaded = load_upload(encode(stored, "PNG", exif=exif.tobytes()))
+    assert loaded.size == (512, 1024) and loaded.info["source_size"] == (2200, 4400)
+    assert pixel(loaded, (256, 100)) == (255, 255, 255)  # the transparent half, on white, on top
+    assert pixel(loaded, (256, 900)) == (0, 0, 255)

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .budget import OverBudget
 from .cache import cache_key
 from .capture import CaptureError, shared_forwards, shared_outputs
 from .cli.common import run_meta
@@ -51,6 +52,7 @@ class MethodRun:
     partial_backwards: int = 0  # short backward passes inside the model (LeGrad: block score
     # to its own attention), counted by the method's hooks on those tensors
     error: str | None = None
+    over_budget: bool = False  # refused by the server's budget (xai_core.budget), no pass run
 
     @property
     def ok(self) -> bool:
@@ -163,7 +165,7 @@ def run_method(model, image, name: str, target: int | None, head=None,
         except Cancelled:
             raise
         except (CaptureError, OptionError, TargetError, ValueError) as error:
-            run.error = str(error)
+            run.error, run.over_budget = str(error), isinstance(error, OverBudget)
             raise _Failed(run) from None
         except Exception as error:  # a bug in one method must not take the whole page down
             run.error = f"the method failed ({type(error).__name__}: {error})"

@@ -161,6 +161,13 @@ _DAMAGED = (
     "Try saving it again as PNG or JPEG."
 )
 _HIGH_BIT_DEPTH_MODES = ("I;16", "I;16L", "I;16B", "I;16N", "I", "F")
+# Bytes per pixel PIL holds for a decoded mode (its one-byte and 16-bit modes; every other
+# mode, 16-bit RGB(A) PNGs included, is held in 4 bytes a pixel).
+_MODE_BYTES = {"1": 1, "L": 1, "P": 1, "I;16": 2, "I;16L": 2, "I;16B": 2, "I;16N": 2}
+# The most one upload may take decoded: 40 megapixels at 4 bytes (about 153 MB). A decoded
+# image is reduced (a box average, PIL's `reduce` in `resize`) while it is still at least
+# twice `max_side`, before any conversion makes copies of it.
+MAX_DECODED_BYTES = 160 * 2**20
 
 # warnings.catch_warnings swaps a process-wide filter list (not thread-safe before
 # Python 3.14); serialising our own uses keeps concurrent uploads from restoring
@@ -173,9 +180,14 @@ def load_upload(
     max_bytes: int = 10 * 2**20,
     max_pixels: int = 40_000_000,
     max_side: int = 1024,
+    max_decoded_bytes: int = MAX_DECODED_BYTES,
 ) -> Image.Image:
     """Validate uploaded bytes and return a new RGB image, longer side <= max_side.
 
+    The decoded size (pixels x the bytes a pixel of its mode takes, 16-bit included) is
+    checked from the header before anything is decoded; a big JPEG is decoded at 1/2-1/8
+    scale and any big image reduced right after decoding, so a 6300x6300 16-bit PNG adds
+    about its decoded size (bench/bench_upload.py), not ten times it.
     `info["source_size"]` keeps the file's own (width, height), upright, so a page can
     say how big the photo was before it was shrunk."""
     if not isinstance(data, (bytes, bytearray, memoryview)):
@@ -187,7 +199,7 @@ def load_upload(
         raise ImageError(
             f"The file is {_megabytes(len(data))}; the limit is {_megabytes(max_bytes)}."
         )
-    image, source_size = _decode_first_frame(data, max_pixels, max_side)
+    image, source_size = _decode_first_frame(data, max_pixels, max_side, max_decoded_bytes)
     image = shrink_to(_to_rgb(image), max_side)
     image.info["source_size"] = source_size
     return image
@@ -217,9 +229,10 @@ def load_image_file(
     return load_upload(data, max_bytes=max_bytes, max_pixels=max_pixels, max_side=max_side)
 
 
-def _decode_first_frame(data: bytes, max_pixels: int,
-                        max_side: int) -> tuple[Image.Image, tuple[int, int]]:
-    """Open, check the header, decode the first frame fully, apply EXIF orientation.
+def _decode_first_frame(data: bytes, max_pixels: int, max_side: int,
+                        max_decoded_bytes: int) -> tuple[Image.Image, tuple[int, int]]:
+    """Open, check the header (pixels, decoded bytes), decode the first frame (a JPEG at
+    reduced scale), reduce it while it is over twice `max_side`, apply EXIF orientation.
     Returns the image and the file's own (width, height), upright.
 
     Every decoder failure becomes an ImageError: PIL raises OSError, SyntaxError,
@@ -232,10 +245,13 @@ def _decode_first_frame(data: bytes, max_pixels: int,
                 _check_dimensions(image.size, max_pixels)  # before any pixel is decoded
                 source_size = image.size
                 _request_reduced_jpeg_decode(image, max_side)
+                _check_decoded_bytes(image, max_decoded_bytes)  # the draft's size, if any
                 image.load()
                 _check_dimensions(image.size, max_pixels)  # GIF frames may grow the canvas
-                upright = ImageOps.exif_transpose(image)  # a new, fully loaded image
-                if upright.size != image.size:  # turned a quarter
+                _check_decoded_bytes(image, max_decoded_bytes)
+                reduced = _reduce_large(image, max_side)
+                upright = ImageOps.exif_transpose(reduced)  # a new, fully loaded image
+                if upright.size != reduced.size:  # turned a quarter
                     source_size = source_size[::-1]
                 return upright, source_size
         except ImageError:
@@ -269,6 +285,47 @@ def _check_dimensions(size: tuple[int, int], max_pixels: int) -> None:
         )
 
 
+def decoded_bytes(image: Image.Image) -> int:
+    """The bytes PIL will hold for `image` decoded, from its header's size and mode."""
+    return image.width * image.height * _MODE_BYTES.get(image.mode, 4)
+
+
+def _check_decoded_bytes(image: Image.Image, max_decoded_bytes: int) -> None:
+    needed = decoded_bytes(image)
+    if needed > max_decoded_bytes:
+        depth = "16-bit " if image.mode.startswith("I;16") else ""
+        raise ImageError(
+            f"The {depth}image is {image.width}x{image.height} pixels and would take "
+            f"{_megabytes(needed)} of memory to open; the limit is "
+            f"{_megabytes(max_decoded_bytes)}. Make it smaller and upload it again."
+        )
+
+
+def _reduce_large(image: Image.Image, max_side: int) -> Image.Image:
+    """A decoded image over twice `max_side`, box-averaged by a whole factor to between
+    two and four times `max_side`, in its own mode, strip by strip: converting or resizing
+    it whole would copy it at full size (PIL premultiplies RGBA into a second full-size
+    image). Its EXIF travels along for the orientation. The same image when not that large."""
+    factor = max(image.size) // (2 * max_side)
+    if factor < 2:
+        return image
+    width, height = (max(1, side // factor) for side in image.size)
+    if image.mode in ("1", "P"):  # one byte a pixel, resampled by nearest neighbour anyway
+        reduced = image.resize((width, height), Image.Resampling.NEAREST)
+    else:
+        reduced = Image.new(image.mode, (width, height))
+        rows = 64  # output rows per strip
+        for top in range(0, height, rows):
+            bottom = min(top + rows, height)
+            strip = image.crop((0, top * factor, width * factor, bottom * factor))
+            reduced.paste(strip.resize((width, bottom - top), Image.Resampling.BOX), (0, top))
+    reduced.info.update(image.info)
+    exif = image.getexif()
+    if exif:
+        reduced.info["exif"] = exif.tobytes()
+    return reduced
+
+
 def _request_reduced_jpeg_decode(image: Image.Image, max_side: int) -> None:
     """Let libjpeg decode big photos at 1/2, 1/4 or 1/8 scale: far less memory.
 
@@ -299,19 +356,23 @@ def _to_rgb(image: Image.Image) -> Image.Image:
 
 
 def _high_bit_depth_to_grayscale(image: Image.Image) -> Image.Image:
-    """16-bit / 32-bit / float grayscale to 8-bit by scaling, never by clipping."""
-    values = np.asarray(image).astype(np.float64)
-    values = np.nan_to_num(values, nan=0.0, posinf=0.0, neginf=0.0)
+    """16-bit / 32-bit / float grayscale to 8-bit by scaling, never by clipping. One
+    float64 copy, scaled in place (four float64 copies took 1.3 GB for 40 megapixels)."""
+    values = np.array(image, dtype=np.float64)
+    np.nan_to_num(values, copy=False, nan=0.0, posinf=0.0, neginf=0.0)
     low, high = float(values.min()), float(values.max())
     if image.mode.startswith("I;16") or (image.mode == "I" and low >= 0 and high <= 65535):
-        scaled = values / 257.0  # 65535 -> 255 exactly
+        values /= 257.0  # 65535 -> 255 exactly
     elif image.mode == "F" and low >= 0 and high <= 1:
-        scaled = values * 255.0
+        values *= 255.0
     elif high > low:  # unknown range: stretch what is there
-        scaled = (values - low) * (255.0 / (high - low))
+        values -= low
+        values *= 255.0 / (high - low)
     else:
-        scaled = np.full_like(values, np.clip(low, 0, 255))
-    return Image.fromarray(np.clip(np.rint(scaled), 0, 255).astype(np.uint8))
+        values[...] = np.clip(low, 0, 255)
+    np.rint(values, out=values)
+    np.clip(values, 0, 255, out=values)
+    return Image.fromarray(values.astype(np.uint8))
 
 
 def shrink_to(image: Image.Image, max_side: int) -> Image.Image:

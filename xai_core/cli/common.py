@@ -108,18 +108,47 @@ def parse_sets(pairs: list[str]) -> dict[str, str]:
     return options
 
 
-def method_options_model_image(args):
+def method_options_model_image(args, curve: tuple[str, int] | None = None):
     """The method named by --method, its --set options, a model of its family and the image.
-    An option with a bad type or outside a fixed bound is refused before the model loads;
-    one outside a bound the model sets (its last block) right after, before any pass
-    through the model."""
+    An option with a bad type or outside a fixed bound, or passes over the budget (with a
+    faithfulness `curve` (metric, steps) after the method), are refused before the model
+    loads; an option outside a bound the model sets (its last block), or memory over the
+    budget, right after, before any pass through the model."""
+    from .. import budget
     from ..methods import METHODS
     from ..models import get_spec
 
     if args.method not in METHODS:
         raise CliError(f"Unknown method '{args.method}'. Methods: {', '.join(sorted(METHODS))}.")
     method = METHODS[args.method]
+    spec = get_spec(args.model)
     options = method.parse(parse_sets(args.set))
-    method.check_family(get_spec(args.model))
+    method.check_family(spec)
+    values = method.spec_values(options)
+    if curve is None:
+        budget.check(method, values, spec=spec)
+    else:
+        budget.check_curve(method, values, *curve, spec)
     model, image = load_model(args), load_image(args.image)
-    return method, method.resolve(model, options), model, image
+    values = method.resolve(model, options)
+    budget.check(method, values, model=model)  # the memory: before the prediction's pass
+    return method, values, model, image
+
+
+def add_budget_flag(sub) -> None:
+    sub.add_argument("--budget", metavar="PASSES|none",
+                     help="passes one request may run (default: the server's budget, "
+                          "VIT_LENS_BUDGET_PASSES); 'none' lifts the pass and memory limits")
+
+
+def budget_of(args):
+    """The --budget of a command (None: the configured one), refused in one line."""
+    from ..budget import from_flag
+
+    raw = getattr(args, "budget", None)
+    if raw is None:
+        return None
+    try:
+        return from_flag(raw)
+    except ValueError as error:
+        raise CliError(str(error)) from None

@@ -13,8 +13,8 @@ import sys
 import numpy as np
 
 from .benchmark import add_benchmark_command
-from .common import (FAULT, USAGE_ERROR, CliError, emit, labelled, load_image, load_model,
-                     method_options_model_image, run_meta, save_npz)
+from .common import (FAULT, USAGE_ERROR, CliError, add_budget_flag, budget_of, emit, labelled,
+                     load_image, load_model, method_options_model_image, run_meta, save_npz)
 from .metrics import add_metrics_command
 from .warmup import add_health_command, add_warmup_command
 
@@ -127,6 +127,7 @@ def build_parser() -> argparse.ArgumentParser:
     explain.add_argument("--set", action="append", metavar="KEY=VALUE",
                          help="method option; repeatable")
     explain.add_argument("--out", required=True)
+    add_budget_flag(explain)
     for extend in (add_metrics_command, add_benchmark_command, add_warmup_command,
                    add_health_command):
         extend(add)
@@ -142,8 +143,11 @@ def main(argv: list[str] | None = None) -> int:
     from ..models import ModelUnavailableError, UnknownModelError, disk_cache
     from ..pipeline import TargetError
 
+    from ..budget import overriding
+
     try:
-        args.function(args)
+        with overriding(budget_of(args)):
+            args.function(args)
     except (CliError, ImageError, ModelUnavailableError, UnknownModelError, TargetError,
             OptionError, CaptureError) as error:
         print(f"error: {error}", file=sys.stderr)

@@ -5,7 +5,8 @@ Added to the parser by `cli.main`; heavy imports happen only when the command ru
 
 from __future__ import annotations
 
-from .common import CliError, emit, labelled, method_options_model_image, run_meta
+from .common import (CliError, add_budget_flag, emit, labelled, method_options_model_image,
+                     run_meta)
 
 METRIC_CHOICES = ("deletion", "insertion", "pos-perturb", "neg-perturb")
 BASELINE_CHOICES = ("zeros", "blur", "rise-blur", "mean")
@@ -21,6 +22,7 @@ def add_metrics_command(add) -> None:
     sub.add_argument("--target", help="class index or name (default: the top prediction)")
     sub.add_argument("--set", action="append", metavar="KEY=VALUE",
                      help="method option; repeatable")
+    add_budget_flag(sub)
 
 
 def cmd_metrics(args) -> None:
@@ -28,7 +30,7 @@ def cmd_metrics(args) -> None:
     from ..pipeline import resolve_target
 
     check_curve_options(args.metric, args.baseline, args.steps)
-    method, options, model, image = method_options_model_image(args)
+    method, options, model, image = method_options_model_image(args, (args.metric, args.steps))
     if model.head is None:
         raise CliError(f"{model.spec.display_name} has no class score to perturb.")
     target = resolve_target(model, args.target, image)  # metrics always score a class

@@ -33,6 +33,7 @@ from typing import Any, Callable
 import numpy as np
 from PIL import Image
 
+from .. import budget
 from ..cache import BoundedCache, cache_key
 from ..capture import model_layout
 from ..errors import OptionError
@@ -48,6 +49,29 @@ COSTS = {
     "gradient": "one forward and one backward pass",
     "passes": "many forward (and backward) passes; the number grows with its options",
 }
+
+
+@dataclass(frozen=True)
+class Cost:
+    """What one call asks of the model, from its option values and the model's spec alone
+    (no model load, no pass): images sent forward, images sent back, and images in one pass
+    at once - what memory grows with (`xai_core.budget` turns it into bytes and refuses a
+    request over the server's budget). Declare a method's `cost=` as a COSTS key ("forward",
+    "gradient": one image) or, for "passes", as a Cost with the functions of its options."""
+
+    kind: str  # a key of COSTS
+    forwards: Callable[[dict, Any], int] = lambda values, spec: 1
+    backwards: Callable[[dict, Any], int] = lambda values, spec: 0
+    batch: Callable[[dict, Any], int] = lambda values, spec: 1
+    graded: bool = False  # a batch keeps its activations for a backward (much more memory)
+
+    def passes(self, values: dict, spec) -> int:
+        """Image passes through the model: each image forward, and each one back."""
+        return int(self.forwards(values, spec)) + int(self.backwards(values, spec))
+
+
+FIXED_COSTS = {"forward": Cost("forward"),
+               "gradient": Cost("gradient", backwards=lambda values, spec: 1, graded=True)}
 
 THEORY_ROWS = ("Mechanism", "Cost in principle", "Class specificity", "Spatial resolution",
                "Supervision needed", "Best used for")
@@ -252,7 +276,7 @@ class Method:
     summary: str
     convention: str | Callable[[dict], str]  # the words `meta` and the UI show
     theory: Theory
-    cost: str  # a key of COSTS
+    cost: Cost  # what one call asks of the model (`cost=` in the declaration)
     options: tuple[Option, ...]
     compute: Callable[..., ExplainResult]
     off_by_default: str | None = None  # why the comparison page leaves it unticked
@@ -297,6 +321,12 @@ class Method:
             self.check(values, model)
         return values
 
+    def spec_values(self, parsed: dict) -> dict:
+        """`parsed` options with the other options at their defaults, except those only
+        the model knows: what the cost's passes are read from before a model loads."""
+        known = {o.name: o.default for o in self.options if not isinstance(o.default, FromModel)}
+        return {**known, **parsed}
+
     def convention_for(self, values: dict) -> str:
         return self.convention(values) if callable(self.convention) else self.convention
 
@@ -307,6 +337,7 @@ class Method:
         `head` a session's own head; `should_stop` the caller's stop check (ExplainRequest).
         Results are shared: treat them as read-only."""
         values = self.resolve(model, options)
+        budget.check(self, values, model=model)  # refused before any pass
         if self.needs_target:
             head = head_of(model, head)
             target = resolve_target(model, target, image, head)
@@ -328,8 +359,8 @@ class Method:
                     if not isinstance(o.default, FromModel)}
         convention = self.convention_for(defaults)  # at the defaults
         return {"name": self.name, "family": self.family, "needs_target": self.needs_target,
-                "summary": self.summary, "convention": convention, "cost": self.cost,
-                "cost_words": COSTS[self.cost], "off_by_default": self.off_by_default,
+                "summary": self.summary, "convention": convention, "cost": self.cost.kind,
+                "cost_words": COSTS[self.cost.kind], "off_by_default": self.off_by_default,
                 "benchmark_skip": self.benchmark_skip,
                 "theory": self.theory.rows(), "options": [o.describe() for o in self.options]}
 
@@ -338,13 +369,15 @@ METHODS: dict[str, Method] = {}
 
 
 def method(name: str, *, family: str, needs_target: bool, summary: str,
-           convention: str | Callable[[dict], str], theory: Theory, cost: str,
+           convention: str | Callable[[dict], str], theory: Theory, cost: str | Cost,
            options: tuple[Option, ...] = (), off_by_default: str | None = None,
            check: Callable[[dict, Any], None] | None = None, benchmark_skip: str | None = None):
     """Declare and register a method; the decorated function becomes its entry point.
-    The function takes `(request, *, <one keyword per option>)`."""
+    The function takes `(request, *, <one keyword per option>)`; `cost` is "forward",
+    "gradient" or a `Cost` of kind "passes"."""
     def decorate(compute) -> Method:
-        declared = Method(name, family, needs_target, summary, convention, theory, cost,
+        declared = Method(name, family, needs_target, summary, convention, theory,
+                          FIXED_COSTS.get(cost, cost),
                           tuple(options), compute, off_by_default, check, benchmark_skip)
         _check_declaration(declared)
         existing = METHODS.get(name)
@@ -360,8 +393,9 @@ def _check_declaration(declared: Method) -> None:
     """Mistakes in a declaration fail at import, not in front of a class."""
     if declared.family not in FAMILIES:
         raise ValueError(f"{declared.name}: family must be one of {FAMILIES}.")
-    if declared.cost not in COSTS:
-        raise ValueError(f"{declared.name}: cost must be one of {tuple(COSTS)}.")
+    if not isinstance(declared.cost, Cost) or declared.cost.kind not in COSTS:
+        raise ValueError(f"{declared.name}: cost must be one of {tuple(FIXED_COSTS)} or a "
+                         f"Cost of kind 'passes'.")
     keywords = {p.name for p in inspect.signature(declared.compute).parameters.values()
                 if p.kind is inspect.Parameter.KEYWORD_ONLY}
     names = [option.name for option in declared.options]

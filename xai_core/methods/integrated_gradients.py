@@ -9,7 +9,7 @@ score(x) - score(x') up to the quadrature error Captum reports as the convergenc
 from __future__ import annotations
 
 from .attribution import REFERENCE, REFERENCE_NAMES, attribute, reference_pixels, sum_channels
-from .base import ANY_FAMILY, ExplainRequest, ExplainResult, Int, Theory, method
+from .base import ANY_FAMILY, Cost, ExplainRequest, ExplainResult, Int, Theory, method
 
 THEORY = (
     "Averages the class-score gradient along a straight path from a reference image to the "
@@ -27,7 +27,14 @@ def _convention(values: dict) -> str:
             "class score); map = attributions summed over colour channels (signed, raw)")
 
 
-@method("integrated-gradients", family=ANY_FAMILY, needs_target=True, cost="passes",
+# `steps` path points forward and back, `batch` of them at once; Captum's convergence delta
+# adds one forward of the input and one of the reference.
+COST = Cost("passes", forwards=lambda values, spec: values["steps"] + 2,
+            backwards=lambda values, spec: values["steps"],
+            batch=lambda values, spec: min(values["batch"], values["steps"]), graded=True)
+
+
+@method("integrated-gradients", family=ANY_FAMILY, needs_target=True, cost=COST,
         theory=Theory(*THEORY), convention=_convention,
         off_by_default="one forward and backward pass per path step (32): seconds on a CPU",
         summary="Integrated Gradients through Captum (--set steps=N reference=zeros|black|"

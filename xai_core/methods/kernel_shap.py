@@ -13,7 +13,7 @@ import numpy as np
 
 from .attribution import (CNN_CELL, REFERENCE, REFERENCE_NAMES, SEED, attribute, cell_mask,
                           cell_size, reference_pixels)
-from .base import ANY_FAMILY, ExplainRequest, ExplainResult, Int, Theory, method
+from .base import ANY_FAMILY, Cost, ExplainRequest, ExplainResult, Int, Theory, method
 
 THEORY = (
     "Estimates each superpixel's Shapley value from the class score of many random "
@@ -38,7 +38,12 @@ def _convention(values: dict) -> str:
             "superpixel, raw")
 
 
-@method("kernel-shap", family=ANY_FAMILY, needs_target=True, cost="passes",
+# one forward per coalition, `batch` at once, no gradient
+COST = Cost("passes", forwards=lambda values, spec: values["samples"],
+            batch=lambda values, spec: min(values["batch"], values["samples"]))
+
+
+@method("kernel-shap", family=ANY_FAMILY, needs_target=True, cost=COST,
         theory=Theory(*THEORY), convention=_convention,
         off_by_default="one forward pass per sampled coalition: slow on a CPU",
         benchmark_skip="hundreds of forward passes per image; name it to include it",

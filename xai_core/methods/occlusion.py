@@ -9,12 +9,15 @@ the three colour channels), raw.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ..errors import OptionError
 from .attribution import (CNN_CELL, REFERENCE, REFERENCE_NAMES, attribute, cell_size,
                           reference_pixels)
-from .base import ANY_FAMILY, ExplainRequest, ExplainResult, FromModel, Int, Theory, method
+from .base import (ANY_FAMILY, Cost, ExplainRequest, ExplainResult, FromModel, Int, Theory,
+                   method)
 
 THEORY = (
     "Covers one window of the image at a time with a reference and records how much the "
@@ -44,7 +47,24 @@ def _convention(values: dict) -> str:
             "pixel averaged over covering windows, raw")
 
 
-@method("occlusion", family=ANY_FAMILY, needs_target=True, cost="passes",
+def window_positions(values: dict, model_or_spec) -> int:
+    """Captum's count of window positions on the model input: per side
+    ceil((input - window) / stride) + 1, in pixels (the last window may hang over the edge). The cell is read from the loaded model
+    when there is one, else from its spec (the patch side it documents, or CNN_CELL)."""
+    if hasattr(model_or_spec, "module"):
+        cell, size = cell_size(model_or_spec), model_or_spec.spec.input_size
+    else:
+        cell, size = model_or_spec.patch_size or CNN_CELL, model_or_spec.input_size
+    window, stride = values["window"] * cell, values["stride"] * cell
+    return math.prod(max(0, -(-(side - window) // stride)) + 1 for side in size)
+
+
+# one forward per window position (and one of the whole input first), no gradient
+COST = Cost("passes", forwards=lambda values, model: window_positions(values, model) + 1,
+            batch=lambda values, model: min(values["batch"], window_positions(values, model)))
+
+
+@method("occlusion", family=ANY_FAMILY, needs_target=True, cost=COST,
         theory=Theory(*THEORY), convention=_convention,
         off_by_default="one forward pass per window position (196-256): slow on a CPU",
         summary="Occlusion through Captum (--set window=CELLS stride=CELLS reference=... "

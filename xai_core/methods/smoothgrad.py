@@ -9,7 +9,7 @@ generator, so the same options give the same map.
 from __future__ import annotations
 
 from .attribution import SEED, attribute, max_abs_channels
-from .base import ANY_FAMILY, ExplainRequest, ExplainResult, Float, Int, Theory, method
+from .base import ANY_FAMILY, Cost, ExplainRequest, ExplainResult, Float, Int, Theory, method
 
 THEORY = (
     "Averages gradient saliency over noisy copies of the input, which washes out the "
@@ -27,7 +27,13 @@ def _convention(values: dict) -> str:
             "channels (raw)")
 
 
-@method("smoothgrad", family=ANY_FAMILY, needs_target=True, cost="passes",
+# every noisy copy forward and back, `batch` of them at once
+COST = Cost("passes", forwards=lambda values, spec: values["samples"],
+            backwards=lambda values, spec: values["samples"],
+            batch=lambda values, spec: min(values["batch"], values["samples"]), graded=True)
+
+
+@method("smoothgrad", family=ANY_FAMILY, needs_target=True, cost=COST,
         theory=Theory(*THEORY), convention=_convention,
         off_by_default="one forward and backward pass per noisy sample (16): seconds on a CPU",
         summary="SmoothGrad through Captum's NoiseTunnel (--set samples=N noise=F seed=N "

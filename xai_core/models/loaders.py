@@ -10,6 +10,7 @@ from pathlib import Path
 
 import torch
 
+from ..budget import activation_elements
 from ..faults import ModelLock, raise_if_out_of_memory
 from ..locks import FairLock
 from ..result_store import remember_weights
@@ -223,6 +224,8 @@ def get_model(model_id: str, random_weights: bool = False,
         if key not in _models:
             try:
                 _models[key] = _build(model_id, random_weights, device)
+                if _models[key].spec.family in ("vit", "cnn"):  # its memory estimate, once:
+                    activation_elements(_models[key])  # a request over budget waits for none
             except Exception as error:
                 raise_if_out_of_memory(error)
                 raise
