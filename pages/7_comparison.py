@@ -383,8 +383,9 @@ def dataset_view() -> None:
     st.markdown(
         "One image proves little: a method can win on this photo by luck. The benchmark scores "
         "methods on **many images** and reports, per model and metric, the **mean with a "
-        "bootstrap 95 % interval**, the **mean rank** (1 = best on an image) and a comparison "
-        "with a **random map** on the model's own grid - the floor every method must beat. It is "
+        "95 % interval** (Student's t), the **mean rank** (1 = best on an image) and a "
+        "**sign-flip test** against a **random map** on the model's own grid - the floor every "
+        "method must beat - corrected (Holm) for the methods compared at once. It is "
         "the same code as `python -m xai_core benchmark` (load its `results.json` here), and every "
         "value equals what this page computes for one image.")
     source = st.radio("Benchmark results", ["run", "load"], key="cmp_bench_source", horizontal=True,
@@ -452,7 +453,7 @@ def dataset_view() -> None:
             ui.show_figure(ranking_figure(table),
                            key=f"cmp_bench_rank_{table['model']}_{table['metric']}")
             beaten = [e["method"] for e in table["methods"]
-                      if e.get("vs_random", {}).get("verdict") not in (None, "better than random")]
+                      if "vs_random" in e and not e["vs_random"]["better_than_random"]]
             if beaten:
                 st.caption(f"Not better than the random floor on {table['metric']}: "
                            f"{', '.join(beaten)}.")
