@@ -84,3 +84,40 @@ def test_explain_writes_its_stability_to_meta(tmp_path, capsys):
     assert meta["stability"] == pytest.approx(mean_spearman(maps), abs=1e-12)
     saved = json.loads(str(np.load(out)["meta"]))
     assert saved["stability"] == meta["stability"]
+
+
+def test_the_benchmark_records_completeness_and_stability_per_image(tmp_path):
+    from xai_core.benchmark.plan import Settings
+    from xai_core.benchmark.run import run_benchmark
+    from xai_core.benchmark.scoring import random_map
+    from xai_core.images import load_sample
+    from xai_core.models import get_model
+
+    settings = Settings(models=("efficientnet-lite0",), images="sample:coffee,rocket",
+                        methods=("integrated-gradients", "saliency"), metrics=("deletion",),
+                        steps=2, stability=True)
+    summary = run_benchmark(settings, tmp_path, progress_bar=False)
+    rows = {(r["image"], r["method"]): r
+            for r in json.loads((tmp_path / "results.json").read_text())["rows"]}
+    model = get_model("efficientnet-lite0")
+    for name in ("coffee", "rocket"):
+        image = load_sample(name)
+        ig = rows[(f"sample:{name}", "integrated-gradients")]
+        expected = METHODS["integrated-gradients"](model, image, target=ig["target"])
+        assert ig["completeness_error"] == pytest.approx(
+            expected.meta["completeness_error"], rel=1e-6)
+        assert ig["stability"] == 1.0 and rows[(f"sample:{name}", "saliency")]["stability"] == 1.0
+        floors = [random_map(model, f"sample:{name}", s) for s in (0, 1, 2)]
+        assert rows[(f"sample:{name}", "random")]["stability"] == pytest.approx(
+            mean_spearman(floors), abs=1e-12)
+        assert "completeness_error" not in rows[(f"sample:{name}", "saliency")]
+    entry = next(e for e in summary["tables"][0]["methods"]
+                 if e["method"] == "integrated-gradients")
+    assert entry["completeness_error"] == pytest.approx(np.mean(
+        [rows[(f"sample:{n}", "integrated-gradients")]["completeness_error"]
+         for n in ("coffee", "rocket")]))
+    # a folder with the column is not resumed without it (nor the other way round)
+    code = main(["benchmark", "--model", "efficientnet-lite0", "--images", "sample:coffee",
+                 "--methods", "saliency", "--metrics", "deletion", "--steps", "2",
+                 "--out", str(tmp_path)])
+    assert code == 2
