@@ -537,8 +537,12 @@ def dataset_view() -> None:
             beaten = [e["method"] for e in table["methods"]
                       if "vs_random" in e and not e["vs_random"]["better_than_random"]]
             if beaten:
-                st.caption(f"Not better than the random floor on {table['metric']}: "
+                st.caption(f"Not shown better than the random floor on {table['metric']}: "
                            f"{', '.join(beaten)}.")
+            ties = bench_summary.rank_tie_groups(table["methods"])
+            if ties:
+                st.caption("Rank intervals overlap, so the data do not support the order "
+                           "within: " + "; ".join(" = ".join(g) for g in ties) + ".")
         curves = bench_summary.mean_curves(bench_rows, bench_settings.steps)
         for model_id in sorted({model for model, _ in curves}):
             ui.show_figure(mean_curves_figure(curves, model_id),

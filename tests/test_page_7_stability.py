@@ -50,3 +50,35 @@ def test_stability_row_greyed_map_and_completeness_note():
     greyed = [t for t in matrix["data"] if t.get("coloraxis") == "coloraxis2"]
     assert [t["name"] for t in greyed] == ["kernel-shap (samples=10)"]
     assert pytest.approx(0.3) == greyed[0]["opacity"]
+
+
+def test_the_data_set_view_names_rank_ties_and_too_few_images():
+    """A results.json of 3 images: no verdict, and the methods whose rank intervals overlap
+    are named (the summary's own groups)."""
+    import json
+
+    from xai_core.benchmark.plan import Settings
+    from xai_core.benchmark.summary import rank_tie_groups, summarise
+
+    values = {"gradcam": [0.9, 0.2, 0.5], "saliency": [0.8, 0.3, 0.4], "random": [0.1, 0.1, 0.6]}
+    rows = [{"image": f"i{k}", "model": "efficientnet-lite0", "method": method,
+             "metric": "insertion", "value": v}
+            for method, vs in values.items() for k, v in enumerate(vs)]
+    settings = Settings(models=("efficientnet-lite0",), metrics=("insertion",))
+    data = json.dumps({"settings": settings.as_dict(), "rows": rows}).encode()
+    table = summarise(rows, settings, 9, 9)["tables"][0]
+    groups = rank_tie_groups(table["methods"])
+    assert groups  # three images cannot order these three methods
+    app = open_app(PAGE, timeout=600, cmp_bench_source="load", image_choice="coffee",
+                   cmp_methods_vit=["attention"], cmp_methods_cnn=["gradcam"],
+                   cmp_view="dataset")
+    app.get("file_uploader")[0].set_value(("results.json", data, "application/json")).run()
+    assert not app.exception, app.exception
+    captions = element_text(app, "caption")
+    assert ("the data do not support the order within: "
+            + "; ".join(" = ".join(g) for g in groups) + ".") in captions
+    compared = [e["method"] for e in table["methods"] if e["method"] != "random"]
+    assert ("Not shown better than the random floor on insertion: "
+            f"{', '.join(compared)}.") in captions
+    verdict = next(e for e in table["methods"] if e["method"] == "gradcam")["vs_random"]
+    assert verdict["verdict"] == "too few images for a verdict (n = 3; 6 needed)"

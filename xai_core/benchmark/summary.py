@@ -236,20 +236,25 @@ def _ranking_line(entry: dict, stability: bool) -> str:
             f"{versus}{failed}")
 
 
-def _rank_ties(entries: list[dict]) -> list[str]:
-    """One line naming the groups of methods whose rank intervals overlap (their order in
-    the table is not supported by the data), or none when every interval stands apart."""
+def rank_tie_groups(entries: list[dict]) -> list[list[str]]:
+    """Groups of methods whose rank intervals overlap (their order in the table is not
+    supported by the data), in table order; each method in one group at most."""
     groups, seen = [], set()
     for entry in entries:
         if entry["method"] in seen or not entry.get("rank_overlaps"):
             continue
         group = [entry["method"]] + [m for m in entry["rank_overlaps"] if m not in seen]
         seen.update(group)
-        groups.append(", ".join(group))
+        groups.append(group)
+    return groups
+
+
+def _rank_ties(entries: list[dict]) -> list[str]:
+    groups = rank_tie_groups(entries)
     if not groups:
         return []
     return ["  rank intervals overlap (order not supported by the data): "
-            + "; ".join(f"{{{g}}}" for g in groups)]
+            + "; ".join("{" + ", ".join(g) + "}" for g in groups)]
 
 
 # --- the data-set view (page 7) ---------------------------------------------------------------
