@@ -541,8 +541,9 @@ def dataset_view() -> None:
                            f"{', '.join(beaten)}.")
             ties = bench_summary.rank_tie_groups(table["methods"])
             if ties:
-                st.caption("Rank intervals overlap, so the data do not support the order "
-                           "within: " + "; ".join(" = ".join(g) for g in ties) + ".")
+                st.caption("Rank intervals overlap (~), so the data do not support the order "
+                           "between: " + "; ".join(f"{g[0]} ~ {', '.join(g[1:])}" for g in ties)
+                           + ".")
         curves = bench_summary.mean_curves(bench_rows, bench_settings.steps)
         for model_id in sorted({model for model, _ in curves}):
             ui.show_figure(mean_curves_figure(curves, model_id),

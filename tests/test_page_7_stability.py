@@ -75,8 +75,8 @@ def test_the_data_set_view_names_rank_ties_and_too_few_images():
     app.get("file_uploader")[0].set_value(("results.json", data, "application/json")).run()
     assert not app.exception, app.exception
     captions = element_text(app, "caption")
-    assert ("the data do not support the order within: "
-            + "; ".join(" = ".join(g) for g in groups) + ".") in captions
+    assert ("the data do not support the order between: "
+            + "; ".join(f"{g[0]} ~ {', '.join(g[1:])}" for g in groups) + ".") in captions
     compared = [e["method"] for e in table["methods"] if e["method"] != "random"]
     assert ("Not shown better than the random floor on insertion: "
             f"{', '.join(compared)}.") in captions

@@ -87,16 +87,15 @@ def test_explain_writes_its_stability_to_meta(tmp_path, capsys):
 
 
 def test_the_benchmark_records_completeness_and_stability_per_image(tmp_path):
-    from xai_core.benchmark.plan import Settings
-    from xai_core.benchmark.run import run_benchmark
     from xai_core.benchmark.scoring import random_map
     from xai_core.images import load_sample
     from xai_core.models import get_model
 
-    settings = Settings(models=("efficientnet-lite0",), images="sample:coffee,rocket",
-                        methods=("integrated-gradients", "saliency"), metrics=("deletion",),
-                        steps=2, stability=True)
-    summary = run_benchmark(settings, tmp_path, progress_bar=False)
+    code = main(["benchmark", "--model", "efficientnet-lite0", "--images", "sample:coffee,rocket",
+                 "--methods", "integrated-gradients,saliency", "--metrics", "deletion",
+                 "--steps", "2", "--stability", "--out", str(tmp_path), "--progress", "off"])
+    assert code == 0
+    summary = json.loads((tmp_path / "summary.json").read_text())
     rows = {(r["image"], r["method"]): r
             for r in json.loads((tmp_path / "results.json").read_text())["rows"]}
     model = get_model("efficientnet-lite0")

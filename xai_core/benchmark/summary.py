@@ -237,15 +237,15 @@ def _ranking_line(entry: dict, stability: bool) -> str:
 
 
 def rank_tie_groups(entries: list[dict]) -> list[list[str]]:
-    """Groups of methods whose rank intervals overlap (their order in the table is not
-    supported by the data), in table order; each method in one group at most."""
-    groups, seen = [], set()
-    for entry in entries:
-        if entry["method"] in seen or not entry.get("rank_overlaps"):
-            continue
-        group = [entry["method"]] + [m for m in entry["rank_overlaps"] if m not in seen]
-        seen.update(group)
-        groups.append(group)
+    """[method, the methods below it in the table whose rank intervals overlap its own]
+    for each method that has any: every overlapping pair once, so the order the table shows
+    between them is not supported by the data."""
+    order = [e["method"] for e in entries]
+    groups = []
+    for position, entry in enumerate(entries):
+        below = [m for m in order[position + 1:] if m in (entry.get("rank_overlaps") or ())]
+        if below:
+            groups.append([entry["method"], *below])
     return groups
 
 
@@ -254,7 +254,7 @@ def _rank_ties(entries: list[dict]) -> list[str]:
     if not groups:
         return []
     return ["  rank intervals overlap (order not supported by the data): "
-            + "; ".join("{" + ", ".join(g) + "}" for g in groups)]
+            + "; ".join(f"{g[0]} ~ {', '.join(g[1:])}" for g in groups)]
 
 
 # --- the data-set view (page 7) ---------------------------------------------------------------
