@@ -5,7 +5,8 @@ Each superpixel (a patch on a ViT, a 16-pixel cell on a CNN) is a player; Captum
 fits the Shapley-kernel-weighted linear model whose coefficients are the attributions.
 The map is one coefficient per superpixel, on the cell grid. Slow: one forward pass per
 coalition. At the default 200 samples the map is mostly sampling noise (DINOv2's 256
-players: seed-to-seed Spearman 0.015, `bench/bench_stability.py`), and a map of that size
+players: seed-to-seed Spearman 0.015, and 0.024 at 600 samples; `bench/bench_stability.py`),
+and a map of that size
 already took over a minute on the 2-core CPU, so raising the default cannot give a stable map
 within a minute there: the comparison page leaves it off unless chosen, and says why.
 """
