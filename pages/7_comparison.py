@@ -24,6 +24,8 @@ from xai_core.methods import METHODS, THEORY_ROWS
 from xai_core.metrics.agreement import agreement_matrices
 from xai_core.metrics.faithfulness import (BASELINE_NAMES, BASELINES, MIN_STEPS, faithfulness,
                                           score_kind)
+from xai_core.methods.integrated_gradients import COMPLETENESS_LIMIT
+from xai_core.metrics.stability import UNSTABLE_BELOW, is_seeded, seed_stability
 
 st.title("7 · Comparison matrix")
 st.markdown(
@@ -110,6 +112,16 @@ def theory_view() -> None:
                        run.options_text() if run else "-",
                        run.cost_text() if run else "did not run here (see the warning above)",
                        "x".join(map(str, run.map.shape)) if run else "-"]
+    measure = st.checkbox(
+        "Measure seed stability", key=STABILITY,
+        help="Runs every method that draws random numbers (KernelSHAP, SmoothGrad...) at two "
+             "more seeds and reports the mean Spearman rank correlation of the three maps: "
+             "1 = the seed changes nothing. Costs two more runs of each such method.")
+    stability = seed_stabilities() if measure else {}
+    if measure:
+        table_rows.append("Measured here: seed stability")
+        for name in table:
+            table[name].append(stability_text(stability, name))
     ui.text_table(pd.DataFrame(table, index=table_rows))
 
     st.header("2 · The practical matrix")
@@ -117,21 +129,91 @@ def theory_view() -> None:
         "Each map is scaled to its own minimum (0) and maximum (1) and all share one colour "
         "scale: raw values differ by orders of magnitude between methods, so compare shapes "
         "and ranks, not heights.")
-    figure = matrix_figure()
+    figure = matrix_figure(stability)
     if figure is not None:
         ui.show_figure(figure, key="cmp_matrix")
+    for (family, label), rho in unstable_maps(stability).items():
+        st.warning(f"**{FAMILY_LABEL[family]} {label}** is greyed out: this map mostly reflects "
+                   f"its random samples (seed-to-seed rank correlation {rho:.2f}); raise samples.")
+    completeness_notes()
 
 
-def matrix_figure():
-    """The practical matrix: every map of every model over its input (None without maps)."""
-    rows = []
+STABILITY = "cmp_stability"
+
+
+def seed_stabilities() -> dict:
+    """(family, method) -> the seed stability of each map that ran (cached runs)."""
+    found = {}
+    with ui.friendly_errors():
+        for section in sections:
+            for run in section.runs:
+                if run.ok:
+                    found[(section.model.spec.family, run.name)] = seed_stability(
+                        METHODS[run.name], section.model, image, target=run.target,
+                        head=state.session_head(section.model), should_stop=ui.stop_check(),
+                        **run.options)["stability"]
+    return found
+
+
+def stability_text(stability: dict, name: str) -> str:
+    """One method's seed stability on each model it ran on, in words."""
+    if not is_seeded(METHODS[name]):
+        return "1 (no random draws)"
+    values = [(FAMILY_LABEL[family], value) for (family, method), value in stability.items()
+              if method == name]
+    return " · ".join(f"{model}: " + ("undefined (a constant map)" if value is None
+                                      else f"{value:.2f}") for model, value in values) or "-"
+
+
+def unstable_maps(stability: dict) -> dict:
+    """(family, map label) -> stability, for the maps below UNSTABLE_BELOW."""
+    return {(s.model.spec.family, r.label): stability[(s.model.spec.family, r.name)]
+            for s in sections for r in s.runs
+            if r.ok and stability.get((s.model.spec.family, r.name)) is not None
+            and stability[(s.model.spec.family, r.name)] < UNSTABLE_BELOW}
+
+
+def completeness_notes() -> None:
+    """Integrated Gradients promises that its map adds up to f(x) - f(reference): say how
+    far it misses, and what to change when it misses by more than COMPLETENESS_LIMIT."""
+    for section in sections:
+        for run in section.runs:
+            error = run.meta.get("completeness_error") if run.ok else None
+            if run.name != "integrated-gradients" or not run.ok:
+                continue
+            family = FAMILY_LABEL[section.model.spec.family]
+            change, steps = run.meta["score_change"], run.options["steps"]
+            if error is None:
+                st.caption(f"{family} Integrated Gradients: the score does not change from the "
+                           "reference, so there is nothing for the attributions to add up to.")
+            elif error > COMPLETENESS_LIMIT:
+                st.warning(
+                    f"{family} Integrated Gradients: the attributions miss the score change "
+                    f"f(x) - f(reference) = {change:.4g} by {error:.1%} (Captum's convergence "
+                    f"delta {run.meta['convergence_delta']:.3g} at {steps} steps), more than "
+                    f"{COMPLETENESS_LIMIT:.0%}: the map does not add up. Raise **steps** under "
+                    "'Change the methods' options' above (the error shrinks as steps grow).")
+            else:
+                st.caption(f"{family} Integrated Gradients: the attributions add up to the score "
+                           f"change f(x) - f(reference) = {change:.4g} within {error:.1%} "
+                           f"(convergence delta {run.meta['convergence_delta']:.3g}, {steps} "
+                           "steps).")
+
+
+def matrix_figure(stability: dict | None = None):
+    """The practical matrix: every map of every model over its input (None without maps);
+    the maps below UNSTABLE_BELOW in `stability` greyed out."""
+    rows, greyed = [], {}
+    unstable = unstable_maps(stability or {})
     for section in sections:
         model_image = pipeline.prepare(section.model, image).model_image
         maps = [(r.label, r.map) for r in section.runs if r.ok]
+        greyed |= {(len(rows), label): rho for (family, label), rho in unstable.items()
+                   if family == section.model.spec.family}
         if maps:
             rows.append((f"{FAMILY_LABEL[section.model.spec.family]}: "
                          f"{literal.figure(section.target_label[:24])}", model_image, maps))
-    return practical_matrix(rows) if rows else None
+    return practical_matrix(rows, greyed=greyed) if rows else None
 
 
 def faithfulness_curves(faith: dict, bar=None) -> list[str]:
@@ -388,8 +470,9 @@ def dataset_view() -> None:
     st.markdown(
         "One image proves little: a method can win on this photo by luck. The benchmark scores "
         "methods on **many images** and reports, per model and metric, the **mean with a "
-        "bootstrap 95 % interval**, the **mean rank** (1 = best on an image) and a comparison "
-        "with a **random map** on the model's own grid - the floor every method must beat. It is "
+        "95 % interval** (Student's t), the **mean rank** (1 = best on an image) and a "
+        "**sign-flip test** against a **random map** on the model's own grid - the floor every "
+        "method must beat - corrected (Holm) for the methods compared at once. It is "
         "the same code as `python -m xai_core benchmark` (load its `results.json` here), and every "
         "value equals what this page computes for one image.")
     source = st.radio("Benchmark results", ["run", "load"], key="cmp_bench_source", horizontal=True,
@@ -458,10 +541,15 @@ def dataset_view() -> None:
             ui.show_figure(ranking_figure(table),
                            key=f"cmp_bench_rank_{table['model']}_{table['metric']}")
             beaten = [e["method"] for e in table["methods"]
-                      if e.get("vs_random", {}).get("verdict") not in (None, "better than random")]
+                      if "vs_random" in e and not e["vs_random"]["better_than_random"]]
             if beaten:
-                st.caption(f"Not better than the random floor on {table['metric']}: "
+                st.caption(f"Not shown better than the random floor on {table['metric']}: "
                            f"{literal.text(', '.join(beaten))}.")
+            ties = bench_summary.rank_tie_groups(table["methods"])
+            if ties:
+                groups = "; ".join(f"{g[0]} ~ {', '.join(g[1:])}" for g in ties)
+                st.caption("Rank intervals overlap (~), so the data do not support the order "
+                           f"between: {literal.text(groups)}.")
         curves = bench_summary.mean_curves(bench_rows, bench_settings.steps)
         for model_id in sorted({model for model, _ in curves}):
             ui.show_figure(mean_curves_figure(curves, model_id),

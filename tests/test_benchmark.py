@@ -15,13 +15,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 from PIL import Image
+from scipy import stats as scipy_stats
 
 from xai_core.maps import upsample
 from xai_core.metrics.agreement import spearman
 from xai_core.metrics.faithfulness import faithfulness
 from xai_core.benchmark.plan import Settings
 from xai_core.benchmark.run import read_units, run_benchmark
-from xai_core.benchmark.summary import bootstrap_interval, mean_ranks
+from xai_core.benchmark.statistics import t_interval
+from xai_core.benchmark.summary import mean_ranks
 from xai_core.cli.main import main
 from xai_core.images import fit_to_model, model_input_box
 from xai_core.metrics.faithfulness import CURVE_CACHE
@@ -109,8 +111,9 @@ def test_summary_matches_an_independent_recomputation(local_run):
     for method in ("attention", "gae", "random"):
         values = [float(r["value"]) for r in rows if r["method"] == method]
         assert by_method[method]["mean"] == pytest.approx(np.mean(values))
-        low, high = by_method[method]["interval"]
-        assert min(values) - 1e-12 <= low <= np.mean(values) <= high <= max(values) + 1e-12
+        expected = scipy_stats.t.interval(0.95, len(values) - 1, loc=np.mean(values),
+                                          scale=scipy_stats.sem(values))
+        assert by_method[method]["interval"] == pytest.approx(list(expected), abs=1e-12)
     # ranks by hand: per image, sort the three deletion AUCs ascending (lower is better)
     ranks = {m: [] for m in ("attention", "gae", "random")}
     for image in ("sample:coffee", "sample:chelsea"):
@@ -123,15 +126,14 @@ def test_summary_matches_an_independent_recomputation(local_run):
         ranks, key=lambda m: (np.mean(ranks[m]), m))
 
 
-def test_bootstrap_interval_and_ranks_against_closed_forms():
-    assert bootstrap_interval(np.array([0.3, 0.3, 0.3]), seed=1) == (0.3, 0.3)
+def test_t_interval_and_ranks_against_closed_forms():
+    assert t_interval(np.array([0.3, 0.3, 0.3])) == (0.3, 0.3)
     rng = np.random.default_rng(5)
     values = rng.normal(2.0, 1.0, size=400)
-    low, high = bootstrap_interval(values, seed=2)
-    half_width = 1.96 * values.std(ddof=1) / math.sqrt(values.size)  # normal approximation
-    assert (high - low) / 2 == pytest.approx(half_width, rel=0.1)
-    assert (low + high) / 2 == pytest.approx(values.mean(), abs=0.02)
-    assert bootstrap_interval(values, seed=2) == (low, high)  # seeded
+    low, high = t_interval(values)
+    half_width = 1.966 * values.std(ddof=1) / math.sqrt(values.size)  # t(399) quantile
+    assert (high - low) / 2 == pytest.approx(half_width, rel=1e-3)
+    assert (low + high) / 2 == pytest.approx(values.mean(), abs=1e-12)
     ranks = mean_ranks({"a": {"x": 1.0, "y": 3.0}, "b": {"x": 1.0, "y": 2.0},
                         "c": {"x": 0.5, "y": float("nan")}}, higher_is_better=False)
     # image x: c=1, a=b=2.5 (tie); image y (c missing): b=1, a=2

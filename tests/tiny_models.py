@@ -17,9 +17,11 @@ from xai_core.models import LoadedModel, ModelSpec
 SIZE = 64  # model input side: 4x4 patches of 16 px
 
 
-def tiny_vit(model_id: str, knn: bool) -> LoadedModel:
+def tiny_vit(model_id: str, knn: bool, patch: int = 16, depth: int = 3) -> LoadedModel:
+    """`patch` 4 gives 16x16 = 256 patches, as many superpixels as DINOv2's grid."""
     torch.manual_seed(0)
-    module = timm.create_model("vit_tiny_patch16_224", pretrained=False, img_size=SIZE, depth=3,
+    module = timm.create_model("vit_tiny_patch16_224", pretrained=False, img_size=SIZE,
+                               depth=depth, patch_size=patch,
                                num_classes=0 if knn else 10).eval()
     for parameter in module.parameters():
         parameter.requires_grad_(False)

@@ -86,10 +86,14 @@ class Settings:
     boxes: str | None = None
     seed: int = 0
     random_weights: bool = False
+    stability: bool = False  # also each map's seed stability (two more runs of a seeded one)
 
     def value_fields(self) -> dict:
-        return {"steps": self.steps, "baseline": self.baseline, "seed": self.seed,
-                "random_weights": self.random_weights}
+        fields = {"steps": self.steps, "baseline": self.baseline, "seed": self.seed,
+                  "random_weights": self.random_weights}
+        if self.stability:  # a folder's rows all carry the column, or none does
+            fields["with_stability"] = True
+        return fields
 
     def as_dict(self) -> dict:
         return asdict(self)

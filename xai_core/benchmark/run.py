@@ -27,7 +27,8 @@ from .plan import (ImageItem, Settings, check_settings, list_images, methods_for
                    read_boxes)
 
 CSV_COLUMNS = ("image", "model", "method", "metric", "value", "target", "target_label",
-               "score_kind", "steps", "baseline", "seed", "random_weights", "error", "method_ms")
+               "score_kind", "steps", "baseline", "seed", "random_weights", "error", "method_ms",
+               "stability", "completeness_error")
 SETTINGS_FILE = "settings.json"
 MAX_IMAGES_PER_TASK = 8
 Unit = tuple[str, str, str]  # image id, model id, method
@@ -116,8 +117,9 @@ def check_folder(out_dir: Path, settings: Settings) -> None:
     if path.is_file():
         before = json.loads(path.read_text()).get("value_fields", {})
         if before and before != settings.value_fields():
-            changed = ", ".join(f"{k} {before.get(k)} -> {v}"
-                                for k, v in settings.value_fields().items() if before.get(k) != v)
+            now = settings.value_fields()
+            changed = ", ".join(f"{k} {before.get(k)} -> {now.get(k)}"
+                                for k in {**before, **now} if before.get(k) != now.get(k))
             raise OptionError(f"{out_dir} holds a run with other settings ({changed}); "
                               "use another --out folder.")
         return

@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import hashlib
+import math
 import threading
 import time
 
@@ -24,6 +25,8 @@ from ..maps import min_max, upsample
 from ..metrics.agreement import spearman
 from ..metrics.faithfulness import class_scorer, faithfulness, score_kind
 from ..metrics.localisation import energy_in_boxes, pointing_hit
+from ..metrics.stability import mean_pairwise_spearman, seed_stability, stability_seeds
+from ..methods import METHODS
 from ..pipeline import head_of, prepare, resolve_target
 from ..rng import seeded
 from .plan import BOX_METRICS, CURVE_METRICS, RANDOM_METHOD, ImageItem, Settings, load_item
@@ -39,8 +42,12 @@ def unit_rows(settings: Settings, item: ImageItem, model, method: str,
             "target_label": model.class_names[target],
             "score_kind": score_kind(model), **settings.value_fields()}
     started = time.perf_counter()
-    saliency, error = method_map(model, image, method, target, item, settings.seed)
+    saliency, error, meta = method_map(model, image, method, target, item, settings.seed)
     method_ms = (time.perf_counter() - started) * 1000
+    if "completeness_error" in meta:  # Integrated Gradients: how far it misses adding up
+        base["completeness_error"] = meta["completeness_error"]
+    if settings.stability and saliency is not None:
+        base["stability"] = map_stability(model, image, method, target, item, settings.seed)
     rows = []
     for metric in settings.metrics:
         row = {**base, "metric": metric, "value": float("nan"), "error": error,
@@ -56,11 +63,22 @@ def unit_rows(settings: Settings, item: ImageItem, model, method: str,
 
 
 def method_map(model, image, method: str, target: int, item: ImageItem, seed: int):
-    """(map, None) or (None, why not)."""
+    """(map, None, the method's meta) or (None, why not, {})."""
     if method == RANDOM_METHOD:
-        return random_map(model, item.id, seed), None
+        return random_map(model, item.id, seed), None, {}
     run = run_method(model, image, method, target)
-    return (run.map, None) if run.ok else (None, run.error)
+    return (run.map, None, run.meta) if run.ok else (None, run.error, {})
+
+
+def map_stability(model, image, method: str, target: int, item: ImageItem, seed: int
+                  ) -> float | None:
+    """The map's seed stability (`metrics.stability`) at the method's default options; the
+    random floor's over the run's seed and the next two."""
+    if method == RANDOM_METHOD:
+        maps = [random_map(model, item.id, s) for s in stability_seeds(seed)]
+        value = mean_pairwise_spearman(maps)
+        return value if math.isfinite(value) else None
+    return seed_stability(METHODS[method], model, image, target=target)["stability"]
 
 
 def metric_value(settings: Settings, model, image, item, method, saliency, target, metric,
@@ -74,7 +92,7 @@ def metric_value(settings: Settings, model, image, item, method, saliency, targe
         return {"value": road_score(model, image, saliency, target, settings.seed)}
     if metric == "randomisation":
         twin = randomised_twin(model, settings.seed)
-        other, error = method_map(twin, image, method, target, item, settings.seed)
+        other, error, _ = method_map(twin, image, method, target, item, settings.seed)
         if other is None:
             raise ValueError(f"on the randomised model: {error}")
         return {"value": spearman(saliency, other)}

@@ -9,7 +9,7 @@ METRIC_HELP = ("deletion, insertion, pos-perturb, neg-perturb, road, randomisati
 
 def add_benchmark_command(add) -> None:
     sub = add("benchmark", cmd_benchmark, "methods x images x metrics -> results.csv/json and a "
-                                          "ranked summary with bootstrap intervals",
+                                          "ranked summary with t intervals and sign-flip tests",
               image=False)
     sub.add_argument("--model", action="append", metavar="ID",
                      help="model id, repeatable (default: dinov2-s14 and efficientnet-lite0)")
@@ -26,6 +26,9 @@ def add_benchmark_command(add) -> None:
     sub.add_argument("--backend", default="local", choices=("local", "ray"))
     sub.add_argument("--address", help="Ray cluster address (auto = the local `ray start`)")
     sub.add_argument("--shard", help="i/n: only every n-th image from the i-th (0-based)")
+    sub.add_argument("--stability", action="store_true",
+                     help="also each map's seed stability (mean Spearman of the maps at the "
+                          "seed and the next two; two more runs of every seeded method)")
     sub.add_argument("--random-weights", action="store_true",
                      help="hub models only: random weights, for shapes and code paths")
     sub.add_argument("--progress", choices=("auto", "on", "off"), default="auto",
@@ -43,7 +46,7 @@ def cmd_benchmark(args) -> None:
         methods=tuple(m.strip() for m in args.methods.split(",") if m.strip()),
         metrics=tuple(m.strip() for m in args.metrics.split(",") if m.strip()),
         steps=args.steps, baseline=args.baseline, boxes=args.boxes, seed=args.seed,
-        random_weights=args.random_weights)
+        random_weights=args.random_weights, stability=args.stability)
     if not args.random_weights:
         for model_id in settings.models:
             require_available(model_id)

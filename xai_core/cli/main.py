@@ -93,10 +93,25 @@ def cmd_explain(args) -> None:
                                 "target": target,
                                 "target_label": None if target is None
                                 else model.class_names[target], **result.meta})
+    if args.stability:
+        from ..metrics.stability import seed_stability
+
+        found = seed_stability(method, model, image, target=target, **options)
+        meta.update(stability=found["stability"], stability_seeds=found["seeds"])
     arrays = {"map": result.map.astype(np.float32), **result.arrays}
     save_npz(args.out, arrays, meta)
     emit(args, {"out": args.out, "map_shape": list(result.map.shape), "meta": meta},
-          labelled(model, f"wrote {args.out}: map {result.map.shape} ({method.name})"))
+          labelled(model, f"wrote {args.out}: map {result.map.shape} ({method.name})"
+                          + _stability_words(meta)))
+
+
+def _stability_words(meta: dict) -> str:
+    if "stability" not in meta:
+        return ""
+    value = meta["stability"]
+    return ("; seed stability undefined (a constant map)" if value is None else
+            f"; seed stability {value:.3f} (mean Spearman over seeds "
+            f"{', '.join(map(str, meta['stability_seeds'])) or 'none: not seeded'})")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -128,6 +143,9 @@ def build_parser() -> argparse.ArgumentParser:
                          help="method option; repeatable")
     explain.add_argument("--out", required=True)
     add_budget_flag(explain)
+    explain.add_argument("--stability", action="store_true",
+                         help="also run a seeded method at the next two seeds and write the "
+                              "mean pairwise Spearman of the three maps to meta.stability")
     for extend in (add_metrics_command, add_benchmark_command, add_warmup_command,
                    add_health_command):
         extend(add)

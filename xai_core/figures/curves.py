@@ -237,8 +237,8 @@ FLOOR_COLOUR = "#7f7f7f"
 
 @reused
 def ranking_figure(table: dict, floor: str = "random") -> go.Figure:
-    """One model x metric table of the summary: each method's mean with its bootstrap 95 %
-    interval, best mean rank on top, the random floor grey with a dashed line at its mean."""
+    """One model x metric table of the summary: each method's mean with its 95 % interval
+    (the summary's: Student's t), best mean rank on top, the random floor grey with a dashed line at its mean."""
     entries = [e for e in table["methods"] if e["mean"] is not None]
     names = [e["method"] for e in entries]
     means = np.array([e["mean"] for e in entries], dtype=float)
@@ -252,10 +252,13 @@ def ranking_figure(table: dict, floor: str = "random") -> go.Figure:
         marker=dict(size=10, color=colours),
         error_x=dict(type="data", symmetric=False, array=high - means, arrayminus=means - low,
                      thickness=2),
-        customdata=np.stack([low, high, [e["mean_rank"] or np.nan for e in entries]], axis=1),
+        customdata=np.stack([low, high, [e["mean_rank"] or np.nan for e in entries],
+                             *np.array([e.get("rank_interval") or [None, None] for e in entries],
+                                       dtype=float).T], axis=1),
         text=verdicts,
         hovertemplate="%{y}: mean %{x:.4f}<br>95 % interval [%{customdata[0]:.4f}, "
-                      "%{customdata[1]:.4f}]<br>mean rank %{customdata[2]:.2f}<br>%{text}"
+                      "%{customdata[1]:.4f}]<br>mean rank %{customdata[2]:.2f} "
+                      "[%{customdata[3]:.2f}, %{customdata[4]:.2f}]<br>%{text}"
                       "<extra></extra>"))
     floor_entry = next((e for e in entries if e["method"] == floor), None)
     if floor_entry is not None:
@@ -263,7 +266,7 @@ def ranking_figure(table: dict, floor: str = "random") -> go.Figure:
     figure.update_yaxes(autorange="reversed", title=None)
     figure.update_layout(
         title=f"{plain_text(table['model'])} · {table['metric']} ({table['better']} is better)",
-        xaxis_title="mean over images (bootstrap 95 % interval)", showlegend=False,
+        xaxis_title="mean over images (t 95 % interval)", showlegend=False,
         height=120 + 34 * len(names), margin=dict(l=10, r=10, t=50, b=10))
     return figure
 

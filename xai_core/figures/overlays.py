@@ -311,15 +311,24 @@ def _cell_size(image: Image.Image, grid: tuple[int, int]) -> tuple[float, float]
     return image.height / grid[0], image.width / grid[1]
 
 
+GREYED_SCALE = [[0.0, "rgb(40, 40, 40)"], [1.0, "rgb(200, 200, 200)"]]
+
+
 @reused
 def practical_matrix(rows: list[tuple[str, Image.Image, list[tuple[str, np.ndarray]]]],
-                     opacity: float = 0.6, height_per_row: int = 260) -> go.Figure:
+                     opacity: float = 0.6, height_per_row: int = 260,
+                     greyed: dict[tuple[int, str], float] | None = None) -> go.Figure:
     """One row per model: its input image, then every method's map over it, on one scale.
-    `rows` = [(row label, model image, [(method name, grid map), ...]), ...]."""
+    `rows` = [(row label, model image, [(method name, grid map), ...]), ...]. A map in
+    `greyed` ((row index, method name) -> its seed stability) is drawn in greys, faint, its
+    title saying why."""
+    greyed = greyed or {}
     columns = max(1, max(len(maps) for _, _, maps in rows)) + 1
     titles = []
-    for label, _, maps in rows:
-        titles += [label] + [name for name, _ in maps] + [""] * (columns - 1 - len(maps))
+    for r, (label, _, maps) in enumerate(rows):
+        titles += [label] + [f"{name} (unstable, rho {greyed[(r, name)]:.2f})"
+                             if (r, name) in greyed else name for name, _ in maps]
+        titles += [""] * (columns - 1 - len(maps))
     figure = make_subplots(rows=len(rows), cols=columns, subplot_titles=titles,
                            horizontal_spacing=0.01, vertical_spacing=0.08)
     for r, (_, image, maps) in enumerate(rows, start=1):
@@ -328,13 +337,18 @@ def practical_matrix(rows: list[tuple[str, Image.Image, list[tuple[str, np.ndarr
         for c, (name, values) in enumerate(maps, start=2):
             values = coarse(values)[0]  # pixel-level maps: area-averaged for sending only
             add_overlay(figure, image, min_max(values), _cell_size(image, values.shape), r, c,
-                        max_side=side, opacity=opacity, name=name,
+                        max_side=side, opacity=opacity / 2 if (r - 1, name) in greyed
+                        else opacity, name=name,
                         hovertemplate=f"{name}<br>row %{{y}}, col %{{x}}"
                                       "<br>normalised %{z:.2f}<extra></extra>",
-                        ).update(coloraxis="coloraxis")
+                        ).update(coloraxis="coloraxis2" if (r - 1, name) in greyed
+                                 else "coloraxis")
     figure.update_layout(coloraxis=dict(colorscale=HEATMAP_SCALE, cmin=0, cmax=1,
                                         colorbar=dict(title="min-max", thickness=12)),
                          height=height_per_row * len(rows) + 40, margin=dict(l=0, r=0, t=40, b=0))
+    if greyed:
+        figure.update_layout(coloraxis2=dict(colorscale=GREYED_SCALE, cmin=0, cmax=1,
+                                             showscale=False))
     return figure
 
 

@@ -3,13 +3,19 @@
 Attribution of pixel i: (x_i - x'_i) times the average gradient along the straight path
 from a reference image x' to x (Captum's Gauss-Legendre quadrature with `steps` points).
 The map sums the signed attributions over the colour channels, so it adds up to
-score(x) - score(x') up to the quadrature error Captum reports as the convergence delta.
+score(x) - score(x') up to the quadrature error Captum reports as the convergence delta;
+`meta.completeness_error` is that delta relative to |score(x) - score(x')| (above
+COMPLETENESS_LIMIT the page says the map does not add up and asks for more steps).
 """
 
 from __future__ import annotations
 
+import torch
+
 from .attribution import REFERENCE, REFERENCE_NAMES, attribute, reference_pixels, sum_channels
 from .base import ANY_FAMILY, Cost, ExplainRequest, ExplainResult, Int, Theory, method
+
+COMPLETENESS_LIMIT = 0.05  # the share of the score change above which the page warns
 
 THEORY = (
     "Averages the class-score gradient along a straight path from a reference image to the "
@@ -44,18 +50,30 @@ COST = Cost("passes", forwards=lambda values, spec: values["steps"] + 2,
                  Int("batch", 16, 1, 512, "Path points per forward/backward pass (memory, "
                                           "not the result).")))
 def explain(request: ExplainRequest, *, steps: int, reference: str, batch: int) -> ExplainResult:
-    """(3, H, W) attributions in `arrays`, Captum's convergence delta in `meta`."""
+    """(3, H, W) attributions in `arrays`; in `meta` Captum's convergence delta, the score
+    change it should equal and the completeness error (the one relative to the other)."""
     from captum.attr import IntegratedGradients
 
     model = request.model
 
     def compute(forward, pixels):
+        start = reference_pixels(model, pixels, reference)
         attributions, delta = IntegratedGradients(forward).attribute(
-            pixels, baselines=reference_pixels(model, pixels, reference), n_steps=steps,
-            internal_batch_size=batch, return_convergence_delta=True)
-        return attributions, {"delta": float(delta.abs().max())}
+            pixels, baselines=start, n_steps=steps, internal_batch_size=batch,
+            return_convergence_delta=True)
+        with torch.no_grad():  # f(x) - f(reference): what the attributions should add up to
+            ends = forward(torch.cat([pixels.detach(), start]))
+        return attributions, {"delta": float(delta[0]), "change": float(ends[0] - ends[1])}
 
     attributions, extras = attribute(request, compute)
     return ExplainResult(
         map=sum_channels(attributions), arrays={"attributions": attributions},
-        meta={"steps": steps, "reference": reference, "convergence_delta": extras["delta"]})
+        meta={"steps": steps, "reference": reference,
+              "convergence_delta": abs(extras["delta"]), "score_change": extras["change"],
+              "completeness_error": completeness_error(extras["delta"], extras["change"])})
+
+
+def completeness_error(delta: float, change: float) -> float | None:
+    """|delta| / |f(x) - f(reference)|: how far the attributions miss adding up to the score
+    change, as a share of it (None when the score does not change: nothing to add up)."""
+    return abs(delta) / abs(change) if change != 0 else None
