@@ -1,0 +1,448 @@
+"""Interventions: change one thing inside a ViT's forward pass and watch the answer move.
+
+A map is a claim about what the model uses; an intervention tests it. Each intervention is
+declared once, like a method's options (`INTERVENTIONS`), and applied with hooks on the real
+timm modules for one forward under the model's lock (no copy of the model; every hook is
+removed afterwards, also on error). Blocks, heads and patches are 0-based; blocks count the
+self-attention blocks; patches are in raster order (row by row).
+
+    heads_off     block.head pairs, e.g. 0.5,3.2. heads_fill names what replaces the head's
+                  slice of the attention output (softmax(QK^T)V, as it enters W_O = attn.proj):
+                  zero = 0; mean = its mean over the image's tokens (prefix tokens and patches)
+    tokens_drop   patch tokens removed from the sequence after the position embeddings are
+                  added (prefix tokens kept; a kept patch keeps its own position embedding)
+    patches_mask  those patches replaced in the input pixels by mask_baseline (the reference
+                  images of the attribution methods: zeros, black, blur, rise-blur, mean)
+    positions     keep | shuffle (a permutation of the patches' position embeddings drawn from
+                  `seed`) | zero (patches get none); prefix tokens keep theirs either way
+    sink_off      blocks in which every head's attention to its measured sink key (the app's
+                  sink analysis of the plain forward, `xai_core.sinks`) is set to 0 and each
+                  row renormalised to sum to 1
+    registers_off yes = the register tokens are removed from the sequence (models with
+                  registers only)
+    uniform       blocks whose attention is replaced by uniform attention (1/N on every key)
+
+The result (`intervene`) holds the top-5 before and after, the target's score before and
+after, and the attention, rollout and GAE maps recomputed under the intervention by the
+capture engine (when the token sequence keeps its length).
+"""
+
+from __future__ import annotations
+
+import re
+from contextlib import ExitStack, contextmanager
+from dataclasses import asdict, dataclass, field
+from functools import lru_cache
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+import torch
+
+from .cache import BoundedCache, cache_key
+from .capture import (_unfused_attention, model_layout, run_capture, separate_forwards,
+                      transformer_blocks)
+from .errors import OptionError
+from .images import image_sha256
+from .methods.attribution import REFERENCE_NAMES, REFERENCES, reference_pixels
+from .methods.base import LAST_PATCH, LAST_SELF_BLOCK, Choice, FromModel, Int, _words
+from .pipeline import head_of, predictions_of, prepare, resolve_target, vit_capture
+from .rng import seeded
+from .sinks import analyse_sinks
+from .tokens import prefix_token_names
+
+LAST_HEAD = FromModel("the last head",
+                      lambda model: transformer_blocks(model.module)[0][1].attn.num_heads - 1)
+RESULTS = BoundedCache(max_entries=64, max_bytes=64 * 2**20)
+TOP_K = 5
+_ITEM = re.compile(r"(-?\d+)(?:-(\d+))?")
+_PAIR = re.compile(r"(-?\d+)\.(-?\d+)")
+
+
+@dataclass(frozen=True)
+class ListOption:
+    """An option whose value is a list: (block, head) pairs, patches or blocks. Written as
+    comma-separated items ('0.5,3.2'; '3,7-9' for patches and blocks); '' or 'none' = off.
+    Same interface as `methods.base.Option` (parse, check, default_for, describe)."""
+
+    name: str
+    kind: str  # "pairs" | "patches" | "blocks"
+    help: str
+    default: tuple = ()
+
+    @property
+    def bounds(self) -> tuple[FromModel, ...]:
+        return {"pairs": (LAST_SELF_BLOCK, LAST_HEAD), "patches": (LAST_PATCH,),
+                "blocks": (LAST_SELF_BLOCK,)}[self.kind]
+
+    def parse(self, raw) -> tuple:
+        """A sorted tuple without repeats; refused in words when malformed or negative."""
+        if isinstance(raw, str):
+            items = [] if raw.strip().lower() in ("", "none") else raw.split(",")
+            values = [value for item in items for value in self._parse_item(item.strip())]
+        else:
+            values = [tuple(int(v) for v in item) if self.kind == "pairs" else int(item)
+                      for item in raw]
+        for value in values:
+            for number in (value if self.kind == "pairs" else (value,)):
+                if number < 0:
+                    raise OptionError(self._out_of_range(value))
+        return tuple(sorted(set(values)))
+
+    def _parse_item(self, item: str) -> list:
+        if self.kind == "pairs":
+            match = _PAIR.fullmatch(item)
+            if match is None:
+                raise OptionError(f"{self.name} takes block.head pairs such as 0.5,3.2; "
+                                  f"got '{item}'.")
+            return [(int(match[1]), int(match[2]))]
+        match = _ITEM.fullmatch(item)
+        if match is None or (match[2] is not None and int(match[2]) < int(match[1])):
+            raise OptionError(f"{self.name} takes {self.kind} as numbers or ranges such as "
+                              f"3,7-9; got '{item}'.")
+        first = int(match[1])
+        return list(range(first, int(match[2]) + 1)) if match[2] is not None else [first]
+
+    def check(self, value: tuple, model) -> tuple:
+        highs = [bound.read(model) for bound in self.bounds]
+        for item in value:
+            numbers = item if self.kind == "pairs" else (item,)
+            if any(n > high for n, high in zip(numbers, highs)):
+                raise OptionError(self._out_of_range(item, highs, model.spec.display_name))
+        return value
+
+    def _out_of_range(self, item, highs=None, model_name: str = "") -> str:
+        of = f" of {model_name}" if model_name else ""
+        if self.kind == "pairs":
+            limits = highs or [_words(b) for b in self.bounds]
+            return (f"{self.name}={item[0]}.{item[1]} is out of range (blocks 0-{limits[0]}, "
+                    f"heads 0-{limits[1]}{of}).")
+        high = highs[0] if highs else _words(self.bounds[0])
+        return f"{self.name}: {self.kind[:-1]} {item} is out of range (0-{high}{of})."
+
+    def default_for(self, model) -> tuple:
+        return self.default
+
+    def describe(self) -> dict:
+        return {"name": self.name, "type": self.kind, "default": "none", "help": self.help,
+                "items": ", ".join(_words(b) for b in self.bounds) + " at most (0-based)"}
+
+
+INTERVENTIONS = (
+    ListOption("heads_off", "pairs", "Heads switched off, as block.head pairs (0-based)."),
+    Choice("heads_fill", "zero", ("zero", "mean"),
+           "What replaces a switched-off head's slice of the attention output before W_O: "
+           "zero, or its mean over the image's tokens."),
+    ListOption("tokens_drop", "patches", "Patch tokens removed from the sequence after the "
+                                         "position embeddings (prefix tokens kept)."),
+    ListOption("patches_mask", "patches", "Patches replaced in the input pixels by "
+                                          "mask_baseline."),
+    Choice("mask_baseline", "blur", REFERENCES,
+           "What masked patches show: " + "; ".join(f"{k} = {v}"
+                                                    for k, v in REFERENCE_NAMES.items()) + "."),
+    Choice("positions", "keep", ("keep", "shuffle", "zero"),
+           "The patches' position embeddings: kept, shuffled among the patches (seed), or "
+           "zero; prefix tokens keep theirs."),
+    Int("seed", 0, 0, 2**31 - 1, "Seed of positions=shuffle: the same seed, the same order."),
+    ListOption("sink_off", "blocks", "Blocks in which each head's attention to its measured "
+                                     "sink key is set to 0 and the rows renormalised."),
+    Choice("registers_off", "no", ("no", "yes"),
+           "yes: the register tokens are removed from the sequence (models with registers)."),
+    ListOption("uniform", "blocks", "Blocks whose attention is replaced by uniform attention."),
+)
+BY_NAME = {option.name: option for option in INTERVENTIONS}
+CONVENTION = ("blocks (self-attention), heads and patches 0-based, patches in raster order; "
+              "heads_off replaces the head's slice of softmax(QK^T)V before W_O (attn.proj); "
+              "tokens_drop removes patch tokens after position embeddings; sink_off zeroes "
+              "the attention to each head's sink key (argmax of the mean received attention "
+              "in the plain forward) and renormalises every row")
+
+
+def describe() -> dict:
+    """Every intervention's declaration as plain JSON (`python -m xai_core interventions`)."""
+    return {"interventions": [option.describe() for option in INTERVENTIONS],
+            "convention": CONVENTION}
+
+
+def parse(given: dict | None) -> dict:
+    """Typed values of the given interventions; unknown names, malformed values and
+    negative or fixed-range violations refused in words. Needs no model."""
+    given = dict(given or {})
+    unknown = sorted(set(given) - set(BY_NAME))
+    if unknown:
+        raise OptionError(f"Unknown intervention(s): {', '.join(unknown)} "
+                          f"(there are: {', '.join(BY_NAME)}).")
+    return {name: BY_NAME[name].parse(value) for name, value in given.items()}
+
+
+def resolve(model, given: dict | None) -> dict:
+    """Every intervention's value for this model (a loaded model, or `model_shell`'s
+    weightless one): the given ones checked against its blocks, heads and patches, the rest
+    at their defaults, and the rules between them."""
+    if model.spec.family != "vit":
+        raise OptionError(f"Interventions act on a ViT's tokens and heads; "
+                          f"{model.spec.display_name} is a {model.spec.family.upper()}.")
+    parsed = parse(given)
+    values = {option.name: (option.check(parsed[option.name], model) if option.name in parsed
+                            else option.default_for(model)) for option in INTERVENTIONS}
+    _check_together(values, model)
+    return values
+
+
+def _check_together(values: dict, model) -> None:
+    module, layout = model.module, model_layout(model)
+    changes_sequence = (values["tokens_drop"] or values["positions"] != "keep"
+                        or values["registers_off"] == "yes")
+    if changes_sequence and not hasattr(module, "patch_drop"):
+        raise OptionError(f"tokens_drop, positions and registers_off need a timm "
+                          f"VisionTransformer; {model.spec.display_name} has another layout.")
+    if len(values["tokens_drop"]) >= layout.tokens.num_patches:
+        raise OptionError("tokens_drop removes every patch; keep at least one.")
+    if values["registers_off"] == "yes" and not _register_positions(module):
+        raise OptionError(f"registers_off: {model.spec.display_name} has no register tokens.")
+    if values["positions"] != "keep" and (getattr(module, "pos_embed", None) is None
+                                          or getattr(module, "dynamic_img_size", False)):
+        raise OptionError(f"positions: {model.spec.display_name} has no fixed position "
+                          "embedding table.")
+
+
+@lru_cache(maxsize=16)
+def model_shell(model_id: str):
+    """A weightless copy of a registry model's modules (built on torch's meta device: no
+    weights read, no memory), so bounds such as its last block are known before it loads."""
+    import timm
+
+    from .models import get_spec
+    from .models.loaders import _size_args
+
+    spec = get_spec(model_id)
+    if spec.family != "vit":
+        return SimpleNamespace(spec=spec, module=None)
+    with torch.device("meta"):
+        module = timm.create_model(spec.timm_name, pretrained=False, **_size_args(spec))
+    return SimpleNamespace(spec=spec, module=module)
+
+
+def check_before_load(model_id: str, given: dict | None) -> dict:
+    """`resolve` against the registry model's shell: every bad value refused before the
+    weights load."""
+    return resolve(model_shell(model_id), given)
+
+
+def active(values: dict) -> dict:
+    """The interventions that change something (the rest are at their 'off' value), with
+    the conventions they use."""
+    changed = {name: value for name, value in values.items()
+               if name in ("heads_off", "tokens_drop", "patches_mask", "sink_off", "uniform")
+               and value}
+    if values["positions"] != "keep":
+        changed["positions"] = values["positions"]
+        if values["positions"] == "shuffle":
+            changed["seed"] = values["seed"]
+    if values["registers_off"] == "yes":
+        changed["registers_off"] = "yes"
+    if values["heads_off"]:
+        changed["heads_fill"] = values["heads_fill"]
+    if values["patches_mask"]:
+        changed["mask_baseline"] = values["mask_baseline"]
+    return changed
+
+
+# --- the hooks --------------------------------------------------------------------------------
+
+def _register_positions(module) -> list[int]:
+    return [i for i, name in enumerate(prefix_token_names(module)) if name.startswith("[REG")]
+
+
+def position_order(num_patches: int, seed: int) -> torch.Tensor:
+    """The shuffled order of the patches' position embeddings: patch i gets position
+    order[i]. Drawn from torch's generator seeded through the process-wide rng lock."""
+    with seeded(torch.device("cpu"), seed):
+        return torch.randperm(num_patches)
+
+
+def _edit_sequence(module, values: dict, order: torch.Tensor | None):
+    """The sequence right after the position embeddings (timm's `patch_drop` output):
+    position embeddings swapped, registers and patch tokens removed."""
+    prefix = int(module.num_prefix_tokens)
+
+    def edit(_module, _inputs, tokens: torch.Tensor) -> torch.Tensor:
+        patches = tokens.shape[1] - prefix
+        if values["positions"] != "keep":
+            table = module.pos_embed[0, -patches:].to(tokens.dtype)
+            new = torch.zeros_like(table) if values["positions"] == "zero" else table[order]
+            tokens = torch.cat([tokens[:, :prefix], tokens[:, prefix:] - table + new], dim=1)
+        dropped = set(values["tokens_drop"])
+        registers = set(_register_positions(module)) if values["registers_off"] == "yes" else set()
+        keep = [i for i in range(prefix) if i not in registers] + [
+            prefix + p for p in range(patches) if p not in dropped]
+        if len(keep) < tokens.shape[1]:
+            tokens = tokens[:, keep]
+        return tokens
+    return edit
+
+
+def _edit_attention(block_index: int, values: dict, sink_keys: np.ndarray | None):
+    """Forward hook on a block's `attn_drop` (the post-softmax attention, B x H x Nq x Nk)."""
+    def edit(_module, _inputs, attn: torch.Tensor) -> torch.Tensor:
+        if block_index in values["uniform"]:
+            return attn * 0.0 + 1.0 / attn.shape[-1]  # kept in the graph (gradient 0)
+        keys = torch.as_tensor(sink_keys[block_index], device=attn.device)
+        heads = torch.arange(attn.shape[1], device=attn.device)
+        kept = attn.clone()
+        kept[:, heads, :, keys] = 0.0
+        return kept / kept.sum(-1, keepdim=True)
+    return edit
+
+
+def _edit_heads(heads: list[int], fill: str, num_heads: int):
+    """Forward pre-hook on a block's `attn.proj`: its input is the heads' outputs side by
+    side (channel h * d + j)."""
+    def edit(_module, args):
+        context = args[0]
+        batch, tokens, width = context.shape
+        split = context.reshape(batch, tokens, num_heads, width // num_heads).clone()
+        for head in heads:
+            split[:, :, head] = (0.0 if fill == "zero"
+                                 else split[:, :, head].mean(1, keepdim=True))
+        return (split.reshape(batch, tokens, width), *args[1:])
+    return edit
+
+
+@contextmanager
+def applied(module: torch.nn.Module, values: dict, sink_keys: np.ndarray | None = None):
+    """Hooks that apply `values` to every forward of `module` inside the block, removed when
+    it ends (also on error). Hold the model's lock around it: other sessions must never run
+    the modified model. With nothing active, nothing is hooked (the plain forward)."""
+    blocks = [block for kind, block in transformer_blocks(module) if kind == "self"]
+    handles = []
+    with ExitStack() as stack:
+        stack.callback(lambda: [handle.remove() for handle in handles])
+        if values["tokens_drop"] or values["positions"] != "keep" or values["registers_off"] == "yes":
+            order = (position_order(module.patch_embed.num_patches, values["seed"])
+                     if values["positions"] == "shuffle" else None)
+            handles.append(module.patch_drop.register_forward_hook(
+                _edit_sequence(module, values, order)))
+        changed_attention = set(values["uniform"]) | set(values["sink_off"])
+        if changed_attention:
+            stack.enter_context(_unfused_attention(module))
+        for index in sorted(changed_attention):
+            handles.append(blocks[index].attn.attn_drop.register_forward_hook(
+                _edit_attention(index, values, sink_keys)))
+        for index in sorted({block for block, _ in values["heads_off"]}):
+            heads = [h for b, h in values["heads_off"] if b == index]
+            attn = blocks[index].attn
+            handles.append(attn.proj.register_forward_pre_hook(
+                _edit_heads(heads, values["heads_fill"], attn.num_heads)))
+        yield
+
+
+def masked_pixels(model, pixels: torch.Tensor, patches: tuple, baseline: str) -> torch.Tensor:
+    """`pixels` with the given patches replaced by the reference image `baseline`."""
+    if not patches:
+        return pixels
+    from .methods.attribution import cell_mask
+
+    layout = model_layout(model).tokens
+    cells = cell_mask(tuple(pixels.shape[-2:]), layout.patch_size[0])
+    chosen = torch.isin(cells, torch.as_tensor(patches))
+    return torch.where(chosen, reference_pixels(model, pixels, baseline), pixels)
+
+
+def sink_keys_of(model, image) -> np.ndarray:
+    """(self-attention blocks, heads): each head's sink key in the plain forward."""
+    return analyse_sinks(vit_capture(model, image)).keys
+
+
+def output_under(model, pixels: torch.Tensor, values: dict,
+                 sink_keys: np.ndarray | None = None) -> torch.Tensor:
+    """The model's output for `pixels` (already masked) under the interventions: one
+    forward under the model's lock."""
+    with model.lock, applied(model.module, values, sink_keys), torch.inference_mode():
+        return model.module(pixels.to(model.device)).float().cpu()
+
+
+# --- one image, before and after ---------------------------------------------------------------
+
+@dataclass
+class Outcome:
+    before: list  # Prediction, best first
+    after: list
+    target: dict  # index, label, score kind, before, after, change
+    intervention: dict  # the active interventions and the convention
+    maps: dict[str, np.ndarray] = field(default_factory=dict)  # under the intervention
+    maps_skipped: str | None = None  # why no maps were recomputed
+
+    def as_dict(self) -> dict:
+        return {"before": {"top": [asdict(p) for p in self.before]},
+                "after": {"top": [asdict(p) for p in self.after]},
+                "target": self.target, "intervention": self.intervention,
+                "maps": sorted(self.maps), "maps_skipped": self.maps_skipped}
+
+
+def _score(model, head, output: torch.Tensor, target: int) -> float:
+    from .metrics.faithfulness import class_scorer
+
+    return float(class_scorer(model, target, head)(output)[0])
+
+
+def intervene(model, image, target=None, head=None, maps: bool = True, **given) -> Outcome:
+    """The prediction before and after the interventions `given` (names of `INTERVENTIONS`,
+    values as strings or typed), the target's class score (None: the top prediction before)
+    and, with `maps`, the attention, rollout and GAE maps under the intervention. Cached by
+    content; treat the result as read-only."""
+    values = resolve(model, given)
+    head = head_of(model, head)
+    target = resolve_target(model, target, image, head)
+    key = cache_key("intervention", model, target, maps, *sorted(values.items()),
+                    image=image_sha256(image), head=head)
+    return RESULTS.get_or_compute(key, lambda: _intervene(model, image, target, head, maps,
+                                                          values))
+
+
+def _intervene(model, image, target: int, head, maps: bool, values: dict) -> Outcome:
+    from .metrics.faithfulness import score_kind
+    from .pipeline import model_output
+
+    pixels = prepare(model, image).pixels
+    sink_keys = sink_keys_of(model, image) if values["sink_off"] else None
+    before_output = model_output(model, image)
+    pixels = masked_pixels(model, pixels, values["patches_mask"], values["mask_baseline"])
+    after_output = output_under(model, pixels, values, sink_keys)
+    before, after = (_score(model, head, o, target) for o in (before_output, after_output))
+    outcome = Outcome(
+        before=predictions_of(head, before_output, TOP_K),
+        after=predictions_of(head, after_output, TOP_K),
+        target={"index": target, "label": head.class_names[target],
+                "score_kind": score_kind(model, head), "before": before, "after": after,
+                "change": after - before},
+        intervention={"values": _plain(active(values)), "convention": CONVENTION,
+                      "sink_keys": None if sink_keys is None else {
+                          str(b): sink_keys[b].tolist() for b in values["sink_off"]}})
+    if not maps:
+        outcome.maps_skipped = "not asked for"
+    elif values["tokens_drop"] or values["registers_off"] == "yes":
+        outcome.maps_skipped = ("the token sequence is shorter than the patch grid, so the "
+                                "maps' patches are not all there")
+    else:
+        outcome.maps = maps_under(model, pixels, values, sink_keys, head.score_fn(target))
+    return outcome
+
+
+def _plain(values: dict) -> dict:
+    return {k: [list(v) if isinstance(v, tuple) else v for v in value]
+            if isinstance(value, tuple) else value for k, value in values.items()}
+
+
+def maps_under(model, pixels, values: dict, sink_keys, score_fn) -> dict[str, np.ndarray]:
+    """Attention (last block, [CLS] row, heads averaged), rollout and GAE maps of a capture
+    taken by the capture engine with the interventions hooked in before its recorders, so
+    it records the changed attention."""
+    from .methods.gae import gae_map
+    from .methods.rollout import attention_rollout, last_block_cls_attention
+
+    with model.lock, applied(model.module, values, sink_keys), separate_forwards():
+        capture = run_capture(model.module, pixels.to(model.device), score_fn)
+    return {"attention": np.asarray(last_block_cls_attention(capture)[0], np.float32),
+            "rollout": np.asarray(attention_rollout(capture).query_row(None)[0], np.float32),
+            "gae": np.asarray(gae_map(capture)[0], np.float32)}
