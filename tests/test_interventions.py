@@ -333,3 +333,48 @@ def test_cli_lists_the_interventions(capsys):
     listed = json.loads(capsys.readouterr().out)["interventions"]
     assert [entry["name"] for entry in listed] == [option.name for option in I.INTERVENTIONS]
     assert next(e for e in listed if e["name"] == "heads_fill")["choices"] == ["zero", "mean"]
+
+
+# --- head importance --------------------------------------------------------------------------
+
+@pytest.mark.parametrize("fill", ["zero", "mean"])
+def test_head_importance_equals_switching_each_head_off_alone(dinov2, image, fill):
+    from xai_core.metrics.faithfulness import class_scorer
+
+    grid = I.head_importance(dinov2, image, fill=fill)
+    assert grid.drops.shape == (12, 6)
+    scorer = class_scorer(dinov2, grid.target, dinov2.head)
+    assert grid.score == pytest.approx(float(scorer(model_output(dinov2, image))[0]), abs=1e-6)
+    for block, head in ((0, 0), (3, 4), (5, 2), (9, 1), (11, 5)):
+        alone = under(dinov2, image, heads_off=f"{block}.{head}", heads_fill=fill)
+        expected = grid.score - float(scorer(alone)[0])
+        assert grid.drops[block, head] == pytest.approx(expected, abs=1e-5)
+    assert np.abs(grid.drops).max() > 0.01
+
+
+def test_head_importance_correlations_are_spearman_of_the_stories(dinov2, image):
+    from scipy.stats import rankdata
+
+    grid = I.head_importance(dinov2, image)
+    for story, values in (("sink_score", grid.sink_scores), ("entropy", grid.entropy)):
+        a, b = rankdata(grid.drops.ravel()), rankdata(values.ravel())
+        pearson_of_ranks = np.corrcoef(a, b)[0, 1]
+        assert grid.correlations[story] == pytest.approx(pearson_of_ranks, abs=1e-9)
+
+
+def test_cli_head_importance_json_and_npz(capsys, tmp_path, dinov2, image):
+    out = tmp_path / "grid.npz"
+    assert main(["head-importance", "--model", "dinov2-s14", "--image", "sample:chelsea",
+                 "--json", "--out", str(out)]) == 0
+    payload = json.loads(capsys.readouterr().out)
+    grid = I.head_importance(dinov2, image)
+    np.testing.assert_array_equal(np.array(payload["drops"]), grid.drops)
+    np.testing.assert_array_equal(np.load(out)["drops"], grid.drops.astype(np.float32))
+
+
+def test_cli_head_importance_refuses_a_cnn_before_loading(capsys, monkeypatch):
+    monkeypatch.setattr("xai_core.cli.interventions.load_model", lambda _a: 1 / 0)
+    assert main(["head-importance", "--model", "efficientnet-lite0", "--image",
+                 "sample:chelsea"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "ViT" in err[0]

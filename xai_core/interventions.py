@@ -295,17 +295,18 @@ def _edit_attention(block_index: int, values: dict, sink_keys: np.ndarray | None
     return edit
 
 
-def _edit_heads(heads: list[int], fill: str, num_heads: int):
+def _edit_heads(off: torch.Tensor, fill: str):
     """Forward pre-hook on a block's `attn.proj`: its input is the heads' outputs side by
-    side (channel h * d + j)."""
+    side (channel h * d + j). `off` (rows, heads) bool says which heads to replace in each
+    image of the batch (one row: the same heads in every image)."""
     def edit(_module, args):
         context = args[0]
         batch, tokens, width = context.shape
-        split = context.reshape(batch, tokens, num_heads, width // num_heads).clone()
-        for head in heads:
-            split[:, :, head] = (0.0 if fill == "zero"
-                                 else split[:, :, head].mean(1, keepdim=True))
-        return (split.reshape(batch, tokens, width), *args[1:])
+        heads = off.shape[-1]
+        split = context.reshape(batch, tokens, heads, width // heads)
+        fills = torch.zeros_like(split) if fill == "zero" else split.mean(1, keepdim=True)
+        chosen = off.to(context.device)[:, None, :, None]
+        return (torch.where(chosen, fills, split).reshape(batch, tokens, width), *args[1:])
     return edit
 
 
@@ -330,10 +331,11 @@ def applied(module: torch.nn.Module, values: dict, sink_keys: np.ndarray | None 
             handles.append(blocks[index].attn.attn_drop.register_forward_hook(
                 _edit_attention(index, values, sink_keys)))
         for index in sorted({block for block, _ in values["heads_off"]}):
-            heads = [h for b, h in values["heads_off"] if b == index]
             attn = blocks[index].attn
+            off = torch.zeros(1, attn.num_heads, dtype=torch.bool)
+            off[0, [h for b, h in values["heads_off"] if b == index]] = True
             handles.append(attn.proj.register_forward_pre_hook(
-                _edit_heads(heads, values["heads_fill"], attn.num_heads)))
+                _edit_heads(off, values["heads_fill"])))
         yield
 
 
@@ -446,3 +448,102 @@ def maps_under(model, pixels, values: dict, sink_keys, score_fn) -> dict[str, np
     return {"attention": np.asarray(last_block_cls_attention(capture)[0], np.float32),
             "rollout": np.asarray(attention_rollout(capture).query_row(None)[0], np.float32),
             "gae": np.asarray(gae_map(capture)[0], np.float32)}
+
+
+# --- head importance: every head switched off, one at a time ----------------------------------
+
+@dataclass
+class HeadImportance:
+    """drops[b, h] = the target's score in the plain forward minus its score with head h of
+    block b switched off (positive: the head helped the answer), beside the attention
+    stories the app tells about the same heads."""
+
+    drops: np.ndarray  # (self-attention blocks, heads)
+    score: float  # the target's score in the plain forward
+    target: int
+    label: str
+    score_kind: str
+    fill: str  # heads_fill convention
+    sink_scores: np.ndarray  # (blocks, heads), xai_core.sinks
+    entropy: np.ndarray  # (blocks, heads) nats
+    correlations: dict[str, float]  # Spearman rho of the drops with each story
+    seconds: float
+    forwards: int  # batches run (one per block)
+
+    def as_dict(self) -> dict:
+        return {"drops": self.drops.tolist(), "score": self.score, "target": self.target,
+                "label": self.label, "score_kind": self.score_kind, "fill": self.fill,
+                "correlations": self.correlations, "seconds": self.seconds,
+                "batches": self.forwards}
+
+
+def head_importance(model, image, target=None, head=None, fill: str = "zero",
+                    should_stop=None) -> HeadImportance:
+    """Every (block, head) switched off on its own (`heads_fill` = `fill`), cached by content."""
+    fill = BY_NAME["heads_fill"].parse(fill)
+    module = model.module
+    if model.spec.family != "vit" or not hasattr(module, "forward_head") or any(
+            kind != "self" for kind, _ in transformer_blocks(module)):
+        raise OptionError(f"Head importance needs a timm VisionTransformer; "
+                          f"{model.spec.display_name} has another layout.")
+    head = head_of(model, head)
+    target = resolve_target(model, target, image, head)
+    key = cache_key("head-importance", model, target, fill, image=image_sha256(image),
+                    head=head)
+    return RESULTS.get_or_compute(key, lambda: _head_importance(model, image, target, head,
+                                                                fill, should_stop))
+
+
+def _block_inputs(model, pixels: torch.Tensor) -> tuple[list[torch.Tensor], torch.Tensor]:
+    """(what enters every block, the output) of one plain forward."""
+    inputs: list[torch.Tensor] = []
+    blocks = [block for _, block in transformer_blocks(model.module)]
+    with model.lock, ExitStack() as stack, torch.inference_mode():
+        for block in blocks:
+            handle = block.register_forward_pre_hook(lambda _m, args: inputs.append(args[0]))
+            stack.callback(handle.remove)
+        output = model.module(pixels)
+    return inputs, output
+
+
+def _head_importance(model, image, target: int, head, fill: str, should_stop) -> HeadImportance:
+    """All blocks x heads switched-off copies in one growing batch: a head changes nothing
+    before its block, so the H copies that switch off a head of block b join the batch at
+    block b, starting from what entered block b in one plain forward (78 block passes per
+    head on a 12-block model instead of 144). Each block step holds the model's lock for
+    that step only, its hook removed before the lock is let go."""
+    import time
+
+    from scipy.stats import spearmanr
+
+    from .faults import check_stop
+    from .metrics.faithfulness import class_scorer, score_kind
+
+    started = time.perf_counter()
+    module, scorer = model.module, class_scorer(model, target, head)
+    inputs, output = _block_inputs(model, prepare(model, image).pixels.to(model.device))
+    base = float(scorer(output.float().cpu())[0])
+    blocks = list(module.blocks)
+    heads = blocks[0].attn.num_heads
+    tokens = inputs[0][:0]
+    for index, block in enumerate(blocks):
+        check_stop(should_stop)
+        tokens = torch.cat([tokens, inputs[index].expand(heads, -1, -1)])
+        off = torch.zeros(len(tokens), heads, dtype=torch.bool)
+        off[-heads:] = torch.eye(heads, dtype=torch.bool)  # the copies that join here
+        with model.lock, torch.inference_mode():
+            handle = block.attn.proj.register_forward_pre_hook(_edit_heads(off, fill))
+            try:
+                tokens = block(tokens)
+            finally:
+                handle.remove()
+    with model.lock, torch.inference_mode():
+        out = module.forward_head(module.norm(tokens))
+    drops = (base - scorer(out.float().cpu())).reshape(len(blocks), heads)
+    analysis = analyse_sinks(vit_capture(model, image))
+    correlations = {story: float(spearmanr(drops.ravel(), values.ravel())[0])
+                    for story, values in (("sink_score", analysis.scores),
+                                          ("entropy", analysis.entropy))}
+    return HeadImportance(drops, base, target, head.class_names[target],
+                          score_kind(model, head), fill, analysis.scores, analysis.entropy,
+                          correlations, time.perf_counter() - started, len(blocks))

@@ -12,6 +12,7 @@ from .common import CliError, emit, labelled, load_image, load_model, parse_sets
 
 
 def add_interventions_commands(add) -> None:
+    add_head_importance_command(add)
     add("interventions", cmd_interventions, "list the interventions with their values and "
                                             "conventions", image=False)
     sub = add("intervene", cmd_intervene, "top-5 and the target's score before and after "
@@ -78,3 +79,36 @@ def _text(outcome) -> str:
         rows.append(f"maps under the intervention: {', '.join(sorted(outcome.maps))} "
                     f"{np.shape(next(iter(outcome.maps.values())))}")
     return "\n".join(rows)
+
+
+def add_head_importance_command(add) -> None:
+    sub = add("head-importance", cmd_head_importance, "the target's score drop when each head "
+                                                      "is switched off, blocks x heads")
+    sub.add_argument("--target", help="class index or name (default: the top prediction)")
+    sub.add_argument("--fill", default="zero", choices=("zero", "mean"),
+                     help="what replaces the head's output before W_O (heads_fill)")
+    sub.add_argument("--out", help="write the grid to this .npz")
+
+
+def cmd_head_importance(args) -> None:
+    from ..interventions import check_before_load, head_importance
+
+    check_before_load(args.model, {"heads_fill": args.fill})  # a ViT, before it loads
+    model, image = load_model(args), load_image(args.image)
+    if model.head is None:
+        raise CliError(f"{model.spec.display_name} has no class score to change.")
+    grid = head_importance(model, image, target=args.target, fill=args.fill)
+    payload = {**grid.as_dict(), "model": model.spec.id, "random_weights": model.random_weights}
+    if args.out:
+        save_npz(args.out, {"drops": grid.drops.astype(np.float32),
+                            "sink_scores": grid.sink_scores.astype(np.float32),
+                            "entropy": grid.entropy.astype(np.float32)},
+                 run_meta(model, image, {k: v for k, v in payload.items() if k != "drops"}))
+        payload["out"] = args.out
+    block, head = np.unravel_index(int(grid.drops.argmax()), grid.drops.shape)
+    text = (f"target {grid.label} ({grid.target}): {grid.score_kind} {grid.score:.4f}; "
+            f"largest drop {grid.drops.max():+.4f} at block {block}, head {head} "
+            f"({grid.fill}); Spearman rho with sink score "
+            f"{grid.correlations['sink_score']:+.2f}, with entropy "
+            f"{grid.correlations['entropy']:+.2f}; {grid.seconds:.1f} s")
+    emit(args, payload, labelled(model, text))
