@@ -18,19 +18,20 @@ from xai_core.errors import OptionError
 from xai_core.images import load_sample
 from xai_core.methods.attribution import reference_pixels
 from xai_core.models import LoadedModel, ModelSpec, get_model
+from xai_core.models.heads import ImageNetHead
 from xai_core.pipeline import model_output, prepare
 
 TOL = 1e-5  # absolute and relative: fused SDPA (the plain path) and the written-out
 # softmax differ by float32 rounding, 1.3e-5 on DINOv2 features of size ~1-10
 
 
-def random_layout(timm_name: str, size: int) -> LoadedModel:
+def random_layout(timm_name: str, size: int, classes: int = 0) -> LoadedModel:
     """A 3-block random-weight model of a registry layout, small enough to run in a test. It
     outputs the final [CLS] features, and its layer scales are 1 (timm starts DINOv2's at
     1e-5, which would leave the blocks, and so every intervention, almost without effect)."""
     torch.manual_seed(0)
     module = timm.create_model(timm_name, pretrained=False, img_size=size, depth=3,
-                               num_classes=0).eval()
+                               num_classes=classes).eval()
     for name, parameter in module.named_parameters():
         parameter.requires_grad_(False)
         if name.endswith("gamma"):
@@ -38,6 +39,9 @@ def random_layout(timm_name: str, size: int) -> LoadedModel:
     spec = ModelSpec(id=f"test-{timm_name}", display_name=timm_name, family="vit",
                      source="hub", timm_name=timm_name, input_size=(size, size), crop_pct=1.0)
     model = LoadedModel(spec, module, torch.device("cpu"), True, "random initialisation")
+    if classes:
+        model.head = ImageNetHead([f"class {i}" for i in range(classes)])
+        model.class_names = model.head.class_names
     return model
 
 
@@ -378,3 +382,51 @@ def test_cli_head_importance_refuses_a_cnn_before_loading(capsys, monkeypatch):
                  "sample:chelsea"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "ViT" in err[0]
+
+
+# --- read-out (logit lens) --------------------------------------------------------------------
+
+def test_readout_at_the_last_block_is_dinov2s_prediction(dinov2, image):
+    from xai_core.metrics.faithfulness import class_scorer
+    from xai_core.pipeline import predict
+    from xai_core.readout import block_heads, readout
+
+    result = readout(dinov2, image)
+    assert result.top[-1] == predict(dinov2, image)
+    scorer = class_scorer(dinov2, result.target, dinov2.head)
+    assert result.target_scores[-1] == float(scorer(model_output(dinov2, image))[0])
+    heads, _ = block_heads(dinov2, dinov2.head)
+    assert torch.equal(heads[-1].bank.features, dinov2.head.bank.features)
+    assert len(heads) == 12 and result.patch_scores.shape == (12, 16, 16)
+
+
+def test_readout_equals_the_hand_logit_lens_on_deit_distilled(image):
+    from xai_core.pipeline import predict
+    from xai_core.readout import readout
+
+    model = random_layout("deit_small_distilled_patch16_224", 64, classes=10)
+    module = model.module
+    result = readout(model, image, target=3)
+    assert [p.index for p in result.top[-1]] == [p.index for p in predict(model, image)]
+    with torch.inference_mode():
+        x = hand_sequence(module, pixels_of(model, image))
+        for block_index, block in enumerate(module.blocks):
+            x = block(x)
+            normed = module.norm(x)[0]
+            logits = (module.head(normed[0]) + module.head_dist(normed[1])) / 2
+            assert result.target_scores[block_index] == pytest.approx(
+                float(logits.softmax(-1)[3]), abs=1e-6)
+            per_patch = ((module.head(normed[2:]) + module.head_dist(normed[2:])) / 2
+                         ).softmax(-1)[:, 3].reshape(4, 4).numpy()
+            np.testing.assert_allclose(result.patch_scores[block_index], per_patch, atol=1e-6)
+
+
+def test_cli_readout_json(capsys, dinov2, image):
+    from xai_core.readout import readout
+
+    assert main(["readout", "--model", "dinov2-s14", "--image", "sample:chelsea",
+                 "--json"]) == 0
+    payload = json.loads(capsys.readouterr().out)
+    assert [row["block"] for row in payload["blocks"]] == list(range(12))
+    assert payload["blocks"][-1]["top"][0]["label"] == "cat"
+    assert payload["blocks"][5]["target_score"] == readout(dinov2, image).target_scores[5]

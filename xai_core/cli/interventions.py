@@ -13,6 +13,7 @@ from .common import CliError, emit, labelled, load_image, load_model, parse_sets
 
 def add_interventions_commands(add) -> None:
     add_head_importance_command(add)
+    add_readout_command(add)
     add("interventions", cmd_interventions, "list the interventions with their values and "
                                             "conventions", image=False)
     sub = add("intervene", cmd_intervene, "top-5 and the target's score before and after "
@@ -112,3 +113,34 @@ def cmd_head_importance(args) -> None:
             f"{grid.correlations['sink_score']:+.2f}, with entropy "
             f"{grid.correlations['entropy']:+.2f}; {grid.seconds:.1f} s")
     emit(args, payload, labelled(model, text))
+
+
+def add_readout_command(add) -> None:
+    sub = add("readout", cmd_readout, "what each block would answer (logit lens), per block "
+                                      "and per patch")
+    sub.add_argument("--target", help="class index or name (default: the top prediction)")
+    sub.add_argument("--out", help="write the per-patch scores (blocks x rows x cols) to this "
+                                   ".npz")
+
+
+def cmd_readout(args) -> None:
+    from ..models import get_spec
+    from ..readout import readout
+
+    if not get_spec(args.model).is_vit:
+        raise CliError("readout reads a ViT's blocks: choose a ViT model.")
+    model, image = load_model(args), load_image(args.image)
+    if model.head is None:
+        raise CliError(f"{model.spec.display_name} has no class score to read out.")
+    result = readout(model, image, target=args.target)
+    payload = {**result.as_dict(), "model": model.spec.id,
+               "random_weights": model.random_weights}
+    if args.out:
+        save_npz(args.out, {"patch_scores": result.patch_scores.astype(np.float32),
+                            "target_scores": result.target_scores.astype(np.float32)},
+                 run_meta(model, image, {k: v for k, v in payload.items() if k != "blocks"}))
+        payload["out"] = args.out
+    rows = [f"block {k:2}: {row[0].label} ({row[0].probability:.2%}), "
+            f"{result.label} {result.target_scores[k]:.4f}" for k, row in enumerate(result.top)]
+    rows.append(f"the answer holds from block {result.first_block} on ({result.score_kind})")
+    emit(args, payload, labelled(model, "\n".join(rows)))
