@@ -36,7 +36,7 @@ def random_layout(timm_name: str, size: int, classes: int = 0) -> LoadedModel:
         parameter.requires_grad_(False)
         if name.endswith("gamma"):
             parameter.fill_(1.0)
-    spec = ModelSpec(id=f"test-{timm_name}", display_name=timm_name, family="vit",
+    spec = ModelSpec(id=f"test-{timm_name}-{classes}", display_name=timm_name, family="vit",
                      source="hub", timm_name=timm_name, input_size=(size, size), crop_pct=1.0)
     model = LoadedModel(spec, module, torch.device("cpu"), True, "random initialisation")
     if classes:
@@ -89,7 +89,7 @@ def hand_sequence(module, pixels):
 
 
 def hand_forward(module, tokens, heads_off=(), fill="zero", sink_keys=None, sink_blocks=(),
-                 uniform=()):
+                 uniform=(), skip_key=None):
     """Every block written out, with the intervention made inside the loop."""
     x = tokens
     for index, block in enumerate(module.blocks):
@@ -106,7 +106,8 @@ def hand_forward(module, tokens, heads_off=(), fill="zero", sink_keys=None, sink
         if index in sink_blocks:
             attn = attn.clone()
             for head in range(heads):
-                attn[:, head, :, int(sink_keys[index][head])] = 0.0
+                if sink_keys[index][head] != skip_key:  # a dropped sink: nothing to zero
+                    attn[:, head, :, int(sink_keys[index][head])] = 0.0
             attn = attn / attn.sum(-1, keepdim=True)
         context = attn @ v  # (B, H, N, d)
         for block_index, head in heads_off:
@@ -184,6 +185,26 @@ def test_sink_off_uses_the_measured_sink_keys_and_equals_the_hand_forward(model,
         expected = hand_forward(model.module, tokens, sink_keys=keys, sink_blocks=(0, 2))
     assert_matches(got, expected)
     assert_changed(got, model_output(model, image), 1e-4)
+
+
+def test_sink_off_with_dropped_tokens_follows_each_sink_key_to_its_new_place(dinov2, image):
+    module = dinov2.module
+    keys = I.sink_keys_of(dinov2, image)
+    blocks = [b for b in range(12) if (keys[b] > 0).any()][:2]  # blocks with patch sinks
+    assert len(blocks) == 2
+    first_sink_patch = int(keys[blocks[0]][keys[blocks[0]] > 0][0]) - 1
+    dropped = [0, 1, first_sink_patch]  # one head's sink goes; the other keys move
+    keep = [0] + [1 + p for p in range(256) if p not in dropped]
+    remapped = np.array([[keep.index(k) if k in keep else -1 for k in row] for row in keys])
+    assert (remapped[blocks[0]] == -1).sum() >= 1
+    got = under(dinov2, image, sink_keys=keys, sink_off=",".join(map(str, blocks)),
+                tokens_drop=",".join(map(str, dropped)))
+    with torch.inference_mode():
+        full = module._pos_embed(module.patch_embed(pixels_of(dinov2, image)))
+        short = module.norm_pre(full[:, keep])
+        expected = hand_forward(module, short, sink_keys=remapped, sink_blocks=blocks,
+                                skip_key=-1)
+    assert_matches(got, expected)
 
 
 def test_tokens_drop_equals_timm_on_the_shortened_sequence(model, image):

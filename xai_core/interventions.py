@@ -261,10 +261,21 @@ def position_order(num_patches: int, seed: int) -> torch.Tensor:
         return torch.randperm(num_patches)
 
 
+def kept_tokens(module, values: dict) -> list[int]:
+    """The positions (in the full sequence: prefix tokens, then patches) of the tokens that
+    tokens_drop and registers_off leave in the sequence."""
+    prefix, patches = int(module.num_prefix_tokens), int(module.patch_embed.num_patches)
+    dropped = set(values["tokens_drop"])
+    registers = set(_register_positions(module)) if values["registers_off"] == "yes" else set()
+    return [i for i in range(prefix) if i not in registers] + [
+        prefix + p for p in range(patches) if p not in dropped]
+
+
 def _edit_sequence(module, values: dict, order: torch.Tensor | None):
     """The sequence right after the position embeddings (timm's `patch_drop` output):
     position embeddings swapped, registers and patch tokens removed."""
     prefix = int(module.num_prefix_tokens)
+    keep = kept_tokens(module, values)
 
     def edit(_module, _inputs, tokens: torch.Tensor) -> torch.Tensor:
         patches = tokens.shape[1] - prefix
@@ -272,23 +283,28 @@ def _edit_sequence(module, values: dict, order: torch.Tensor | None):
             table = module.pos_embed[0, -patches:].to(tokens.dtype)
             new = torch.zeros_like(table) if values["positions"] == "zero" else table[order]
             tokens = torch.cat([tokens[:, :prefix], tokens[:, prefix:] - table + new], dim=1)
-        dropped = set(values["tokens_drop"])
-        registers = set(_register_positions(module)) if values["registers_off"] == "yes" else set()
-        keep = [i for i in range(prefix) if i not in registers] + [
-            prefix + p for p in range(patches) if p not in dropped]
-        if len(keep) < tokens.shape[1]:
-            tokens = tokens[:, keep]
-        return tokens
+        return tokens[:, keep] if len(keep) < tokens.shape[1] else tokens
     return edit
 
 
-def _edit_attention(block_index: int, values: dict, sink_keys: np.ndarray | None):
-    """Forward hook on a block's `attn_drop` (the post-softmax attention, B x H x Nq x Nk)."""
+def _sink_keys_in(keys: np.ndarray, kept: list[int]) -> list[list[tuple[int, int]]]:
+    """Per block, (head, key) with the key's position in the shortened sequence; a head
+    whose sink key was dropped has nothing left to switch off."""
+    where = {token: position for position, token in enumerate(kept)}
+    return [[(head, where[int(key)]) for head, key in enumerate(row) if int(key) in where]
+            for row in keys]
+
+
+def _edit_attention(block_index: int, values: dict, sinks: list[tuple[int, int]] | None):
+    """Forward hook on a block's `attn_drop` (the post-softmax attention, B x H x Nq x Nk);
+    `sinks` = (head, key) pairs of this block."""
     def edit(_module, _inputs, attn: torch.Tensor) -> torch.Tensor:
         if block_index in values["uniform"]:
             return attn * 0.0 + 1.0 / attn.shape[-1]  # kept in the graph (gradient 0)
-        keys = torch.as_tensor(sink_keys[block_index], device=attn.device)
-        heads = torch.arange(attn.shape[1], device=attn.device)
+        if not sinks:
+            return attn
+        heads = torch.as_tensor([head for head, _ in sinks], device=attn.device)
+        keys = torch.as_tensor([key for _, key in sinks], device=attn.device)
         kept = attn.clone()
         kept[:, heads, :, keys] = 0.0
         return kept / kept.sum(-1, keepdim=True)
@@ -327,9 +343,11 @@ def applied(module: torch.nn.Module, values: dict, sink_keys: np.ndarray | None 
         changed_attention = set(values["uniform"]) | set(values["sink_off"])
         if changed_attention:
             stack.enter_context(_unfused_attention(module))
+        sinks = (None if sink_keys is None
+                 else _sink_keys_in(sink_keys, kept_tokens(module, values)))
         for index in sorted(changed_attention):
             handles.append(blocks[index].attn.attn_drop.register_forward_hook(
-                _edit_attention(index, values, sink_keys)))
+                _edit_attention(index, values, None if sinks is None else sinks[index])))
         for index in sorted({block for block, _ in values["heads_off"]}):
             attn = blocks[index].attn
             off = torch.zeros(1, attn.num_heads, dtype=torch.bool)
