@@ -451,3 +451,31 @@ def test_cli_readout_json(capsys, dinov2, image):
     assert [row["block"] for row in payload["blocks"]] == list(range(12))
     assert payload["blocks"][-1]["top"][0]["label"] == "cat"
     assert payload["blocks"][5]["target_score"] == readout(dinov2, image).target_scores[5]
+
+
+def test_hooks_go_on_only_while_the_models_lock_is_held(dinov2, image):
+    """Another session holding the lock sees the model unhooked, and the intervention waits."""
+    import threading
+
+    done = threading.Event()
+    dinov2.lock.acquire()
+    try:
+        worker = threading.Thread(target=lambda: (
+            under(dinov2, image, heads_off="0.1", positions="shuffle"), done.set()))
+        worker.start()
+        assert not done.wait(1.0)
+        assert not any(m._forward_hooks or m._forward_pre_hooks for m in dinov2.module.modules())
+    finally:
+        dinov2.lock.release()
+    worker.join(120)
+    assert done.is_set()
+
+
+def test_cli_intervene_on_a_random_deit_distilled(capsys):
+    assert main(["intervene", "--model", "deit-s16-distilled", "--random-weights", "--image",
+                 "sample:coffee", "--set", "heads_off=0.1,11.5", "--set", "uniform=2",
+                 "--json"]) == 0
+    payload = json.loads(capsys.readouterr().out)
+    assert payload["random_weights"] and payload["model"] == "deit-s16-distilled"
+    assert len(payload["before"]["top"]) == len(payload["after"]["top"]) == 5
+    assert payload["target"]["after"] != payload["target"]["before"]

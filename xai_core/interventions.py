@@ -34,7 +34,6 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from types import SimpleNamespace
-from typing import Any
 
 import numpy as np
 import torch
@@ -326,18 +325,30 @@ def _edit_heads(off: torch.Tensor, fill: str):
     return edit
 
 
+def shuffled_order(module, values: dict) -> torch.Tensor | None:
+    """`position_order` when positions=shuffle. Draw it before taking the model's lock: the
+    draw takes the process-wide rng lock, which is never taken inside a model's lock."""
+    if values["positions"] != "shuffle":
+        return None
+    return position_order(int(module.patch_embed.num_patches), values["seed"])
+
+
 @contextmanager
-def applied(module: torch.nn.Module, values: dict, sink_keys: np.ndarray | None = None):
+def applied(module: torch.nn.Module, values: dict, sink_keys: np.ndarray | None = None,
+            order: torch.Tensor | None = None):
     """Hooks that apply `values` to every forward of `module` inside the block, removed when
     it ends (also on error). Hold the model's lock around it: other sessions must never run
-    the modified model. With nothing active, nothing is hooked (the plain forward)."""
+    the modified model. `order`: `shuffled_order`'s, for positions=shuffle. With nothing
+    active, nothing is hooked (the plain forward)."""
+    if values["positions"] == "shuffle" and order is None:
+        raise ValueError("positions=shuffle needs its order (shuffled_order), drawn before "
+                         "the model's lock is taken.")
     blocks = [block for kind, block in transformer_blocks(module) if kind == "self"]
     handles = []
     with ExitStack() as stack:
         stack.callback(lambda: [handle.remove() for handle in handles])
-        if values["tokens_drop"] or values["positions"] != "keep" or values["registers_off"] == "yes":
-            order = (position_order(module.patch_embed.num_patches, values["seed"])
-                     if values["positions"] == "shuffle" else None)
+        if (values["tokens_drop"] or values["positions"] != "keep"
+                or values["registers_off"] == "yes"):
             handles.append(module.patch_drop.register_forward_hook(
                 _edit_sequence(module, values, order)))
         changed_attention = set(values["uniform"]) | set(values["sink_off"])
@@ -378,7 +389,8 @@ def output_under(model, pixels: torch.Tensor, values: dict,
                  sink_keys: np.ndarray | None = None) -> torch.Tensor:
     """The model's output for `pixels` (already masked) under the interventions: one
     forward under the model's lock."""
-    with model.lock, applied(model.module, values, sink_keys), torch.inference_mode():
+    order = shuffled_order(model.module, values)
+    with model.lock, applied(model.module, values, sink_keys, order), torch.inference_mode():
         return model.module(pixels.to(model.device)).float().cpu()
 
 
@@ -461,7 +473,8 @@ def maps_under(model, pixels, values: dict, sink_keys, score_fn) -> dict[str, np
     from .methods.gae import gae_map
     from .methods.rollout import attention_rollout, last_block_cls_attention
 
-    with model.lock, applied(model.module, values, sink_keys), separate_forwards():
+    order = shuffled_order(model.module, values)
+    with model.lock, applied(model.module, values, sink_keys, order), separate_forwards():
         capture = run_capture(model.module, pixels.to(model.device), score_fn)
     return {"attention": np.asarray(last_block_cls_attention(capture)[0], np.float32),
             "rollout": np.asarray(attention_rollout(capture).query_row(None)[0], np.float32),
