@@ -290,7 +290,7 @@ def test_intervene_reports_before_after_and_maps(dinov2, image):
     target = outcome.target
     assert target["change"] == pytest.approx(target["after"] - target["before"])
     assert target["after"] < target["before"] - 0.05  # uniform attention everywhere hurts
-    assert set(outcome.maps) == {"attention", "rollout", "gae"}
+    assert set(outcome.maps) == {"attention", "rollout", "gae", "vit-gradcam"}
     np.testing.assert_allclose(outcome.maps["attention"], 1.0 / 257, rtol=1e-5)  # uniform
     assert payload["intervention"]["values"] == {"uniform": list(range(12))}
 
@@ -479,3 +479,18 @@ def test_cli_intervene_on_a_random_deit_distilled(capsys):
     assert payload["random_weights"] and payload["model"] == "deit-s16-distilled"
     assert len(payload["before"]["top"]) == len(payload["after"]["top"]) == 5
     assert payload["target"]["after"] != payload["target"]["before"]
+
+
+def test_maps_without_an_intervention_are_the_methods_own(dinov2, image):
+    from xai_core.methods import METHODS
+    from xai_core.methods.rollout import attention_rollout
+    from xai_core.pipeline import vit_capture
+
+    outcome = I.intervene(dinov2, image)
+    target = outcome.target["index"]
+    for name in ("gae", "vit-gradcam"):
+        np.testing.assert_allclose(outcome.maps[name],
+                                   METHODS[name](dinov2, image, target=target).map, atol=1e-6)
+    np.testing.assert_allclose(outcome.maps["rollout"],
+                               attention_rollout(vit_capture(dinov2, image)).query_row()[0],
+                               atol=1e-6)

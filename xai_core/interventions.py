@@ -23,8 +23,8 @@ self-attention blocks; patches are in raster order (row by row).
     uniform       blocks whose attention is replaced by uniform attention (1/N on every key)
 
 The result (`intervene`) holds the top-5 before and after, the target's score before and
-after, and the attention, rollout and GAE maps recomputed under the intervention by the
-capture engine (when the token sequence keeps its length).
+after, and the attention, rollout, GAE and ViT Grad-CAM maps recomputed under the
+intervention by the capture engine (when the token sequence keeps its length).
 """
 
 from __future__ import annotations
@@ -421,7 +421,7 @@ def _score(model, head, output: torch.Tensor, target: int) -> float:
 def intervene(model, image, target=None, head=None, maps: bool = True, **given) -> Outcome:
     """The prediction before and after the interventions `given` (names of `INTERVENTIONS`,
     values as strings or typed), the target's class score (None: the top prediction before)
-    and, with `maps`, the attention, rollout and GAE maps under the intervention. Cached by
+    and, with `maps`, the maps under the intervention (`maps_under`). Cached by
     content; treat the result as read-only."""
     values = resolve(model, given)
     head = head_of(model, head)
@@ -467,18 +467,21 @@ def _plain(values: dict) -> dict:
 
 
 def maps_under(model, pixels, values: dict, sink_keys, score_fn) -> dict[str, np.ndarray]:
-    """Attention (last block, [CLS] row, heads averaged), rollout and GAE maps of a capture
+    """Attention (last block, [CLS] row, heads averaged), rollout (every block), GAE and
+    ViT Grad-CAM (the method's defaults: F1, patch weights, last block) maps of a capture
     taken by the capture engine with the interventions hooked in before its recorders, so
-    it records the changed attention."""
+    it records the changed attention and its gradients."""
     from .methods.gae import gae_map
     from .methods.rollout import attention_rollout, last_block_cls_attention
+    from .methods.vit_gradcam import taxonomy
 
     order = shuffled_order(model.module, values)
     with model.lock, applied(model.module, values, sink_keys, order), separate_forwards():
         capture = run_capture(model.module, pixels.to(model.device), score_fn)
     return {"attention": np.asarray(last_block_cls_attention(capture)[0], np.float32),
             "rollout": np.asarray(attention_rollout(capture).query_row(None)[0], np.float32),
-            "gae": np.asarray(gae_map(capture)[0], np.float32)}
+            "gae": np.asarray(gae_map(capture)[0], np.float32),
+            "vit-gradcam": taxonomy(capture).cell(len(capture.blocks) - 1, "F1", "patch").map}
 
 
 # --- head importance: every head switched off, one at a time ----------------------------------
