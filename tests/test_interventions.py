@@ -494,3 +494,28 @@ def test_maps_without_an_intervention_are_the_methods_own(dinov2, image):
     np.testing.assert_allclose(outcome.maps["rollout"],
                                attention_rollout(vit_capture(dinov2, image)).query_row()[0],
                                atol=1e-6)
+
+
+def test_readme_numbers_are_recomputed(dinov2, image):
+    from pathlib import Path
+
+    from xai_core.pipeline import vit_capture
+    from xai_core.sinks import analyse_sinks
+
+    readme = " ".join((Path(__file__).resolve().parent.parent / "README.md").read_text().split())
+    sink = analyse_sinks(vit_capture(dinov2, image)).strongest()
+    off = I.intervene(dinov2, image, maps=False, heads_off=f"{sink.block}.{sink.head}").target
+    every = I.intervene(dinov2, image, maps=False, sink_off="0-11")
+    grid = I.head_importance(dinov2, image)
+    block, head = np.unravel_index(int(grid.drops.argmax()), grid.drops.shape)
+    assert every.after[0].label == "cat" and off["label"] == "cat"
+    for words in (
+            f"target cat, k-NN class score {off['before']:.4f}",
+            f"(block {sink.block}, head {sink.head}, sink score {sink.score:.2f}, its key "
+            f"patch {sink.key - 1}) moves the score to {off['after']:.4f} "
+            f"({off['change']:+.4f})",
+            f"moves it to {every.target['after']:.4f} ({every.target['change']:+.4f})",
+            f"block {block}, head {head} ({-grid.drops[block, head]:+.4f})",
+            f"sink score is {grid.correlations['sink_score']:+.2f} and with the entropy "
+            f"{grid.correlations['entropy']:+.2f}"):
+        assert words.replace("+-", "-") in readme, words
