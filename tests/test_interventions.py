@@ -519,3 +519,14 @@ def test_readme_numbers_are_recomputed(dinov2, image):
             f"sink score is {grid.correlations['sink_score']:+.2f} and with the entropy "
             f"{grid.correlations['entropy']:+.2f}"):
         assert words.replace("+-", "-") in readme, words
+
+
+@pytest.mark.parametrize("given, words", [
+    ({"uniform": "3"}, "talking heads"),
+    ({"tokens_drop": "3"}, "timm VisionTransformer"),
+    ({"positions": "zero"}, "timm VisionTransformer"),
+])
+def test_cait_refuses_what_its_layout_cannot_take_before_loading(given, words):
+    with pytest.raises(OptionError) as refused:
+        I.check_before_load("cait-s24", given)
+    assert words in str(refused.value)

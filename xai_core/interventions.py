@@ -39,8 +39,8 @@ import numpy as np
 import torch
 
 from .cache import BoundedCache, cache_key
-from .capture import (_unfused_attention, model_layout, run_capture, separate_forwards,
-                      transformer_blocks)
+from .capture import (_unfused_attention, is_talking_heads, model_layout, run_capture,
+                      separate_forwards, transformer_blocks)
 from .errors import OptionError
 from .images import image_sha256
 from .methods.attribution import REFERENCE_NAMES, REFERENCES, reference_pixels
@@ -195,6 +195,11 @@ def _check_together(values: dict, model) -> None:
     if changes_sequence and not hasattr(module, "patch_drop"):
         raise OptionError(f"tokens_drop, positions and registers_off need a timm "
                           f"VisionTransformer; {model.spec.display_name} has another layout.")
+    if (values["sink_off"] or values["uniform"]) and any(
+            is_talking_heads(block) for _, block in transformer_blocks(module)):
+        raise OptionError(f"sink_off and uniform change the softmax attention; "
+                          f"{model.spec.display_name} mixes its heads after the softmax "
+                          "(talking heads).")
     if len(values["tokens_drop"]) >= layout.tokens.num_patches:
         raise OptionError("tokens_drop removes every patch; keep at least one.")
     if values["registers_off"] == "yes" and not _register_positions(module):
