@@ -530,3 +530,31 @@ def test_cait_refuses_what_its_layout_cannot_take_before_loading(given, words):
     with pytest.raises(OptionError) as refused:
         I.check_before_load("cait-s24", given)
     assert words in str(refused.value)
+
+
+def test_a_cnn_takes_masked_pixels_in_16_pixel_cells():
+    cnn, image = get_model("efficientnet-lite0"), load_sample("coffee")
+    pixels = pixels_of(cnn, image)
+    reference = reference_pixels(cnn, pixels, "mean")
+    masked = pixels.clone()
+    for cell in (0, 20, 195):  # 14 x 14 cells of 16 px on its 224-px input
+        row, col = divmod(cell, 14)
+        window = (..., slice(row * 16, row * 16 + 16), slice(col * 16, col * 16 + 16))
+        masked[window] = reference[window]
+    with torch.inference_mode():
+        expected = cnn.module(masked)
+    got = under(cnn, image, patches_mask="0,20,195", mask_baseline="mean")
+    assert_matches(got, expected)
+    outcome = I.intervene(cnn, image, patches_mask="0-97", mask_baseline="black")
+    assert outcome.before[0].label == "espresso" and outcome.maps == {}
+    assert outcome.target["after"] < outcome.target["before"]
+
+
+@pytest.mark.parametrize("given, words", [
+    ({"heads_off": "0.1"}, "heads_off: acts on a ViT"),
+    ({"patches_mask": "196"}, "patch 196 is out of range (0-195"),
+])
+def test_a_cnn_refuses_token_interventions_before_loading(given, words):
+    with pytest.raises(OptionError) as refused:
+        I.check_before_load("efficientnet-lite0", given)
+    assert words in str(refused.value)

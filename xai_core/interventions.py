@@ -43,8 +43,9 @@ from .capture import (_unfused_attention, is_talking_heads, model_layout, run_ca
                       separate_forwards, transformer_blocks)
 from .errors import OptionError
 from .images import image_sha256
-from .methods.attribution import REFERENCE_NAMES, REFERENCES, reference_pixels
-from .methods.base import LAST_PATCH, LAST_SELF_BLOCK, Choice, FromModel, Int, _words
+from .methods.attribution import (REFERENCE_NAMES, REFERENCES, cell_mask, cell_size,
+                                  reference_pixels)
+from .methods.base import LAST_SELF_BLOCK, Choice, FromModel, Int, _words
 from .pipeline import head_of, predictions_of, prepare, resolve_target, vit_capture
 from .rng import seeded
 from .sinks import analyse_sinks
@@ -52,6 +53,18 @@ from .tokens import prefix_token_names
 
 LAST_HEAD = FromModel("the last head",
                       lambda model: transformer_blocks(model.module)[0][1].attn.num_heads - 1)
+
+
+def _num_cells(model) -> int:
+    """A ViT's patches; on a CNN, the attribution methods' 16-pixel cells of its input."""
+    if model.spec.family == "vit":
+        return model_layout(model).tokens.num_patches
+    cell, (height, width) = cell_size(model), model.spec.input_size
+    return -(-height // cell) * -(-width // cell)
+
+
+LAST_CELL = FromModel("the last patch (a 16-pixel cell on a CNN)",
+                      lambda model: _num_cells(model) - 1)
 RESULTS = BoundedCache(max_entries=64, max_bytes=64 * 2**20)
 TOP_K = 5
 _ITEM = re.compile(r"(-?\d+)(?:-(\d+))?")
@@ -71,7 +84,7 @@ class ListOption:
 
     @property
     def bounds(self) -> tuple[FromModel, ...]:
-        return {"pairs": (LAST_SELF_BLOCK, LAST_HEAD), "patches": (LAST_PATCH,),
+        return {"pairs": (LAST_SELF_BLOCK, LAST_HEAD), "patches": (LAST_CELL,),
                 "blocks": (LAST_SELF_BLOCK,)}[self.kind]
 
     def parse(self, raw) -> tuple:
@@ -117,7 +130,8 @@ class ListOption:
             return (f"{self.name}={item[0]}.{item[1]} is out of range (blocks 0-{limits[0]}, "
                     f"heads 0-{limits[1]}{of}).")
         high = highs[0] if highs else _words(self.bounds[0])
-        return f"{self.name}: {self.kind[:-1]} {item} is out of range (0-{high}{of})."
+        one = {"patches": "patch", "blocks": "block"}[self.kind]
+        return f"{self.name}: {one} {item} is out of range (0-{high}{of})."
 
     def default_for(self, model) -> tuple:
         return self.default
@@ -150,6 +164,7 @@ INTERVENTIONS = (
     ListOption("uniform", "blocks", "Blocks whose attention is replaced by uniform attention."),
 )
 BY_NAME = {option.name: option for option in INTERVENTIONS}
+PIXEL_ONLY = ("patches_mask", "mask_baseline")  # what a CNN can take
 CONVENTION = ("blocks (self-attention), heads and patches 0-based, patches in raster order; "
               "heads_off replaces the head's slice of softmax(QK^T)V before W_O (attn.proj); "
               "tokens_drop removes patch tokens after position embeddings; sink_off zeroes "
@@ -178,13 +193,18 @@ def resolve(model, given: dict | None) -> dict:
     """Every intervention's value for this model (a loaded model, or `model_shell`'s
     weightless one): the given ones checked against its blocks, heads and patches, the rest
     at their defaults, and the rules between them."""
-    if model.spec.family != "vit":
-        raise OptionError(f"Interventions act on a ViT's tokens and heads; "
-                          f"{model.spec.display_name} is a {model.spec.family.upper()}.")
     parsed = parse(given)
+    family = model.spec.family
+    beyond_pixels = sorted(set(parsed) - set(PIXEL_ONLY))
+    if family == "text" or (family == "cnn" and beyond_pixels):
+        raise OptionError(f"{', '.join(beyond_pixels) or 'Interventions'}: acts on a ViT's "
+                          f"tokens and heads; {model.spec.display_name} is a {family.upper()}"
+                          + (" (a CNN takes patches_mask, in 16-pixel cells, and "
+                             "mask_baseline)." if family == "cnn" else "."))
     values = {option.name: (option.check(parsed[option.name], model) if option.name in parsed
                             else option.default_for(model)) for option in INTERVENTIONS}
-    _check_together(values, model)
+    if family == "vit":
+        _check_together(values, model)
     return values
 
 
@@ -220,7 +240,7 @@ def model_shell(model_id: str):
     from .models.loaders import _size_args
 
     spec = get_spec(model_id)
-    if spec.family != "vit":
+    if spec.family != "vit":  # only its input size matters (16-pixel cells)
         return SimpleNamespace(spec=spec, module=None)
     with torch.device("meta"):
         module = timm.create_model(spec.timm_name, pretrained=False, **_size_args(spec))
@@ -330,10 +350,17 @@ def _edit_heads(off: torch.Tensor, fill: str):
     return edit
 
 
+def changes_the_forward(values: dict) -> bool:
+    """Whether any intervention acts inside the model (not only on its input pixels)."""
+    return bool(values["heads_off"] or values["tokens_drop"] or values["sink_off"]
+                or values["uniform"] or values["positions"] != "keep"
+                or values["registers_off"] == "yes")
+
+
 def shuffled_order(module, values: dict) -> torch.Tensor | None:
     """`position_order` when positions=shuffle. Draw it before taking the model's lock: the
     draw takes the process-wide rng lock, which is never taken inside a model's lock."""
-    if values["positions"] != "shuffle":
+    if values["positions"] != "shuffle" or module is None:
         return None
     return position_order(int(module.patch_embed.num_patches), values["seed"])
 
@@ -348,6 +375,9 @@ def applied(module: torch.nn.Module, values: dict, sink_keys: np.ndarray | None 
     if values["positions"] == "shuffle" and order is None:
         raise ValueError("positions=shuffle needs its order (shuffled_order), drawn before "
                          "the model's lock is taken.")
+    if not changes_the_forward(values):  # pixels only, or nothing: the plain forward
+        yield
+        return
     blocks = [block for kind, block in transformer_blocks(module) if kind == "self"]
     handles = []
     with ExitStack() as stack:
@@ -377,10 +407,7 @@ def masked_pixels(model, pixels: torch.Tensor, patches: tuple, baseline: str) ->
     """`pixels` with the given patches replaced by the reference image `baseline`."""
     if not patches:
         return pixels
-    from .methods.attribution import cell_mask
-
-    layout = model_layout(model).tokens
-    cells = cell_mask(tuple(pixels.shape[-2:]), layout.patch_size[0])
+    cells = cell_mask(tuple(pixels.shape[-2:]), cell_size(model))
     chosen = torch.isin(cells, torch.as_tensor(patches))
     return torch.where(chosen, reference_pixels(model, pixels, baseline), pixels)
 
@@ -458,6 +485,8 @@ def _intervene(model, image, target: int, head, maps: bool, values: dict) -> Out
                           str(b): sink_keys[b].tolist() for b in values["sink_off"]}})
     if not maps:
         outcome.maps_skipped = "not asked for"
+    elif model.spec.family != "vit":
+        outcome.maps_skipped = "maps under an intervention are recomputed for ViTs only"
     elif values["tokens_drop"] or values["registers_off"] == "yes":
         outcome.maps_skipped = ("the token sequence is shorter than the patch grid, so the "
                                 "maps' patches are not all there")
