@@ -558,3 +558,31 @@ def test_a_cnn_refuses_token_interventions_before_loading(given, words):
     with pytest.raises(OptionError) as refused:
         I.check_before_load("efficientnet-lite0", given)
     assert words in str(refused.value)
+
+
+def test_positions_on_reg4_move_only_the_patches_embeddings(image):
+    model = random_layout("vit_small_patch14_reg4_dinov2", 56)
+    module = model.module
+    order = I.position_order(module.patch_embed.num_patches, 9)
+    with torch.inference_mode():  # reg4: the table covers the patches only
+        patches = module.patch_embed(pixels_of(model, image))
+        prefix = torch.cat([module.cls_token, module.reg_token], dim=1)
+        expected = {
+            how: hand_forward(module, module.norm_pre(torch.cat([prefix, p], dim=1)))
+            for how, p in (("shuffle", patches + module.pos_embed[:, order]),
+                           ("zero", patches))}
+    for how in ("shuffle", "zero"):
+        assert_matches(under(model, image, positions=how, seed=9), expected[how])
+
+
+def test_head_importance_on_deit_distilled_spot_checks(image):
+    from xai_core.metrics.faithfulness import class_scorer
+
+    model = random_layout("deit_small_distilled_patch16_224", 64, classes=10)
+    grid = I.head_importance(model, image, target=2)
+    scorer = class_scorer(model, 2, model.head)
+    for block, head in ((0, 3), (1, 0), (2, 5)):
+        alone = under(model, image, heads_off=f"{block}.{head}")
+        assert grid.drops[block, head] == pytest.approx(grid.score - float(scorer(alone)[0]),
+                                                        abs=1e-6)
+    assert np.abs(grid.drops).max() > 1e-3  # the heads matter far beyond the tolerance
