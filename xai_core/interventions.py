@@ -4,7 +4,8 @@ A map is a claim about what the model uses; an intervention tests it. Each inter
 declared once, like a method's options (`INTERVENTIONS`), and applied with hooks on the real
 timm modules for one forward under the model's lock (no copy of the model; every hook is
 removed afterwards, also on error). Blocks, heads and patches are 0-based; blocks count the
-self-attention blocks; patches are in raster order (row by row).
+self-attention blocks; patches are in raster order (row by row). A CNN takes patches_mask
+only, its patches being the attribution methods' 16-pixel cells.
 
     heads_off     block.head pairs, e.g. 0.5,3.2. heads_fill names what replaces the head's
                   slice of the attention output (softmax(QK^T)V, as it enters W_O = attn.proj):
