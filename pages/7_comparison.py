@@ -547,9 +547,10 @@ def dataset_view() -> None:
                            f"{literal.text(', '.join(beaten))}.")
             ties = bench_summary.rank_tie_groups(table["methods"])
             if ties:
-                groups = "; ".join(f"{g[0]} ~ {', '.join(g[1:])}" for g in ties)
+                named = [[literal.text(name) for name in group] for group in ties]
+                groups = "; ".join(f"{g[0]} ~ {', '.join(g[1:])}" for g in named)
                 st.caption("Rank intervals overlap (~), so the data do not support the order "
-                           f"between: {literal.text(groups)}.")
+                           f"between: {groups}.")
         curves = bench_summary.mean_curves(bench_rows, bench_settings.steps)
         for model_id in sorted({model for model, _ in curves}):
             ui.show_figure(mean_curves_figure(curves, model_id),

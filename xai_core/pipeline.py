@@ -88,8 +88,12 @@ def model_output(model, image: Image.Image) -> torch.Tensor:
 
 
 def predict(model, image: Image.Image, topk: int = 5, head=None) -> list[Prediction]:
-    head = head_of(model, head)
-    probabilities = head.probabilities(model_output(model, image))
+    return predictions_of(head_of(model, head), model_output(model, image), topk)
+
+
+def predictions_of(head, output: torch.Tensor, topk: int = 5) -> list[Prediction]:
+    """The head's top classes for one model output (an intervention's too)."""
+    probabilities = head.probabilities(output)
     top = probabilities.topk(min(topk, probabilities.numel()))
     return [Prediction(i, head.class_names[i], float(p))
             for p, i in zip(top.values.tolist(), top.indices.tolist())]

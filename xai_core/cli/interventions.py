@@ -1,0 +1,146 @@
+"""`python -m xai_core interventions` (the declarations) and `intervene` (one image before
+and after). Added to the parser by `cli.main`; heavy imports happen only when a command runs.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from .common import CliError, emit, labelled, load_image, load_model, parse_sets, run_meta, save_npz
+
+
+def add_interventions_commands(add) -> None:
+    add_head_importance_command(add)
+    add_readout_command(add)
+    add("interventions", cmd_interventions, "list the interventions with their values and "
+                                            "conventions", image=False)
+    sub = add("intervene", cmd_intervene, "top-5 and the target's score before and after "
+                                          "switching heads off, dropping tokens, ...")
+    sub.add_argument("--set", action="append", metavar="KEY=VALUE",
+                     help="intervention, e.g. heads_off=0.5,3.2 (0-based); repeatable")
+    sub.add_argument("--target", help="class index or name (default: the top prediction)")
+    sub.add_argument("--out", help="folder to write the maps under the intervention to")
+
+
+def cmd_interventions(args) -> None:
+    from ..interventions import describe
+
+    described = describe()
+    lines = [f"{o['name']:14} {o['type']:8} default {o['default']}: {o['help']}"
+             for o in described["interventions"]]
+    emit(args, described, "\n".join(lines + ["", described["convention"]]))
+
+
+def cmd_intervene(args) -> None:
+    from ..interventions import check_before_load, intervene
+
+    given = parse_sets(args.set)
+    check_before_load(args.model, given)  # every bad value refused before the weights load
+    out = _out_folder(args.out)
+    model, image = load_model(args), load_image(args.image)
+    if model.head is None:
+        raise CliError(f"{model.spec.display_name} has no class score to change.")
+    outcome = intervene(model, image, target=args.target, maps=out is not None, **given)
+    payload = outcome.as_dict()
+    if out is not None:
+        path = out / "intervention.npz"
+        save_npz(str(path), outcome.maps, run_meta(model, image, {
+            "target": outcome.target, "intervention": outcome.intervention,
+            "maps_skipped": outcome.maps_skipped}))
+        payload["out"] = str(path)
+    payload.update(model=model.spec.id, random_weights=model.random_weights)
+    emit(args, payload, labelled(model, _text(outcome)))
+
+
+def _out_folder(name: str | None) -> Path | None:
+    if name is None:
+        return None
+    folder = Path(name)
+    if not folder.parent.exists():
+        raise CliError(f"The folder {folder.parent} does not exist.")
+    if folder.exists() and not folder.is_dir():
+        raise CliError(f"{folder} is a file, not a folder.")
+    folder.mkdir(exist_ok=True)
+    return folder
+
+
+def _text(outcome) -> str:
+    target = outcome.target
+    rows = [f"{'before':32} after"]
+    for before, after in zip(outcome.before, outcome.after):
+        rows.append(f"{before.probability:7.2%}  {before.label[:22]:22}  "
+                    f"{after.probability:7.2%}  {after.label}")
+    rows.append(f"target {target['label']} ({target['index']}): {target['score_kind']} "
+                f"{target['before']:.4f} -> {target['after']:.4f} "
+                f"({target['change']:+.4f})")
+    rows.append(f"interventions: {outcome.intervention['values'] or 'none'}")
+    if outcome.maps:
+        rows.append(f"maps under the intervention: {', '.join(sorted(outcome.maps))} "
+                    f"{np.shape(next(iter(outcome.maps.values())))}")
+    return "\n".join(rows)
+
+
+def add_head_importance_command(add) -> None:
+    sub = add("head-importance", cmd_head_importance, "the target's score drop when each head "
+                                                      "is switched off, blocks x heads")
+    sub.add_argument("--target", help="class index or name (default: the top prediction)")
+    sub.add_argument("--fill", default="zero", choices=("zero", "mean"),
+                     help="what replaces the head's output before W_O (heads_fill)")
+    sub.add_argument("--out", help="write the grid to this .npz")
+
+
+def cmd_head_importance(args) -> None:
+    from ..interventions import check_before_load, head_importance
+
+    check_before_load(args.model, {"heads_fill": args.fill})  # a ViT, before it loads
+    model, image = load_model(args), load_image(args.image)
+    if model.head is None:
+        raise CliError(f"{model.spec.display_name} has no class score to change.")
+    grid = head_importance(model, image, target=args.target, fill=args.fill)
+    payload = {**grid.as_dict(), "model": model.spec.id, "random_weights": model.random_weights}
+    if args.out:
+        save_npz(args.out, {"drops": grid.drops.astype(np.float32),
+                            "sink_scores": grid.sink_scores.astype(np.float32),
+                            "entropy": grid.entropy.astype(np.float32)},
+                 run_meta(model, image, {k: v for k, v in payload.items() if k != "drops"}))
+        payload["out"] = args.out
+    block, head = np.unravel_index(int(grid.drops.argmax()), grid.drops.shape)
+    text = (f"target {grid.label} ({grid.target}): {grid.score_kind} {grid.score:.4f}; "
+            f"largest drop {grid.drops.max():+.4f} at block {block}, head {head} "
+            f"({grid.fill}); Spearman rho with sink score "
+            f"{grid.correlations['sink_score']:+.2f}, with entropy "
+            f"{grid.correlations['entropy']:+.2f}; {grid.seconds:.1f} s")
+    emit(args, payload, labelled(model, text))
+
+
+def add_readout_command(add) -> None:
+    sub = add("readout", cmd_readout, "what each block would answer (logit lens), per block "
+                                      "and per patch")
+    sub.add_argument("--target", help="class index or name (default: the top prediction)")
+    sub.add_argument("--out", help="write the per-patch scores (blocks x rows x cols) to this "
+                                   ".npz")
+
+
+def cmd_readout(args) -> None:
+    from ..models import get_spec
+    from ..readout import readout
+
+    if not get_spec(args.model).is_vit:
+        raise CliError("readout reads a ViT's blocks: choose a ViT model.")
+    model, image = load_model(args), load_image(args.image)
+    if model.head is None:
+        raise CliError(f"{model.spec.display_name} has no class score to read out.")
+    result = readout(model, image, target=args.target)
+    payload = {**result.as_dict(), "model": model.spec.id,
+               "random_weights": model.random_weights}
+    if args.out:
+        save_npz(args.out, {"patch_scores": result.patch_scores.astype(np.float32),
+                            "target_scores": result.target_scores.astype(np.float32)},
+                 run_meta(model, image, {k: v for k, v in payload.items() if k != "blocks"}))
+        payload["out"] = args.out
+    rows = [f"block {k:2}: {row[0].label} ({row[0].probability:.2%}), "
+            f"{result.label} {result.target_scores[k]:.4f}" for k, row in enumerate(result.top)]
+    rows.append(f"the answer holds from block {result.first_block} on ({result.score_kind})")
+    emit(args, payload, labelled(model, "\n".join(rows)))
