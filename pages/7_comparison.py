@@ -173,6 +173,24 @@ def unstable_maps(stability: dict) -> dict:
             and stability[(s.model.spec.family, r.name)] < UNSTABLE_BELOW}
 
 
+def offer_more_steps(model, run) -> None:
+    """A button that reruns Integrated Gradients at twice its steps (through the option's
+    link, as a shared address would), or as many as the server's budget allows."""
+    method, family = METHODS[run.name], model.spec.family
+    fitting = budget.fitting_range(method, "steps", run.options, model)
+    more = min(2 * run.options["steps"], fitting[1]) if fitting else run.options["steps"]
+    if more <= run.options["steps"]:
+        st.caption("More steps do not fit this server's budget for one request.")
+        return
+    st.button(f"Rerun {FAMILY_LABEL[family]} Integrated Gradients with {more} steps",
+              key=f"cmp_more_steps_{family}", on_click=ask_for_steps, args=(family, more))
+
+
+def ask_for_steps(family: str, steps: int) -> None:
+    st.query_params[f"cmp_options_{family}"] = "true"
+    st.query_params[f"cmp_opt_{family}_integrated-gradients_steps"] = str(steps)
+
+
 def completeness_notes() -> None:
     """Integrated Gradients promises that its map adds up to f(x) - f(reference): say how
     far it misses, and what to change when it misses by more than COMPLETENESS_LIMIT."""
@@ -193,6 +211,7 @@ def completeness_notes() -> None:
                     f"delta {run.meta['convergence_delta']:.3g} at {steps} steps), more than "
                     f"{COMPLETENESS_LIMIT:.0%}: the map does not add up. Raise **steps** under "
                     "'Change the methods' options' above (the error shrinks as steps grow).")
+                offer_more_steps(section.model, run)
             else:
                 st.caption(f"{family} Integrated Gradients: the attributions add up to the score "
                            f"change f(x) - f(reference) = {change:.4g} within {error:.1%} "

@@ -32,6 +32,18 @@ def test_stability_row_greyed_map_and_completeness_note():
             f"{ig.meta['completeness_error']:.1%}") in warnings
     assert "Raise **steps**" in warnings
 
+    app.button(key="cmp_more_steps_cnn").click().run()  # the offer: twice the steps
+    assert not app.exception, app.exception
+    assert app.query_params["cmp_opt_cnn_integrated-gradients_steps"] == "4"
+    error = METHODS["integrated-gradients"](cnn, image, target=target,
+                                            steps=4).meta["completeness_error"]
+    assert error != ig.meta["completeness_error"]
+    if error > 0.05:
+        assert f"by {error:.1%} (Captum's convergence delta" in element_text(app, "warning")
+        assert "at 4 steps)" in element_text(app, "warning")
+    else:
+        assert f"within {error:.1%}" in element_text(app, "caption")
+
     app.checkbox(key="cmp_stability").check().run()
     assert not app.exception, app.exception
     vit = get_model("dinov2-s14")
