@@ -65,8 +65,208 @@ function listen(chart) {
   // a hidden chart (another page's, a closed expander) has no size to follow
   new ResizeObserver(() => {
     if (host.dataset.state !== "drawn" || !host.isConnected || !host.offsetParent) return;
-    window.Plotly.Plots.resize(host).catch(() => {});
+    window.Plotly.Plots.resize(host).then(() => fit(chart)).catch(() => {});
   }).observe(host);
+}
+
+/* Labels that fit the chart the browser gave it (a phone, a narrow column, presentation
+ * type), measured on the drawn chart, for every figure the app draws:
+ * - the title keeps every word on screen and clear of the toolbar (the modebar, top right,
+ *   shown on hover or tap): wrapped at spaces to the room left of the toolbar or, when that
+ *   leaves too little, put under the toolbar and wrapped to the chart's width;
+ * - annotations (subplot titles, labels) that run into each other or past the edge wrap at
+ *   spaces to the room they have, and shrink when one word is still too wide;
+ * - x tick labels that run together stand upright;
+ * - then the plot moves down until nothing under the title (the plot, top axis labels,
+ *   subplot titles, a legend) touches it.
+ * A resize starts again from the figure's own layout. */
+const EDGE = 8;  // px between a label and the chart's edge, the toolbar or another label
+const MIN_FONT = 9;
+const plain = (text) => String(text).replace(/<[^>]+>/g, "");
+const lineCount = (text) => text.split("<br>").length;
+const longestLine = (text) => Math.max(...text.split(/<br\s*\/?>/i).map((l) => plain(l).length));
+const longestWord = (text) => Math.max(...plain(text.replace(/<br\s*\/?>/gi, " ")).split(" ")
+  .map((w) => w.length));
+const clone = (value) => (value === undefined ? null : JSON.parse(JSON.stringify(value)));
+
+/* Lines of at most `maxChars` visible characters, broken at spaces or after a hyphen
+ * ("input-x-gradient" has no space); a longer piece stays whole. */
+function wrapText(text, maxChars) {
+  return text.split(/<br\s*\/?>/i).map((line) => {
+    const lines = [];
+    let current = "";
+    for (const [, space, piece] of line.matchAll(/( ?)([^ -]*-?)/g)) {
+      if (!piece) continue;
+      const longer = current ? current + space + piece : piece;
+      if (current && plain(longer).length > maxChars) {
+        lines.push(current);
+        current = piece;
+      } else {
+        current = longer;
+      }
+    }
+    lines.push(current);
+    return lines.join("<br>");
+  }).join("<br>");
+}
+
+function boxIn(element, origin) {
+  const r = element.getBoundingClientRect();
+  return { left: r.left - origin.left, right: r.right - origin.left, top: r.top - origin.top,
+           bottom: r.bottom - origin.top, width: r.width, height: r.height };
+}
+
+/* The figure's own values of everything fit() may change, to start from on a resize. */
+function remember(chart, layout) {
+  const { host } = chart;
+  const spec = layout.title;
+  chart.title = (typeof spec === "string" ? spec : spec && spec.text) || "";
+  const drawn = host.querySelector(".gtitle");
+  chart.titleCharWidth = chart.title && drawn
+    ? drawn.getBoundingClientRect().width / Math.max(1, longestLine(chart.title)) : 0;
+  chart.original = { title: clone(layout.title), "margin.t": host._fullLayout.margin.t };
+  if (layout.annotations) chart.original.annotations = clone(layout.annotations);
+  const own = (name, path) => {
+    const value = path.reduce((node, key) => (node == null ? node : node[key]), layout[name]);
+    return value === undefined ? null : value;
+  };
+  for (const axis of host._fullLayout._subplots.xaxis || []) {
+    const name = `xaxis${axis.slice(1)}`;
+    chart.original[`${name}.tickangle`] = own(name, ["tickangle"]);
+  }
+  for (const axis of host._fullLayout._subplots.yaxis || []) {
+    const name = `yaxis${axis.slice(1)}`;
+    chart.original[`${name}.tickfont.size`] = own(name, ["tickfont", "size"]);
+  }
+  chart.changed = false;
+}
+
+function annotationFixes(host, origin) {
+  const full = host._fullLayout.annotations || [];
+  const notes = [...host.querySelectorAll(".annotation")].map((el) => ({
+    index: Number(el.getAttribute("data-index")), box: boxIn(el, origin) }))
+    .filter((n) => n.box.width > 0 && full[n.index] && full[n.index].text);
+  const fixes = {};
+  for (const note of notes) {
+    const centre = (note.box.left + note.box.right) / 2;
+    let room = 2 * Math.min(centre, origin.width - centre);
+    for (const other of notes) {
+      const sameRow = Math.min(note.box.bottom, other.box.bottom)
+        - Math.max(note.box.top, other.box.top) > 2;
+      if (other !== note && sameRow) {
+        room = Math.min(room, Math.abs(centre - (other.box.left + other.box.right) / 2));
+      }
+    }
+    room -= EDGE;
+    if (note.box.width <= room) continue;
+    const { text, font } = full[note.index];
+    const charWidth = note.box.width / Math.max(1, longestLine(text));
+    const wrapped = wrapText(text, Math.max(1, Math.floor(room / charWidth)));
+    fixes[`annotations[${note.index}].text`] = wrapped;
+    const widest = longestLine(wrapped) * charWidth;
+    if (widest > room) {
+      fixes[`annotations[${note.index}].font.size`] = Math.max(
+        MIN_FONT, Math.floor(font.size * room / widest));
+    }
+  }
+  return fixes;
+}
+
+function tickFixes(host, origin) {
+  const fixes = {};
+  for (const axis of host._fullLayout._subplots.xaxis || []) {
+    const ticks = [...host.querySelectorAll(`.xaxislayer-above .${axis}tick text`)]
+      .map((el) => boxIn(el, origin)).filter((b) => b.width > 0)
+      .sort((a, b) => a.left - b.left);
+    if (ticks.some((b, i) => i > 0 && b.left < ticks[i - 1].right + 2)) {
+      fixes[`xaxis${axis.slice(1)}.tickangle`] = -90;
+    }
+  }
+  for (const axis of host._fullLayout._subplots.yaxis || []) {  // rows too close: smaller type
+    const ticks = [...host.querySelectorAll(`.yaxislayer-above .${axis}tick text`)]
+      .map((el) => boxIn(el, origin)).filter((b) => b.height > 0)
+      .sort((a, b) => a.top - b.top);
+    let scale = 1;
+    ticks.forEach((b, i) => {
+      if (i > 0) scale = Math.min(scale, (b.top + b.bottom - ticks[i - 1].top - ticks[i - 1].bottom)
+                                  / 2 / b.height);
+    });
+    if (scale < 1) {
+      const name = `yaxis${axis.slice(1)}`;
+      fixes[`${name}.tickfont.size`] = Math.max(
+        MIN_FONT, Math.floor(host._fullLayout[name].tickfont.size * scale));
+    }
+  }
+  return fixes;
+}
+
+function titlePlacement(chart, origin) {
+  const bar = chart.host.querySelector(".modebar");
+  const barBox = bar && bar.getBoundingClientRect().width ? boxIn(bar, origin) : null;
+  const fullChars = Math.floor((origin.width - 2 * EDGE) / chart.titleCharWidth);
+  const besideChars = barBox ? Math.floor((barBox.left - 2 * EDGE) / chart.titleCharWidth)
+    : fullChars;
+  const besideText = wrapText(chart.title, besideChars);
+  const underText = wrapText(chart.title, fullChars);
+  const under = Boolean(barBox) && (longestLine(besideText) > besideChars
+                                    || lineCount(besideText) > lineCount(underText) + 1);
+  chart.titleTop = under ? barBox.bottom + EDGE / 2 : EDGE / 2;
+  chart.titleRight = under || !barBox ? origin.width - EDGE : barBox.left - EDGE;
+  return {
+    "title.text": under ? underText : besideText, "title.automargin": false,
+    "title.xref": "container", "title.x": 0, "title.xanchor": "left", "title.pad.l": EDGE,
+    "title.yref": "container", "title.y": 1, "title.yanchor": "top",
+    "title.pad.t": chart.titleTop,
+  };
+}
+
+/* The title where it should be (plotly.js lifts a title of several lines above its top
+ * anchor) and the plot, the top axis, subplot titles and a legend below it. */
+function titleSpace(chart, origin) {
+  const { host } = chart;
+  const title = host.querySelector(".gtitle");
+  if (!title) return {};
+  const t = boxIn(title, origin);
+  const fixes = {};
+  const right = chart.titleRight - t.left;  // the average letter was narrower than these
+  let lines = 0;
+  if (t.width > right) {
+    const text = host._fullLayout.title.text;
+    const wrapped = wrapText(chart.title, Math.floor(longestLine(text) * right / t.width));
+    lines = lineCount(wrapped) - lineCount(text);
+    fixes["title.text"] = wrapped;
+  }
+  const shift = Math.max(0, Math.ceil(chart.titleTop - t.top));
+  const bottom = t.bottom + shift + EDGE / 2 + lines * t.height / lineCount(
+    host._fullLayout.title.text);
+  let need = 0;
+  for (const el of host.querySelectorAll(".nsewdrag, .xtick text, .g-xtitle text, "
+                                         + "[class*='x2title'] text, .annotation, .legend")) {
+    const b = boxIn(el, origin);
+    if (b.width && b.left < t.right && b.right > t.left && b.top < bottom) {
+      need = Math.max(need, bottom - b.top);
+    }
+  }
+  if (shift) fixes["title.pad.t"] = chart.titleTop + shift;
+  if (need) fixes["margin.t"] = host._fullLayout.margin.t + Math.ceil(need);
+  return fixes;
+}
+
+async function fit(chart) {
+  const { host } = chart;
+  if (!host.offsetParent || !chart.original) return;
+  if (chart.changed) {
+    await window.Plotly.relayout(host, chart.original);
+    chart.changed = false;
+  }
+  const origin = host.getBoundingClientRect();
+  const fixes = { ...annotationFixes(host, origin), ...tickFixes(host, origin) };
+  if (chart.title && chart.titleCharWidth) Object.assign(fixes, titlePlacement(chart, origin));
+  if (!Object.keys(fixes).length) return;
+  chart.changed = true;
+  await window.Plotly.relayout(host, fixes);
+  const room = chart.title ? titleSpace(chart, host.getBoundingClientRect()) : {};
+  if (Object.keys(room).length) await window.Plotly.relayout(host, room);
 }
 
 function create(parentElement) {
@@ -102,6 +302,9 @@ export default function mount({ parentElement, data, setStateValue }) {
       return Plotly.react(host, {
         data: figure.data || [], layout: figure.layout || {}, frames: figure.frames || [],
         config: { displaylogo: false, modeBarButtonsToRemove: ["lasso2d", "select2d"] },
+      }).then(() => {
+        remember(chart, figure.layout || {});
+        return fit(chart);
       }).then(() => {
         if (!chart.listening) {
           listen(chart);
