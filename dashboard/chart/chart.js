@@ -76,7 +76,8 @@ function listen(chart) {
  *   leaves too little, put under the toolbar and wrapped to the chart's width;
  * - annotations (subplot titles, labels) that run into each other or past the edge wrap at
  *   spaces to the room they have, and shrink when one word is still too wide;
- * - x tick labels that run together stand upright;
+ * - x tick labels that run together stand upright, and y tick labels get smaller;
+ * - a y axis title longer than its axis wraps, a legend over the x axis moves down;
  * - then the plot moves down until nothing under the title (the plot, top axis labels,
  *   subplot titles, a legend) touches it.
  * A resize starts again from the figure's own layout. */
@@ -126,6 +127,7 @@ function remember(chart, layout) {
     ? drawn.getBoundingClientRect().width / Math.max(1, longestLine(chart.title)) : 0;
   chart.original = { title: clone(layout.title), "margin.t": host._fullLayout.margin.t };
   if (layout.annotations) chart.original.annotations = clone(layout.annotations);
+  chart.original.legend = clone(layout.legend);
   const own = (name, path) => {
     const value = path.reduce((node, key) => (node == null ? node : node[key]), layout[name]);
     return value === undefined ? null : value;
@@ -133,10 +135,12 @@ function remember(chart, layout) {
   for (const axis of host._fullLayout._subplots.xaxis || []) {
     const name = `xaxis${axis.slice(1)}`;
     chart.original[`${name}.tickangle`] = own(name, ["tickangle"]);
+    chart.original[`${name}.tickfont.size`] = own(name, ["tickfont", "size"]);
   }
   for (const axis of host._fullLayout._subplots.yaxis || []) {
     const name = `yaxis${axis.slice(1)}`;
     chart.original[`${name}.tickfont.size`] = own(name, ["tickfont", "size"]);
+    chart.original[`${name}.title.text`] = host._fullLayout[name].title.text || null;
   }
   chart.changed = false;
 }
@@ -172,16 +176,26 @@ function annotationFixes(host, origin) {
   return fixes;
 }
 
-function tickFixes(host, origin) {
+function xTickFixes(host, origin) {
   const fixes = {};
   for (const axis of host._fullLayout._subplots.xaxis || []) {
     const ticks = [...host.querySelectorAll(`.xaxislayer-above .${axis}tick text`)]
       .map((el) => boxIn(el, origin)).filter((b) => b.width > 0)
       .sort((a, b) => a.left - b.left);
     if (ticks.some((b, i) => i > 0 && b.left < ticks[i - 1].right + 2)) {
-      fixes[`xaxis${axis.slice(1)}.tickangle`] = -90;
+      const name = `xaxis${axis.slice(1)}`;
+      fixes[`${name}.tickangle`] = -90;  // upright, and small enough for the gaps
+      const gap = Math.min(...ticks.slice(1).map((b, i) => (b.left + b.right
+                                                             - ticks[i].left - ticks[i].right) / 2));
+      const size = host._fullLayout[name].tickfont.size;
+      if (gap < 1.5 * size) fixes[`${name}.tickfont.size`] = Math.max(MIN_FONT, Math.floor(gap / 1.5));
     }
   }
+  return fixes;
+}
+
+function yTickFixes(host, origin) {
+  const fixes = {};
   for (const axis of host._fullLayout._subplots.yaxis || []) {  // rows too close: smaller type
     const ticks = [...host.querySelectorAll(`.yaxislayer-above .${axis}tick text`)]
       .map((el) => boxIn(el, origin)).filter((b) => b.height > 0)
@@ -220,12 +234,53 @@ function titlePlacement(chart, origin) {
   };
 }
 
-/* The title where it should be (plotly.js lifts a title of several lines above its top
- * anchor) and the plot, the top axis, subplot titles and a legend below it. */
-function titleSpace(chart, origin) {
+/* A legend over the x axis's labels (a horizontal one under the plot, in a short chart)
+ * goes to the chart's bottom edge, and the plot makes room for it. */
+function legendFixes(host, origin) {
+  const legend = host.querySelector(".legend");
+  if (!legend) return {};
+  const l = boxIn(legend, origin);
+  const hit = [...host.querySelectorAll(".xtick text, .g-xtitle text")].some((el) => {
+    const b = boxIn(el, origin);
+    return b.width && b.left < l.right && b.right > l.left && b.top < l.bottom && b.bottom > l.top;
+  });
+  return hit ? { "legend.yref": "container", "legend.y": 0, "legend.yanchor": "bottom" } : {};
+}
+
+/* A y axis title longer than its axis would run into the chart's title or the x axis
+ * title: wrapped to the axis's length. */
+function yTitleFixes(host, origin) {
+  const fixes = {};
+  for (const axis of host._fullLayout._subplots.yaxis || []) {
+    const name = `yaxis${axis.slice(1)}`;
+    const el = host.querySelector(`.g-${axis}title text`);
+    const length = host._fullLayout[name]._length;
+    const text = host._fullLayout[name].title.text;
+    if (!el || !text || !length) continue;
+    const b = boxIn(el, origin);
+    if (b.height > length - EDGE) {
+      fixes[`${name}.title.text`] = wrapText(
+        text, Math.max(1, Math.floor(longestLine(text) * (length - EDGE) / b.height)));
+    }
+  }
+  return fixes;
+}
+
+const ABOVE_PLOT = ".nsewdrag, .xtick text, .g-xtitle text, [class*='x2title'] text, "
+  + ".annotation, .legend, .g-ytitle text";
+
+/* Room at the top: nothing above the chart's edge, and, under a title, the title where it
+ * should be (plotly.js lifts a title of several lines above its top anchor) and the plot,
+ * the top axis, subplot titles and a legend below it. */
+function topSpace(chart, origin) {
   const { host } = chart;
-  const title = host.querySelector(".gtitle");
-  if (!title) return {};
+  const boxes = [...host.querySelectorAll(ABOVE_PLOT)].map((el) => boxIn(el, origin))
+    .filter((b) => b.width);
+  const edgeNeed = Math.max(0, ...boxes.map((b) => 2 - b.top));
+  const title = chart.title && host.querySelector(".gtitle");
+  if (!title) {
+    return edgeNeed ? { "margin.t": host._fullLayout.margin.t + Math.ceil(edgeNeed) } : {};
+  }
   const t = boxIn(title, origin);
   const fixes = {};
   const right = chart.titleRight - t.left;  // the average letter was narrower than these
@@ -239,11 +294,9 @@ function titleSpace(chart, origin) {
   const shift = Math.max(0, Math.ceil(chart.titleTop - t.top));
   const bottom = t.bottom + shift + EDGE / 2 + lines * t.height / lineCount(
     host._fullLayout.title.text);
-  let need = 0;
-  for (const el of host.querySelectorAll(".nsewdrag, .xtick text, .g-xtitle text, "
-                                         + "[class*='x2title'] text, .annotation, .legend")) {
-    const b = boxIn(el, origin);
-    if (b.width && b.left < t.right && b.right > t.left && b.top < bottom) {
+  let need = edgeNeed;
+  for (const b of boxes) {
+    if (b.left < t.right && b.right > t.left && b.top < bottom) {
       need = Math.max(need, bottom - b.top);
     }
   }
@@ -252,21 +305,41 @@ function titleSpace(chart, origin) {
   return fixes;
 }
 
-async function fit(chart) {
+async function refit(chart) {
   const { host } = chart;
   if (!host.offsetParent || !chart.original) return;
   if (chart.changed) {
     await window.Plotly.relayout(host, chart.original);
     chart.changed = false;
   }
-  const origin = host.getBoundingClientRect();
-  const fixes = { ...annotationFixes(host, origin), ...tickFixes(host, origin) };
-  if (chart.title && chart.titleCharWidth) Object.assign(fixes, titlePlacement(chart, origin));
-  if (!Object.keys(fixes).length) return;
-  chart.changed = true;
-  await window.Plotly.relayout(host, fixes);
-  const room = chart.title ? titleSpace(chart, host.getBoundingClientRect()) : {};
-  if (Object.keys(room).length) await window.Plotly.relayout(host, room);
+  const passes = [
+    (box) => ({ ...annotationFixes(host, box), ...legendFixes(host, box),
+                ...(chart.title && chart.titleCharWidth ? titlePlacement(chart, box) : {}) }),
+    (box) => topSpace(chart, box),
+    (box) => ({ ...yTitleFixes(host, box), ...xTickFixes(host, box) }),  // the plot's final size
+    (box) => yTickFixes(host, box),  // upright x labels take height
+  ];
+  for (const pass of passes) {
+    const fixes = pass(host.getBoundingClientRect());
+    if (Object.keys(fixes).length) {
+      chart.changed = true;
+      await window.Plotly.relayout(host, fixes);
+    }
+  }
+}
+
+/* One fit at a time per chart (a resize during a fit waits for it); data-fitting is set
+ * while one runs, for tests that measure the chart. */
+function fit(chart) {
+  const { host } = chart;
+  chart.pending = (chart.pending || 0) + 1;
+  host.dataset.fitting = "1";
+  chart.queue = (chart.queue || Promise.resolve()).then(() => refit(chart)).catch(() => {})
+    .then(() => {
+      chart.pending -= 1;
+      if (!chart.pending) delete host.dataset.fitting;
+    });
+  return chart.queue;
 }
 
 function create(parentElement) {

@@ -159,10 +159,11 @@ def _base_probe(message) -> bool:
 
 
 def _settle(page) -> None:
-    """Charts drawn and resized to the window (plotly.js follows a resize a frame later)."""
-    page.wait_for_function("() => [...document.querySelectorAll('.vl-chart')]"
-                           ".every(c => c.dataset.state !== 'drawing')")
+    """Charts drawn, resized to the window (plotly.js follows a resize a frame later) and
+    their labels fitted (dashboard/chart/chart.js marks a chart data-fitting meanwhile)."""
     page.wait_for_timeout(400)
+    page.wait_for_function("() => [...document.querySelectorAll('.vl-chart')]"
+                           ".every(c => c.dataset.state !== 'drawing' && !c.dataset.fitting)")
 
 
 def test_every_view_fits_at_every_size(app, browser):
