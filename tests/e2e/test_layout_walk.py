@@ -71,7 +71,8 @@ def walk() -> list[tuple[str, str]]:
 # squeezed into a narrow column hides its columns). Charts (plotly.js SVG): every title, axis
 # title, annotation, legend entry, slider and button label lies inside the chart; the
 # toolbar (modebar, shown on hover or tap) is clear of the chart's title; those labels do
-# not overlap each other, and neighbouring tick labels of one axis do not run together.
+# not overlap each other, neighbouring tick labels of one axis do not run together, and no
+# number carries an SI prefix ("250µ") that reads as a unit.
 MEASURE = r"""() => {
   const problems = [];
   const main = document.querySelector("[data-testid='stMain']");
@@ -131,6 +132,9 @@ MEASURE = r"""() => {
         if (overlap(box(a), box(b)))
           problems.push(`"${words(a)}" overlaps "${words(b)}" in "${name}"`);
       }
+    for (const el of gd.querySelectorAll('text'))  // "250µ" reads as a unit, "250u"
+      if (/^[−-]?\d+(\.\d+)?[µμunpm]$/.test(words(el)))
+        problems.push(`number "${words(el)}" with an SI prefix for a unit in "${name}"`);
     for (const axis of gd.querySelectorAll('.xaxislayer-above, .yaxislayer-above')) {
       const ticks = [...axis.querySelectorAll('.xtick text, .ytick text')]
         .filter(el => shown(el) && words(el)).map(el => [el, box(el)]);
