@@ -123,6 +123,7 @@ function remember(chart, layout) {
   const spec = layout.title;
   chart.title = (typeof spec === "string" ? spec : spec && spec.text) || "";
   const drawn = host.querySelector(".gtitle");
+  chart.titleSize = host._fullLayout.title.font.size;
   chart.titleCharWidth = chart.title && drawn
     ? drawn.getBoundingClientRect().width / Math.max(1, longestLine(chart.title)) : 0;
   chart.original = { title: clone(layout.title), "margin.t": host._fullLayout.margin.t };
@@ -214,20 +215,34 @@ function yTickFixes(host, origin) {
   return fixes;
 }
 
-function titlePlacement(chart, origin) {
-  const bar = chart.host.querySelector(".modebar");
-  const barBox = bar && bar.getBoundingClientRect().width ? boxIn(bar, origin) : null;
-  const fullChars = Math.floor((origin.width - 2 * EDGE) / chart.titleCharWidth);
-  const besideChars = barBox ? Math.floor((barBox.left - 2 * EDGE) / chart.titleCharWidth)
-    : fullChars;
+/* The title's lines at font size `size` (the figure's own is `chart.titleSize`). */
+function titleLines(chart, origin, barBox, size) {
+  const charWidth = chart.titleCharWidth * size / chart.titleSize;
+  const fullChars = Math.floor((origin.width - 2 * EDGE) / charWidth);
+  const besideChars = barBox ? Math.floor((barBox.left - 2 * EDGE) / charWidth) : fullChars;
   const besideText = wrapText(chart.title, besideChars);
   const underText = wrapText(chart.title, fullChars);
   const under = Boolean(barBox) && (longestLine(besideText) > besideChars
                                     || lineCount(besideText) > lineCount(underText) + 1);
-  chart.titleTop = under ? barBox.bottom + EDGE / 2 : EDGE / 2;
-  chart.titleRight = under || !barBox ? origin.width - EDGE : barBox.left - EDGE;
+  return { under, text: under ? underText : besideText };
+}
+
+/* Where the title goes and how it wraps; a title that would fill more than a quarter of a
+ * short chart gets smaller type (down to two thirds of its own). */
+function titlePlacement(chart, origin) {
+  const bar = chart.host.querySelector(".modebar");
+  const barBox = bar && bar.getBoundingClientRect().width ? boxIn(bar, origin) : null;
+  let size = chart.titleSize;
+  let lines = titleLines(chart, origin, barBox, size);
+  while (size > Math.max(MIN_FONT, (2 * chart.titleSize) / 3)
+         && 1.3 * size * lineCount(lines.text) > origin.height / 4) {
+    size -= 1;
+    lines = titleLines(chart, origin, barBox, size);
+  }
+  chart.titleTop = lines.under ? barBox.bottom + EDGE / 2 : EDGE / 2;
+  chart.titleRight = lines.under || !barBox ? origin.width - EDGE : barBox.left - EDGE;
   return {
-    "title.text": under ? underText : besideText, "title.automargin": false,
+    "title.text": lines.text, "title.automargin": false, "title.font.size": size,
     "title.xref": "container", "title.x": 0, "title.xanchor": "left", "title.pad.l": EDGE,
     "title.yref": "container", "title.y": 1, "title.yanchor": "top",
     "title.pad.t": chart.titleTop,
