@@ -43,6 +43,11 @@ TEMPLATE = go.layout.Template(layout={
     if name not in {"polar", "ternary", "geo", "mapbox", "scene", "shapedefaults",
                     "annotationdefaults", "coloraxis"}})
 TEMPLATE.layout.font = APP_FONT
+# 2.5×10⁻⁴ instead of plotly's SI "250µ", which read as "250u", a unit, on colour bars
+for _axis in (TEMPLATE.layout.xaxis, TEMPLATE.layout.yaxis):
+    _axis.exponentformat = "power"
+TEMPLATE.data.heatmap = [go.Heatmap(colorbar=dict(exponentformat="power"))]
+TEMPLATE.layout.coloraxis = dict(colorbar=dict(exponentformat="power"))
 TEMPLATE.layout.hoverlabel.font.family = APP_FONT["family"]
 
 _CHART_JS = (HERE / "chart" / "chart.js").read_text(encoding="utf-8")

@@ -361,8 +361,8 @@ def _outlier_sentence(overview: dict) -> str:
     marks, cols = overview["high_norm"], overview["layout"]["grid"][1]
     where = lambda t: (f"row {t['patch'] // cols}, column {t['patch'] % cols}: "  # noqa: E731
                        f"{t['ratio']}× the median in block {t['block']}")
-    rule = (f"page 4's rule: at least {HIGH_NORM_RATIO:g}× the median and {HIGH_NORM_GAP:g}× every "
-            "unmarked patch")
+    rule = (f"a patch stands apart when its vector is at least {HIGH_NORM_RATIO:g}× as long "
+            f"as the median patch's and {HIGH_NORM_GAP:g}× as long as every unmarked one")
     if not marks["flagged"]:
         return (f"The marked patch is the longest ({where(marks['largest'])}) but does not "
                 f"stand apart ({rule}). Darcet et al. (2024) found large ViTs re-using a few "

@@ -88,8 +88,11 @@ def panel_switch(label: str, key: str, opened_by_prefix: str) -> bool:
 
 
 # A table drawn by `text_table` scrolls sideways inside its column, as `st.table` does,
-# instead of running past the page's edge (page 7's ten methods at presentation size).
-TABLE_CSS = ".stMarkdown table {display: block; overflow-x: auto; max-width: 100%;}"
+# instead of running past the page's edge (page 7's ten methods at presentation size). From a
+# laptop up its cells break long words where they must, so the table fits its column and
+# shows every column (page 7's theory matrix was cut at 1280 px); a phone keeps the scroll.
+TABLE_CSS = (".stMarkdown table {display: block; overflow-x: auto; max-width: 100%;} "
+             "@media (min-width: 640px) {.stMarkdown :is(td, th) {overflow-wrap: anywhere;}}")
 # Larger text for a lecture hall; a heading's text sits in a span of its own, which the
 # first rule would shrink to the body's size, so the headings get theirs back. The open
 # sidebar widens and its page names, a little smaller, wrap when they must, so they are not

@@ -26,7 +26,10 @@ explainer_view(model, image, head)
 
 st.caption(
     "How to read it: colours on the image are scaled to each map's largest patch value "
-    "(Inferno: dark = low, yellow = high). What travels to your browser: "
-    + "; ".join(QUANTISATION.values())
-    + ". Rollout follows Chefer's row-normalised convention; DAAM explains the top "
-    "prediction.")
+    "(Inferno: dark = low, yellow = high). Rollout follows Chefer's row-normalised "
+    "convention; DAAM explains the top prediction.")
+with st.expander("How was this computed?"):
+    # storage detail a beginner does not need to read the picture: asked for, not shown
+    st.markdown("The model runs once on the server. Before its numbers travel to your "
+                "browser they are stored in fewer bits, with the largest error each format "
+                "allows: " + "; ".join(QUANTISATION.values()) + ".")

@@ -59,7 +59,8 @@ def by_hand_view():
         "made-up features: face/eye, fur and background (so d_k = 3). Edit any cell of Q, K or V; "
         "everything below recomputes.")
 
-    columns = st.columns(3)
+    # two tables a row: three side by side hid their third column at 1280 px
+    columns = [*st.columns(2), st.columns(2)[0]]
     tables = {}
     for column, (name, (key, start)) in zip(columns, EDITORS.items()):
         with column:

@@ -62,7 +62,8 @@ def plotly(page, key: str):
 
 def title_of(page, key: str) -> str:
     text = plotly(page, key).evaluate("gd => (gd.layout.title && gd.layout.title.text) || ''")
-    return re.sub(r"<[^>]+>", "", text)  # Streamlit may wrap titles in <b>
+    # a title wrapped to the chart's width (dashboard/chart/chart.js) has <br> for spaces
+    return re.sub(r"<[^>]+>", "", text.replace("<br>", " "))
 
 
 def no_exception(page) -> None:

@@ -275,8 +275,8 @@ def flow_figure(image: Image.Image, L: np.ndarray, D: np.ndarray, patch_size: tu
                               dict(label="❚❚ Pause", method="animate",
                                    args=[[None], dict(frame=dict(duration=0, redraw=False),
                                                       mode="immediate")])])],
-        sliders=[dict(active=start, x=0.16, len=0.84, y=-0.02, yanchor="top",
-                      currentvalue=dict(prefix=""),
+        sliders=[dict(active=start, x=0.16, len=0.84, y=-0.02, yanchor="top", pad=dict(b=12),
+                      currentvalue=dict(prefix="", xanchor="right"),  # clear of the buttons
                       steps=[dict(label=name, method="animate", args=[[name], still])
                              for name in names])])
     return figure
