@@ -95,6 +95,17 @@ def cli_predict(path: Path, capsys) -> tuple[int, str, str]:
     return code, captured.out, captured.err
 
 
+def unknown_sentence(path: Path) -> str | None:
+    """The open-set caveat predict prints for this file, None for a picture it knows."""
+    from xai_core.cli.common import load_image
+    from xai_core.models import get_model
+    from xai_core.open_set import open_set
+
+    found = open_set(get_model("efficientnet-lite0"), load_image(str(path)))
+    return None if found.known else (
+        f"This picture looks like none of what the model knows: {found.why()}.")
+
+
 def test_every_case_through_the_cli(tmp_path, capsys):
     for index, case in enumerate(CASES):
         path = tmp_path / f"{index:02d}-{Path(case.filename).name}"
@@ -107,7 +118,10 @@ def test_every_case_through_the_cli(tmp_path, capsys):
             assert plain(line.split(": ", 2)[2]), (case.name, line)
         else:
             assert code == 0 and err == "", (case.name, code, err)
-            assert out.count("\n") == 1 and "%" in out, (case.name, out)
+            prediction, *caveat = out.splitlines()  # + the open-set sentence, if unknown
+            assert "%" in prediction and out.endswith("\n"), (case.name, out)
+            sentence = unknown_sentence(path)
+            assert caveat == ([] if sentence is None else [sentence]), (case.name, out)
 
 
 def test_cli_process_refuses_a_bomb_with_exit_2(tmp_path):

@@ -195,8 +195,12 @@ def test_streamlit_still_has_the_rules_this_test_models():
 
 # Every function that touches `st.query_params`. Values are shown only by links._follow
 # (every linked widget: fed below through the keys the pages draw), linked_view (vx_*) and
-# component_data (tour), both fed on page 0; the others only test, write or delete keys.
+# component_data (tour), both fed on page 0; ui._asked_options hands a method option's raw
+# value only to the method's own parser (typed values or the defaults come back); the
+# others only test, write or delete keys.
 ADDRESS_USERS = {("dashboard/links.py", "_follow"), ("dashboard/links.py", "_publish"),
+                 ("dashboard/ui.py", "_asked_options"), ("dashboard/ui.py", "method_options"),
+                 ("pages/7_comparison.py", "ask_for_steps"),
                  ("dashboard/links.py", "prune"), ("dashboard/ui.py", "view_picker"),
                  ("dashboard/ui.py", "panel_switch"),
                  ("dashboard/explainer_component.py", "linked_view"),

@@ -6,6 +6,7 @@ seeded method."""
 
 from __future__ import annotations
 
+import functools
 import itertools
 
 import numpy as np
@@ -34,19 +35,18 @@ def mean_pairwise_spearman(maps: list[np.ndarray]) -> float:
 def seed_stability(method, model, image, *, target=None, head=None, should_stop=None,
                    **options) -> dict:
     """{"stability": mean pairwise Spearman, "seeds": [...]} of `method` (a declared
-    Method) at its options with the seed set to each of `stability_seeds`; a method
-    without a seed option runs three times at its one setting (results are cached, so
-    this is free, and its stability is 1 unless its map is constant)."""
+    Method) at its options with the seed set to each of `stability_seeds`. A method
+    without a seed option draws nothing at random: its stability is 1 by definition
+    (None when its map is constant), without the rounding of a rank correlation of a
+    map with itself (0.9999999999999999 there)."""
     values = method.resolve(model, options)
-    if is_seeded(method):
-        seeds = stability_seeds(values[SEED_OPTION], method.option(SEED_OPTION).high)
-    else:
-        seeds = [None] * STABILITY_SEEDS
-    maps = []
-    for seed in seeds:
-        chosen = values if seed is None else {**values, SEED_OPTION: seed}
-        maps.append(method(model, image, target=target, head=head, should_stop=should_stop,
-                           **chosen).map)
-    stability = mean_pairwise_spearman(maps)
+    run = functools.partial(method, model, image, target=target, head=head,
+                            should_stop=should_stop)
+    if not is_seeded(method):
+        constant = np.ptp(np.asarray(run(**values).map, dtype=float)) == 0
+        return {"stability": None if constant else 1.0, "seeds": []}
+    seeds = stability_seeds(values[SEED_OPTION], method.option(SEED_OPTION).high)
+    stability = mean_pairwise_spearman(
+        [run(**{**values, SEED_OPTION: seed}).map for seed in seeds])
     return {"stability": stability if np.isfinite(stability) else None,
             "seeds": [s for s in seeds if s is not None]}
