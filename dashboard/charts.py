@@ -46,8 +46,8 @@ TEMPLATE.layout.font = APP_FONT
 # 2.5×10⁻⁴ instead of plotly's SI "250µ", which read as "250u", a unit, on colour bars
 for _axis in (TEMPLATE.layout.xaxis, TEMPLATE.layout.yaxis):
     _axis.exponentformat = "power"
-# (A shared colour axis is not set: the app's two, page 7's matrix and page 8's heads, run
-# from 0 to at most 1, where no prefix appears, and every byte of the template goes with each chart.)
+# No shared colour-axis entry: the app's two colour axes (page 7's matrix, page 8's heads)
+# run from 0 to at most 1, where no prefix appears, and the template goes with every chart.
 TEMPLATE.data.heatmap = [go.Heatmap(colorbar=dict(exponentformat="power"))]
 TEMPLATE.layout.hoverlabel.font.family = APP_FONT["family"]
 
