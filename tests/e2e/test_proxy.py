@@ -34,16 +34,15 @@ def stack():
 
 
 @pytest.fixture(scope="module")
-def named_host_browser():
-    """Chromium that resolves NAMED_HOST to 127.0.0.1, so it sends `Host: NAMED_HOST:port`."""
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(
-            executable_path=chromium_path(), headless=True,
-            args=[*CHROMIUM_FLAGS, f"--host-resolver-rules=MAP {NAMED_HOST} 127.0.0.1"])
-        yield launched
-        launched.close()
+def named_host_browser(browser):
+    """Chromium that resolves NAMED_HOST to 127.0.0.1, so it sends `Host: NAMED_HOST:port`.
+    Launched through the session's Playwright (a second sync_playwright() in the same
+    process fails once the session's is running)."""
+    launched = browser.browser_type.launch(
+        executable_path=chromium_path(), headless=True,
+        args=[*CHROMIUM_FLAGS, f"--host-resolver-rules=MAP {NAMED_HOST} 127.0.0.1"])
+    yield launched
+    launched.close()
 
 
 def websocket_handshake(port: int, host: str) -> str:
