@@ -65,7 +65,7 @@ function listen(chart) {
   // a hidden chart (another page's, a closed expander) has no size to follow
   new ResizeObserver(() => {
     if (host.dataset.state !== "drawn" || !host.isConnected || !host.offsetParent) return;
-    window.Plotly.Plots.resize(host).then(() => fit(chart)).catch(() => {});
+    fit(chart, () => window.Plotly.Plots.resize(host));  // data-fitting from this moment
   }).observe(host);
 }
 
@@ -343,13 +343,15 @@ async function refit(chart) {
   }
 }
 
-/* One fit at a time per chart (a resize during a fit waits for it); data-fitting is set
- * while one runs, for tests that measure the chart. */
-function fit(chart) {
+/* One fit at a time per chart (a resize during a fit waits for it), after `before` (the
+ * resize to the new width); data-fitting is set from the call until the fit ends, so a test
+ * that measures the chart never sees it between a resize and its fit. */
+function fit(chart, before = null) {
   const { host } = chart;
   chart.pending = (chart.pending || 0) + 1;
   host.dataset.fitting = "1";
-  chart.queue = (chart.queue || Promise.resolve()).then(() => refit(chart)).catch(() => {})
+  chart.queue = (chart.queue || Promise.resolve())
+    .then(async () => { if (before) await before(); await refit(chart); }).catch(() => {})
     .then(() => {
       chart.pending -= 1;
       if (!chart.pending) delete host.dataset.fitting;
