@@ -253,14 +253,21 @@ def test_positions_shuffle_is_reproducible_and_equals_permuted_embeddings(dinov2
     assert_matches(under(dinov2, image, positions="zero"), expected[1])
 
 
+def hand_masked(pixels, reference, cells, *, columns: int, size: int):
+    """`pixels` with each square cell (numbered row by row, `columns` a row, `size` px)
+    copied from `reference`: the oracle of patches_mask."""
+    masked = pixels.clone()
+    for cell in cells:
+        row, col = divmod(cell, columns)
+        window = (..., slice(row * size, (row + 1) * size), slice(col * size, (col + 1) * size))
+        masked[window] = reference[window]
+    return masked
+
+
 def test_patches_mask_equals_the_forward_on_hand_masked_pixels(dinov2, image):
     pixels = pixels_of(dinov2, image)
     reference = reference_pixels(dinov2, pixels, "black")
-    masked = pixels.clone()
-    for patch in (0, 17, 255):  # 16 x 16 grid of 14 px patches
-        row, col = divmod(patch, 16)
-        window = (..., slice(row * 14, row * 14 + 14), slice(col * 14, col * 14 + 14))
-        masked[window] = reference[window]
+    masked = hand_masked(pixels, reference, (0, 17, 255), columns=16, size=14)  # 14 px patches
     with torch.inference_mode():
         expected = dinov2.module(masked)
     got = under(dinov2, image, patches_mask="0,17,255", mask_baseline="black")
@@ -536,11 +543,7 @@ def test_a_cnn_takes_masked_pixels_in_16_pixel_cells():
     cnn, image = get_model("efficientnet-lite0"), load_sample("coffee")
     pixels = pixels_of(cnn, image)
     reference = reference_pixels(cnn, pixels, "mean")
-    masked = pixels.clone()
-    for cell in (0, 20, 195):  # 14 x 14 cells of 16 px on its 224-px input
-        row, col = divmod(cell, 14)
-        window = (..., slice(row * 16, row * 16 + 16), slice(col * 16, col * 16 + 16))
-        masked[window] = reference[window]
+    masked = hand_masked(pixels, reference, (0, 20, 195), columns=14, size=16)  # 16 px cells
     with torch.inference_mode():
         expected = cnn.module(masked)
     got = under(cnn, image, patches_mask="0,20,195", mask_baseline="mean")
