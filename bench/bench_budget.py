@@ -48,7 +48,7 @@ def _peak_added(call) -> float:
 def _child_method(model_id: str, name: str, size: int) -> dict:
     import torch
 
-    from xai_core import budget
+    from xai_core.infra import budget
     from xai_core.images import load_sample
     from xai_core.methods import METHODS
     from xai_core.models import get_model
@@ -87,7 +87,7 @@ def _in_child(*args: str) -> dict:
 
 def _refusal_seconds() -> list[dict]:
     """The issue's links, refused by the code page 7 and the CLI run (models loaded)."""
-    from xai_core import budget
+    from xai_core.infra import budget
     from xai_core.images import load_sample
     from xai_core.methods import METHODS
     from xai_core.models import get_model

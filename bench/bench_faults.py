@@ -17,7 +17,7 @@ PREDICTIONS = 8
 
 def run() -> list[dict]:
     from xai_core import pipeline
-    from xai_core.faults import Cancelled
+    from xai_core.infra.faults import Cancelled
     from xai_core.images import SAMPLES, load_sample
     from xai_core.methods.gradcam import timed_cam
     from xai_core.models import get_model

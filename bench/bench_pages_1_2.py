@@ -16,8 +16,9 @@ from pathlib import Path
 import numpy as np
 
 from bench.bench_foundation import _median_seconds
-from xai_core import pipeline, tokens
-from xai_core import toy_attention as toy
+from xai_core import pipeline
+from xai_core.analysis import tokens
+from xai_core.analysis import toy_attention as toy
 from xai_core.capture import token_layout
 from xai_core.figures.curves import distribution_figure, entropy_curve_figure, prediction_bars
 from xai_core.figures.matrices import (embedding_pca_figure, matrix_figure, multihead_figure,

@@ -55,7 +55,7 @@ PAGES = textwrap.dedent("""
     sys.path.insert(0, {root!r})
     import xai_core
     from streamlit.testing.v1 import AppTest
-    from xai_core import cache
+    from xai_core.infra import cache
     from dashboard.page_list import existing_pages
 
     computed = []

@@ -11,7 +11,7 @@ from __future__ import annotations
 import statistics
 
 from bench.bench_foundation import _seconds
-from xai_core import text
+from xai_core.analysis import text_attention as text
 from xai_core.figures import text as ft
 from xai_core.metrics import text as tm
 

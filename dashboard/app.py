@@ -15,7 +15,7 @@ import torch  # noqa: E402
 
 from dashboard import charts, links, replica, state, ui  # noqa: E402
 from dashboard.page_list import PAGES, existing_pages  # noqa: E402
-from xai_core.faults import Cancelled, ModelOutOfMemory  # noqa: E402
+from xai_core.infra.faults import Cancelled, ModelOutOfMemory# noqa: E402
 from xai_core.images import (COLLAGE_ID, IMAGE_SUFFIXES, SAMPLES, ImageError,  # noqa: E402
                              describe_fit, load_upload)
 from xai_core.models import (DEFAULT_CNN, DEFAULT_VIT, MODEL_SPECS, availability,  # noqa: E402

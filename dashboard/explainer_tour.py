@@ -21,15 +21,15 @@ from dashboard import literal
 from dashboard.page_list import PAGE_LIST
 from xai_core.capture import centre_patch as capture_centre_patch
 from xai_core.explainer import OVERLAYS, STAGE_IDS, decode
-from xai_core.sinks import SINK_THRESHOLD
-from xai_core.token_marks import HIGH_NORM_GAP, HIGH_NORM_RATIO
+from xai_core.analysis.sinks import SINK_THRESHOLD
+from xai_core.analysis.token_marks import HIGH_NORM_GAP, HIGH_NORM_RATIO
 
 # resolved against the model's blocks; sink: the block of the strongest sink head
 BLOCKS = ("first", "middle", "last", "last_self", "sink")
 # sharpest: the lowest-entropy [CLS] row in that block; sink: the strongest sink head
 HEADS = ("mean", "first", "sharpest", "sink")
 # centre: the patch in the middle of the grid; longest: the patch token with the largest
-# norm / median (a flagged high-norm token when there is one, xai_core.token_marks)
+# norm / median (a flagged high-norm token when there is one, xai_core.analysis.token_marks)
 PATCHES = (None, "centre", "longest")
 PARTS = ("pipeline", "image", "sequence", "overlay", "heads", "player", "detail", "steps",
          "matrix", "qk")  # plus "stage:<id>" for one box of the pipeline

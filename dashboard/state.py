@@ -15,7 +15,7 @@ from PIL import Image
 
 from xai_core import pipeline
 from xai_core.capture import CaptureError
-from xai_core.faults import Cancelled, ModelOutOfMemory
+from xai_core.infra.faults import Cancelled, ModelOutOfMemory
 from xai_core.images import COLLAGE_ID, COLLAGE_TITLE, SAMPLES, ImageError, load_sample
 from xai_core.models import (DEFAULT_CNN, DEFAULT_VIT, ModelUnavailableError, availability,
                              get_model, get_spec)

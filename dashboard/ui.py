@@ -8,7 +8,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from xai_core.errors import OptionError
+from xai_core.infra.errors import OptionError
 
 from . import charts, links, literal, state
 from .widgets import Interval, keep_valid
@@ -224,11 +224,11 @@ def model_caption(model) -> None:
 def method_options(method, model, key: str) -> dict | None:
     """One widget per declared option of `method` (xai_core.methods.Method), its range or
     choices read from `model` and, for a whole number, clipped to what fits the server's
-    budget (xai_core.budget) with the other options as they are; linked by value. Returns
+    budget (xai_core.infra.budget) with the other options as they are; linked by value. Returns
     the options set away from their defaults, or None after saying why in one sentence
     when the options asked for (a link) exceed the budget: then the method does not run,
     and its options go back to their defaults."""
-    from xai_core import budget
+    from xai_core.infra import budget
 
     asked = _asked_options(method, key)
     try:

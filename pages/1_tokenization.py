@@ -4,7 +4,8 @@ import streamlit as st
 
 from dashboard import literal, state, ui
 from dashboard.widgets import keep_valid
-from xai_core import pipeline, tokens
+from xai_core import pipeline
+from xai_core.analysis import tokens
 from xai_core.capture import centre_patch, token_layout
 from xai_core.figures.clicks import clicked_index
 from xai_core.figures.curves import prediction_bars

@@ -13,9 +13,9 @@ from xai_core.figures.overlays import token_map_figure
 from xai_core.images import COLLAGE_ID, SAMPLES, load_sample
 from xai_core.methods import attention, distance, sinks
 from xai_core.methods.attention import query_prefix_attention
-from xai_core.sinks import SINK_THRESHOLD
-from xai_core.token_marks import high_norm_tokens
-from xai_core.tokens import prefix_token_names
+from xai_core.analysis.sinks import SINK_THRESHOLD
+from xai_core.analysis.token_marks import high_norm_tokens
+from xai_core.analysis.tokens import prefix_token_names
 
 st.title("How far does each head look?")
 st.markdown(

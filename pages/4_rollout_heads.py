@@ -11,10 +11,15 @@ from xai_core.capture import shared_forwards
 from xai_core.figures.matrices import block_head_heatmap, head_mosaic
 from xai_core.figures.overlays import difference_figure, token_map_figure
 from xai_core.methods import attention, gae, rollout, sinks
-from xai_core.sinks import DEFINITION, ENTROPY_DEFINITION, SINK_THRESHOLD, value_norm_ratio
-from xai_core.token_marks import HIGH_NORM_RATIO, high_norm_tokens, largest_norm_ratio
-from xai_core.token_marks import RULE as HIGH_NORM_RULE
-from xai_core.tokens import prefix_token_names
+from xai_core.analysis.sinks import (
+    DEFINITION,
+    ENTROPY_DEFINITION,
+    SINK_THRESHOLD,
+    value_norm_ratio,
+)
+from xai_core.analysis.token_marks import HIGH_NORM_RATIO, high_norm_tokens, largest_norm_ratio
+from xai_core.analysis.token_marks import RULE as HIGH_NORM_RULE
+from xai_core.analysis.tokens import prefix_token_names
 
 st.title("Rollout and the heads behind it")
 st.markdown(

@@ -10,7 +10,7 @@ from xai_core.figures.curves import contributions_figure, weights_figure
 from xai_core.figures.overlays import flow_figure, map_row_figure
 from xai_core.images import COLLAGE_ID
 from xai_core.methods import daam, daam_knn, daam_sanity, sinks
-from xai_core.tokens import prefix_token_names
+from xai_core.analysis.tokens import prefix_token_names
 
 st.title("DAAM flow: how the decision forms, block by block")
 st.markdown(

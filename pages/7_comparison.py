@@ -8,12 +8,13 @@ import pandas as pd
 import streamlit as st
 
 from dashboard import links, literal, state, ui
-from xai_core import budget, compare, pipeline
+from xai_core.infra import budget
+from xai_core import compare, pipeline
 from xai_core.benchmark import plan as bench_plan
 from xai_core.benchmark import run as bench_run
 from xai_core.benchmark import summary as bench_summary
 from xai_core.capture import shared_forwards
-from xai_core.errors import OptionError
+from xai_core.infra.errors import OptionError
 from xai_core.figures.curves import (attention_gradient_scatter, curves_figure,
                                      mean_curves_figure, ranking_figure)
 from xai_core.figures.export import ExportUnavailable, comparison_png, find_browser

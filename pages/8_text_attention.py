@@ -7,7 +7,7 @@ import pandas as pd
 import streamlit as st
 
 from dashboard import links, literal, state, ui
-from xai_core import text
+from xai_core.analysis import text_attention as text
 from xai_core.figures import text as ft
 from xai_core.metrics import text as tm
 from xai_core.models import get_spec, specs_of_family

@@ -11,7 +11,7 @@ from single_thread import one_torch_thread
 from test_concurrency import images, tiny_vit
 
 from xai_core import compare, pipeline
-from xai_core.cache import cache_key
+from xai_core.infra.cache import cache_key
 from xai_core.methods import METHODS, distance, rollout
 from xai_core.methods.base import RESULT_CACHE
 from xai_core.metrics.faithfulness import CURVE_CACHE, faithfulness

@@ -11,7 +11,7 @@ from captum.attr import (InputXGradient, IntegratedGradients, KernelShap, NoiseT
 
 from xai_core import pipeline
 from xai_core.cli.main import main
-from xai_core.errors import OptionError
+from xai_core.infra.errors import OptionError
 from xai_core.images import load_sample
 from xai_core.methods import METHODS
 from xai_core.models import get_model

@@ -16,8 +16,12 @@ from single_thread import one_torch_thread
 from tiny_models import images, tiny_cnn
 from xai_core import compare, pipeline
 from xai_core.cli.main import main as cli_main
-from xai_core.faults import (RETRY_BATCH_DIVISOR, Cancelled, ModelOutOfMemory,
-                             retry_with_smaller_batch)
+from xai_core.infra.faults import (
+    RETRY_BATCH_DIVISOR,
+    Cancelled,
+    ModelOutOfMemory,
+    retry_with_smaller_batch,
+)
 from xai_core.methods import METHODS, gradcam
 from xai_core.methods.base import RESULT_CACHE
 from xai_core.models import get_model

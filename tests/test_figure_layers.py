@@ -16,7 +16,7 @@ import plotly.io as pio
 import pytest
 from PIL import Image
 
-from xai_core import toy_attention as toy
+from xai_core.analysis import toy_attention as toy
 from xai_core.figures import layers, reuse
 from xai_core.figures.matrices import head_mosaic, multihead_figure, position_mosaic_figure
 from xai_core.figures.overlays import map_row_figure, overlay_figure, practical_matrix

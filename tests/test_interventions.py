@@ -14,7 +14,7 @@ import torch
 
 from xai_core import interventions as I
 from xai_core.cli.main import main
-from xai_core.errors import OptionError
+from xai_core.infra.errors import OptionError
 from xai_core.images import load_sample
 from xai_core.methods.attribution import reference_pixels
 from xai_core.models import LoadedModel, ModelSpec, get_model
@@ -173,7 +173,7 @@ def test_uniform_equals_the_hand_forward(model, image):
 
 def test_sink_off_uses_the_measured_sink_keys_and_equals_the_hand_forward(model, image):
     from xai_core.pipeline import vit_capture
-    from xai_core.sinks import analyse_sinks
+    from xai_core.analysis.sinks import analyse_sinks
 
     with torch.inference_mode():
         tokens = hand_sequence(model.module, pixels_of(model, image))
@@ -507,7 +507,7 @@ def test_readme_numbers_are_recomputed(dinov2, image):
     from pathlib import Path
 
     from xai_core.pipeline import vit_capture
-    from xai_core.sinks import analyse_sinks
+    from xai_core.analysis.sinks import analyse_sinks
 
     readme = " ".join((Path(__file__).resolve().parent.parent / "README.md").read_text().split())
     sink = analyse_sinks(vit_capture(dinov2, image)).strongest()

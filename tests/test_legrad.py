@@ -8,7 +8,7 @@ import torch
 
 from xai_core import pipeline
 from xai_core.images import load_sample
-from xai_core.errors import OptionError
+from xai_core.infra.errors import OptionError
 from xai_core.methods import METHODS
 from xai_core.methods.legrad import run_legrad
 from xai_core.models import get_model

@@ -19,7 +19,7 @@ from xai_core import models
 from xai_core.cli import common
 from xai_core.cli.main import main
 from xai_core.methods import METHODS, Method
-from xai_core.errors import OptionError
+from xai_core.infra.errors import OptionError
 from xai_core.methods.base import FromModel, Option
 
 MODEL_IDS = {"vit": "dinov2-s14", "cnn": "efficientnet-lite0"}  # what --model names

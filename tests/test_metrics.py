@@ -13,7 +13,7 @@ import torch
 
 from xai_core import maps, pipeline
 from xai_core.cli.main import main
-from xai_core.errors import OptionError
+from xai_core.infra.errors import OptionError
 from xai_core.images import load_sample
 from xai_core.metrics import agreement, faithfulness, localisation
 from xai_core.models import get_model

@@ -7,9 +7,9 @@ import pytest
 import torch
 
 from xai_core import pipeline
-from xai_core.cache import BoundedCache
+from xai_core.infra.cache import BoundedCache
 from xai_core.images import SAMPLES, load_sample
-from xai_core.locks import FairLock
+from xai_core.infra.locks import FairLock
 from xai_core.models import ModelUnavailableError, availability, get_model, get_spec
 from xai_core.models.registry import MODEL_SPECS, UnknownModelError
 

@@ -7,7 +7,7 @@ import pytest
 from apptest_helpers import (chart_keys, charts, chart_specs, chart_title, element_text, open_app,
                              plotly_array, show)
 
-from xai_core import text
+from xai_core.analysis import text_attention as text
 from xai_core.metrics import text as tm
 
 VIEWS = ("head", "special", "layers", "rollout", "importance")

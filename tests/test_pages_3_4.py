@@ -13,7 +13,7 @@ from xai_core import pipeline
 from xai_core.images import COLLAGE_ID, SAMPLES, load_sample
 from xai_core.methods import gae, rollout
 from xai_core.models import get_model
-from xai_core.sinks import SINK_THRESHOLD
+from xai_core.analysis.sinks import SINK_THRESHOLD
 
 DEIT = {"vit_model": "deit-s16-distilled", "vit_random": True}
 

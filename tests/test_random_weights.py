@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from apptest_helpers import open_app
-from xai_core import rng
+from xai_core.infra import rng
 from xai_core.models import get_model, loaders
 from xai_core.models.loaders import random_weights_seed
 

@@ -22,8 +22,9 @@ import torch
 
 from single_thread import one_torch_thread
 from tiny_models import images, tiny_cnn, tiny_vit
-from xai_core import cache, compare, explainer, pipeline, result_store
-from xai_core.cache import BoundedCache, cache_key, fingerprint
+from xai_core.infra import cache, result_store
+from xai_core import compare, explainer, pipeline
+from xai_core.infra.cache import BoundedCache, cache_key, fingerprint
 from xai_core.methods.base import RESULT_CACHE
 from xai_core.models import disk_cache, settings
 
@@ -66,7 +67,8 @@ REPLICA = textwrap.dedent("""
     import torch
     torch.set_num_threads(1)
     from tiny_models import images, tiny_vit
-    from xai_core import capture, compare, pipeline, result_store
+    from xai_core import capture, compare, pipeline
+    from xai_core.infra import result_store
     from xai_core.methods.base import RESULT_CACHE
 
     passes = []
@@ -172,7 +174,7 @@ def test_a_file_cannot_name_a_class_outside_xai_core(store_dir):
 
     key = cache_key("test", None, 1)
     store = disk_cache.result_store()
-    for name in ("os:system", "subprocess:Popen", "builtins:eval", "xai_core.cache:cache_key",
+    for name in ("os:system", "subprocess:Popen", "builtins:eval", "xai_core.infra.cache:cache_key",
                  "xai_core.__main__:main"):  # not loaded: never imported by a file's say
         tree = json.dumps({"c": name, "f": {}})
         payload = safetensors.torch.save({}, metadata={"tree": tree})
@@ -329,7 +331,7 @@ WRITER = textwrap.dedent("""
     sys.path[:0] = [{root!r}]
     import numpy as np
     from xai_core.models import disk_cache
-    from xai_core.cache import cache_key
+    from xai_core.infra.cache import cache_key
     store = disk_cache.result_store()
     key = cache_key("test-race", None, 1)
     value = {{"map": np.arange(300_000, dtype=np.float32), "who": "same"}}

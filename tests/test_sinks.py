@@ -1,5 +1,5 @@
 """Attention sinks, rollout's start=auto and the high-norm rule, against recomputations
-written here from the captured tensors (never from xai_core.sinks itself)."""
+written here from the captured tensors (never from xai_core.analysis.sinks itself)."""
 
 import json
 
@@ -14,9 +14,9 @@ from xai_core.cli import main as cli
 from xai_core.images import SAMPLES, load_sample
 from xai_core.methods import METHODS, rollout
 from xai_core.models import get_model
-from xai_core.sinks import SINK_THRESHOLD, analyse_sinks
-from xai_core.token_marks import HIGH_NORM_GAP, HIGH_NORM_RATIO, high_norm_tokens
-from xai_core.tokens import prefix_token_names
+from xai_core.analysis.sinks import SINK_THRESHOLD, analyse_sinks
+from xai_core.analysis.token_marks import HIGH_NORM_GAP, HIGH_NORM_RATIO, high_norm_tokens
+from xai_core.analysis.tokens import prefix_token_names
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from xai_core import text
+from xai_core.analysis import text_attention as text
 from xai_core.figures import text as figures_text
 from xai_core.metrics import text as tm
 from xai_core.models import get_model

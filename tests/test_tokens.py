@@ -10,7 +10,8 @@ from sklearn.metrics.pairwise import cosine_similarity
 from threadpoolctl import threadpool_limits
 from timm.layers import PatchEmbed
 
-from xai_core import pipeline, tokens
+from xai_core import pipeline
+from xai_core.analysis import tokens
 from xai_core.images import load_sample
 from xai_core.models.knn import Neighbour
 from xai_core.models import get_model

@@ -8,7 +8,7 @@ import pytest
 import torch
 from scipy.special import softmax as scipy_softmax
 
-from xai_core import toy_attention as toy
+from xai_core.analysis import toy_attention as toy
 
 # The seed's printed tables ("Self-Attention 101"), rows = queries [CLS], Eye, Bg.
 SEED_SCORES = [[3.00, 6.00, 0.50], [4.00, 8.75, -0.50], [0.20, -0.80, 4.10]]

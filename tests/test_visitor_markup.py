@@ -439,7 +439,7 @@ def test_an_upload_named_with_markup_is_only_a_picture():
 def test_a_typed_sentence_is_shown_as_its_tokens_on_page_8():
     """Page 8 shows the sentence a visitor types as word pieces: code spans in Markdown,
     tick labels and hover text in the figures. None of it becomes a tag or a link."""
-    from xai_core import text as text_core
+    from xai_core.analysis import text_attention as text_core
 
     sentence = " ".join(MARKUP_PAYLOADS[:4]) + " `a` ``b`` &lt;i&gt;"
     app = AppTest.from_file(ENTRY, default_timeout=300)

@@ -22,12 +22,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .budget import OverBudget
-from .cache import cache_key
+from .infra.budget import OverBudget
+from .infra.cache import cache_key
 from .capture import CaptureError, shared_forwards, shared_outputs
 from .cli.common import run_meta
-from .errors import OptionError
-from .faults import Cancelled, StopCheck
+from .infra.errors import OptionError
+from .infra.faults import Cancelled, StopCheck
 from .methods import METHODS, Method
 from .methods.base import RESULT_CACHE
 from .metrics.agreement import patch_gradient_importance, spearman
@@ -52,7 +52,7 @@ class MethodRun:
     partial_backwards: int = 0  # short backward passes inside the model (LeGrad: block score
     # to its own attention), counted by the method's hooks on those tensors
     error: str | None = None
-    over_budget: bool = False  # refused by the server's budget (xai_core.budget), no pass run
+    over_budget: bool = False  # refused by the server's budget (xai_core.infra.budget), no pass run
 
     @property
     def ok(self) -> bool:

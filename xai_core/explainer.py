@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from .cache import BoundedCache, cache_key
+from .infra.cache import BoundedCache, cache_key
 from .capture import Capture, is_talking_heads, transformer_blocks
 from .figures.layers import image_data_uri
 from .figures.style import HEATMAP_SCALE, colour_table
@@ -47,9 +47,9 @@ from .models.knn import KNN_K, KNN_TEMPERATURE
 from .open_set import open_set
 from .pipeline import head_of, predict, prepare, vit_capture
 from .methods.sinks import explain as sink_method
-from .token_marks import RULE as HIGH_NORM_RULE
-from .token_marks import high_norm_tokens, largest_norm_ratio
-from .tokens import prefix_token_names
+from .analysis.token_marks import RULE as HIGH_NORM_RULE
+from .analysis.token_marks import high_norm_tokens, largest_norm_ratio
+from .analysis.tokens import prefix_token_names
 
 # Payloads are a few MB at most; entries are keyed by content, shared by every session.
 EXPLAINER_CACHE = BoundedCache(max_entries=32, max_bytes=192 * 2**20, shared=True)

@@ -13,7 +13,8 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from . import compare, explainer, pipeline, tokens
+from . import compare, explainer, pipeline
+from .analysis import tokens
 from .capture import shared_forwards
 from .methods import daam, daam_knn, distance, gae, gradcam, rollout, sinks
 

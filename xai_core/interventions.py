@@ -17,7 +17,7 @@ only, its patches being the attribution methods' 16-pixel cells.
     positions     keep | shuffle (a permutation of the patches' position embeddings drawn from
                   `seed`) | zero (patches get none); prefix tokens keep theirs either way
     sink_off      blocks in which every head's attention to its measured sink key (the app's
-                  sink analysis of the plain forward, `xai_core.sinks`) is set to 0 and each
+                  sink analysis of the plain forward, `xai_core.analysis.sinks`) is set to 0 and each
                   row renormalised to sum to 1
     registers_off yes = the register tokens are removed from the sequence (models with
                   registers only)
@@ -39,18 +39,18 @@ from types import SimpleNamespace
 import numpy as np
 import torch
 
-from .cache import BoundedCache, cache_key
+from .infra.cache import BoundedCache, cache_key
 from .capture import (_unfused_attention, is_talking_heads, model_layout, run_capture,
                       separate_forwards, transformer_blocks)
-from .errors import OptionError
+from .infra.errors import OptionError
 from .images import image_sha256
 from .methods.attribution import (REFERENCE_NAMES, REFERENCES, cell_mask, cell_size,
                                   reference_pixels)
 from .methods.base import LAST_SELF_BLOCK, Choice, FromModel, Int, _words
 from .pipeline import head_of, predictions_of, prepare, resolve_target, vit_capture
-from .rng import seeded
-from .sinks import analyse_sinks
-from .tokens import prefix_token_names
+from .infra.rng import seeded
+from .analysis.sinks import analyse_sinks
+from .analysis.tokens import prefix_token_names
 
 LAST_HEAD = FromModel("the last head",
                       lambda model: transformer_blocks(model.module)[0][1].attn.num_heads - 1)
@@ -533,7 +533,7 @@ class HeadImportance:
     label: str
     score_kind: str
     fill: str  # heads_fill convention
-    sink_scores: np.ndarray  # (blocks, heads), xai_core.sinks
+    sink_scores: np.ndarray  # (blocks, heads), xai_core.analysis.sinks
     entropy: np.ndarray  # (blocks, heads) nats
     correlations: dict[str, float]  # Spearman rho of the drops with each story
     seconds: float
@@ -585,7 +585,7 @@ def _head_importance(model, image, target: int, head, fill: str, should_stop) ->
 
     from scipy.stats import spearmanr
 
-    from .faults import check_stop
+    from .infra.faults import check_stop
     from .metrics.faithfulness import class_scorer, score_kind
 
     started = time.perf_counter()

@@ -27,7 +27,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from .cache import BoundedCache, cache_key
+from .infra.cache import BoundedCache, cache_key
 from .images import SAMPLES, ImageError, fit_to_model, load_sample, to_model_tensor
 from .pipeline import head_of, model_output
 

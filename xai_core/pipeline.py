@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import torch
 from PIL import Image
 
-from .cache import BoundedCache, cache_key
+from .infra.cache import BoundedCache, cache_key
 from .capture import (Capture, CnnCapture, capture, capture_cnn, live_forward,
                       sharing_forwards)
 from .images import fit_to_model, image_sha256, to_model_tensor

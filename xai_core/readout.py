@@ -26,9 +26,9 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from .cache import BoundedCache, cache_key
+from .infra.cache import BoundedCache, cache_key
 from .capture import model_layout, transformer_blocks
-from .errors import OptionError
+from .infra.errors import OptionError
 from .images import image_sha256
 from .pipeline import Prediction, head_of, predictions_of, prepare, resolve_target
 

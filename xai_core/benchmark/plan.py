@@ -14,7 +14,7 @@ from pathlib import Path
 from PIL import Image, ImageOps
 
 from ..images import IMAGE_SUFFIXES, SAMPLES, ImageError, load_image_file, load_sample, sample_path
-from ..errors import OptionError
+from ..infra.errors import OptionError
 from ..methods import METHODS
 from ..metrics.faithfulness import METRICS, check_baseline_and_steps
 

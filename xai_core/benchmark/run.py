@@ -21,7 +21,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Callable, Iterable
 
-from ..errors import OptionError
+from ..infra.errors import OptionError
 from ..models.disk_cache import replace_atomically
 from .plan import (ImageItem, Settings, check_settings, list_images, methods_for, parse_shard,
                    read_boxes)

@@ -28,7 +28,7 @@ from ..metrics.localisation import energy_in_boxes, pointing_hit
 from ..metrics.stability import mean_pairwise_spearman, seed_stability, stability_seeds
 from ..methods import METHODS
 from ..pipeline import head_of, prepare, resolve_target
-from ..rng import seeded
+from ..infra.rng import seeded
 from .plan import BOX_METRICS, CURVE_METRICS, RANDOM_METHOD, ImageItem, Settings, load_item
 
 

@@ -21,7 +21,7 @@ from collections import defaultdict
 
 import numpy as np
 
-from ..errors import OptionError
+from ..infra.errors import OptionError
 from ..metrics.agreement import spearman
 from . import statistics as stats
 from .plan import DIRECTION, HIGHER, METRIC_NOTES, RANDOM_METHOD, Settings

@@ -114,7 +114,7 @@ def method_options_model_image(args, curve: tuple[str, int] | None = None):
     faithfulness `curve` (metric, steps) after the method), are refused before the model
     loads; an option outside a bound the model sets (its last block), or memory over the
     budget, right after, before any pass through the model."""
-    from .. import budget
+    from ..infra import budget
     from ..methods import METHODS
     from ..models import get_spec
 
@@ -143,7 +143,7 @@ def add_budget_flag(sub) -> None:
 
 def budget_of(args):
     """The --budget of a command (None: the configured one), refused in one line."""
-    from ..budget import from_flag
+    from ..infra.budget import from_flag
 
     raw = getattr(args, "budget", None)
     if raw is None:

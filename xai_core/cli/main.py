@@ -156,13 +156,13 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)  # --help and usage errors answer before torch loads
     from ..capture import CaptureError
-    from ..errors import OptionError
-    from ..faults import ModelOutOfMemory
+    from ..infra.errors import OptionError
+    from ..infra.faults import ModelOutOfMemory
     from ..images import ImageError
     from ..models import ModelUnavailableError, UnknownModelError, disk_cache
     from ..pipeline import TargetError
 
-    from ..budget import overriding
+    from ..infra.budget import overriding
 
     try:
         with overriding(budget_of(args)):

@@ -18,7 +18,7 @@ import numpy as np
 import plotly.graph_objects as go
 from PIL import Image
 
-from ..cache import BoundedCache, cache_key
+from ..infra.cache import BoundedCache, cache_key
 from ..images import image_sha256, shrink_to
 from .style import colour_table
 

@@ -22,7 +22,7 @@ import numpy as np
 import plotly.graph_objects as go
 import plotly.io as pio
 
-from ..cache import BoundedCache, NoContentKey, cache_key, fingerprint
+from ..infra.cache import BoundedCache, NoContentKey, cache_key, fingerprint
 
 FIGURE_CACHE = BoundedCache(max_entries=256, max_bytes=64 * 2**20)
 

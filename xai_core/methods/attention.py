@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..capture import Capture, model_layout
-from ..errors import OptionError
+from ..infra.errors import OptionError
 from ..pipeline import vit_capture
 from .base import (LAST_BLOCK, LAST_PATCH, ExplainRequest, ExplainResult, Int, Theory,
                    method)

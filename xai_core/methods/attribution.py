@@ -21,9 +21,9 @@ from typing import Callable
 import numpy as np
 import torch
 
-from ..faults import StopCheck, check_stop, raise_if_out_of_memory
+from ..infra.faults import StopCheck, check_stop, raise_if_out_of_memory
 from ..pipeline import cnn_capture, head_of, prepare, vit_capture
-from ..rng import seeded
+from ..infra.rng import seeded
 from .base import Choice, ExplainRequest, Int
 
 REFERENCES = ("zeros", "black", "blur", "rise-blur", "mean")

@@ -33,10 +33,10 @@ from typing import Any, Callable
 import numpy as np
 from PIL import Image
 
-from .. import budget
-from ..cache import BoundedCache, cache_key
+from ..infra import budget
+from ..infra.cache import BoundedCache, cache_key
 from ..capture import model_layout
-from ..errors import OptionError
+from ..infra.errors import OptionError
 from ..images import image_sha256
 from ..pipeline import head_of, resolve_target
 
@@ -55,7 +55,7 @@ COSTS = {
 class Cost:
     """What one call asks of the model, from its option values and the model's spec alone
     (no model load, no pass): images sent forward, images sent back, and images in one pass
-    at once - what memory grows with (`xai_core.budget` turns it into bytes and refuses a
+    at once - what memory grows with (`xai_core.infra.budget` turns it into bytes and refuses a
     request over the server's budget). Declare a method's `cost=` as a COSTS key ("forward",
     "gradient": one image) or, for "passes", as a Cost with the functions of its options."""
 

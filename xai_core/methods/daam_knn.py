@@ -12,12 +12,12 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from ..cache import cache_key
+from ..infra.cache import cache_key
 from ..capture import Capture
 from ..capture import capture as run_model_capture
 from ..models.knn import KNN_K, KNN_TEMPERATURE, MemoryBank, Neighbour, knn_vote
 from ..pipeline import CAPTURE_CACHE, head_of, prepare
-from ..tokens import describe_neighbours
+from ..analysis.tokens import describe_neighbours
 
 KNN_FORMULAS = ("official", "paper")
 KNN_FORMULA_NAMES = {

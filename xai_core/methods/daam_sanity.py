@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ..cache import cache_key
+from ..infra.cache import cache_key
 from ..capture import run_capture, separate_forwards, transformer_blocks
 from ..metrics.agreement import spearman
 from ..pipeline import CAPTURE_CACHE, head_of, prepare

@@ -30,9 +30,9 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ..cache import BoundedCache, cache_key
+from ..infra.cache import BoundedCache, cache_key
 from ..capture import Capture, CaptureError
-from ..errors import OptionError
+from ..infra.errors import OptionError
 from ..pipeline import prepare, vit_capture
 from .base import LAST_SELF_BLOCK, Choice, ExplainRequest, ExplainResult, Int, Theory, method
 

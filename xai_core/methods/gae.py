@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..cache import cache_key
+from ..infra.cache import cache_key
 from ..capture import Capture, CaptureError, model_layout
 from ..pipeline import prepare, vit_capture
 from .base import LAST_PATCH, ExplainRequest, ExplainResult, Int, Theory, method

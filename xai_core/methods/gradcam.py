@@ -27,10 +27,10 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from ..cache import cache_key
+from ..infra.cache import cache_key
 from ..capture import CnnCapture, conv_layer_names
-from ..errors import OptionError
-from ..faults import StopCheck, check_stop, retry_with_smaller_batch
+from ..infra.errors import OptionError
+from ..infra.faults import StopCheck, check_stop, retry_with_smaller_batch
 from ..maps import min_max
 from ..pipeline import CAPTURE_CACHE, cnn_capture, default_batch_size, head_of, prepare
 from .base import Choice, ExplainRequest, ExplainResult, FromModel, Theory, method

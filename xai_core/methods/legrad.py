@@ -23,7 +23,7 @@ import numpy as np
 import torch
 
 from ..capture import CaptureError, live_forward, model_layout, token_layout
-from ..errors import OptionError
+from ..infra.errors import OptionError
 from ..pipeline import prepare
 from .base import ExplainRequest, ExplainResult, FromModel, Int, Theory, method
 

@@ -13,7 +13,7 @@ import math
 
 import numpy as np
 
-from ..errors import OptionError
+from ..infra.errors import OptionError
 from .attribution import (CNN_CELL, REFERENCE, REFERENCE_NAMES, attribute, cell_size,
                           reference_pixels)
 from .base import (ANY_FAMILY, Cost, ExplainRequest, ExplainResult, FromModel, Int, Theory,

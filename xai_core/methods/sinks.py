@@ -1,5 +1,5 @@
 """The `sinks` method: the sink score, sink key and entropy of every head (definitions and
-the analysis in `xai_core.sinks`). Its `detail` is the `SinkAnalysis` the pages, rollout's
+the analysis in `xai_core.analysis.sinks`). Its `detail` is the `SinkAnalysis` the pages, rollout's
 start=auto and the DAAM flow read."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..pipeline import vit_capture
-from ..sinks import DEFINITION, ENTROPY_DEFINITION, SINK_THRESHOLD, analyse_sinks
-from ..tokens import prefix_token_names
+from ..analysis.sinks import DEFINITION, ENTROPY_DEFINITION, SINK_THRESHOLD, analyse_sinks
+from ..analysis.tokens import prefix_token_names
 from .base import ExplainRequest, ExplainResult, Theory, method
 
 

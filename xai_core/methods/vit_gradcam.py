@@ -39,9 +39,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from ..cache import cache_key
+from ..infra.cache import cache_key
 from ..capture import BlockRecord, Capture
-from ..errors import OptionError
+from ..infra.errors import OptionError
 from ..pipeline import CAPTURE_CACHE, prepare, vit_capture
 from .base import LAST_BLOCK, Choice, ExplainRequest, ExplainResult, Int, Theory, method
 from .gradcam import scale_like_pytorch_grad_cam

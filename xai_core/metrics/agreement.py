@@ -8,8 +8,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from ..cache import BoundedCache, cache_key, fingerprint
-from ..errors import OptionError
+from ..infra.cache import BoundedCache, cache_key, fingerprint
+from ..infra.errors import OptionError
 from ..maps import upsample
 
 # every rerun of the comparison page asks again for the same matrices (about 1 s for 11 maps)

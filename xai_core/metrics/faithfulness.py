@@ -39,9 +39,9 @@ from typing import Callable
 import numpy as np
 import torch
 
-from ..cache import BoundedCache, cache_key
-from ..errors import OptionError
-from ..faults import StopCheck, check_stop, retry_with_smaller_batch
+from ..infra.cache import BoundedCache, cache_key
+from ..infra.errors import OptionError
+from ..infra.faults import StopCheck, check_stop, retry_with_smaller_batch
 from ..maps import check_map, upsample
 from ..pipeline import default_batch_size, head_of, prepare, resolve_target
 

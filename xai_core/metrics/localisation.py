@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import OptionError
+from ..infra.errors import OptionError
 from ..maps import check_map, upsample
 
 LOCALISATION_THRESHOLD = 0.1

@@ -1,6 +1,6 @@
 """Model registry, settings, loaders and heads (ImageNet classifier or k-NN bank)."""
 
-from ..cache import share_results_through
+from ..infra.cache import share_results_through
 from .disk_cache import result_store
 from .loaders import LoadedModel, availability, get_model
 from .registry import (DEFAULT_CNN, DEFAULT_TEXT, DEFAULT_VIT, MODEL_SPECS, ModelSpec,

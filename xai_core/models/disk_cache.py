@@ -19,7 +19,7 @@ from typing import Callable
 
 from safetensors import SafetensorError
 
-from ..result_store import ResultStore
+from ..infra.result_store import ResultStore
 from .settings import CACHE_ENV, results_dir, results_max_bytes
 
 # What the cache needs at least: the converted DINOv2 weights (89 MB at 224 px) and a k-NN

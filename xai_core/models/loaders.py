@@ -10,11 +10,11 @@ from pathlib import Path
 
 import torch
 
-from ..budget import activation_elements
-from ..faults import ModelLock, raise_if_out_of_memory
-from ..locks import FairLock
-from ..result_store import remember_weights
-from ..rng import seeded
+from ..infra.budget import activation_elements
+from ..infra.faults import ModelLock, raise_if_out_of_memory
+from ..infra.locks import FairLock
+from ..infra.result_store import remember_weights
+from ..infra.rng import seeded
 from . import bundled
 from .heads import ImageNetHead, KnnHead
 from .knn import load_or_build_bank

@@ -100,7 +100,7 @@ def code_fingerprint() -> str:
     any of them means new results, never a stale file."""
     import importlib.metadata
 
-    root = Path(__file__).resolve().parent
+    root = Path(__file__).resolve().parents[1]  # all of xai_core
     digest = hashlib.sha256()
     for path in sorted(root.rglob("*.py")):
         digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes() + b"\0")

@@ -14,9 +14,9 @@ from functools import lru_cache
 import numpy as np
 import torch
 
-from .cache import cache_key
-from .images import SAMPLES, load_sample
-from .pipeline import CAPTURE_CACHE
+from ..infra.cache import cache_key
+from ..images import SAMPLES, load_sample
+from ..pipeline import CAPTURE_CACHE
 
 
 class TokenError(ValueError):

@@ -27,7 +27,7 @@ from pathlib import Path
 from .errors import OptionError
 
 ENV_PASSES, ENV_MB = "VIT_LENS_BUDGET_PASSES", "VIT_LENS_BUDGET_MB"
-SETTINGS_FILE = Path(__file__).resolve().parent.parent / ".streamlit" / "budget.toml"
+SETTINGS_FILE = Path(__file__).resolve().parents[2] / ".streamlit" / "budget.toml"
 NO_LIMIT = "none"
 
 # Bytes of peak memory per image in one pass, per element of the leaf modules' outputs of

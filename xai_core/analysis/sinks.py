@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .capture import Capture, CaptureError
+from ..capture import Capture, CaptureError
 
 SINK_THRESHOLD = 0.5
 DEFINITION = ("sink score = mean over all queries of A[q, j*], j* = the key with the largest "

@@ -21,7 +21,7 @@ from typing import Callable, TypeVar
 import torch
 
 from .locks import FairLock
-from .pipeline import CAPTURE_CACHE
+from ..pipeline import CAPTURE_CACHE
 
 T = TypeVar("T")
 StopCheck = Callable[[], bool]

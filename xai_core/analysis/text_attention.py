@@ -20,9 +20,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .cache import cache_key
-from .models import DEFAULT_TEXT, get_model
-from .pipeline import CAPTURE_CACHE
+from ..infra.cache import cache_key
+from ..models import DEFAULT_TEXT, get_model
+from ..pipeline import CAPTURE_CACHE
 
 TEXT_MODEL = DEFAULT_TEXT
 

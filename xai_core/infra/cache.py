@@ -26,7 +26,7 @@ import numpy as np
 import torch
 from PIL import Image
 
-from .images import image_sha256
+from ..images import image_sha256
 from .result_store import MISSING, ResultStore
 
 _shared_store: Callable[[], ResultStore | None] = lambda: None

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .capture import Capture, CaptureError
+from ..capture import Capture, CaptureError
 
 HIGH_NORM_RATIO = 3.0
 HIGH_NORM_GAP = 2.0
