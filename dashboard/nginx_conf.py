@@ -7,9 +7,10 @@ nginx-conf`) prints it with the real ones: Streamlit's bundle from the streamlit
 this Python imports, the app's files from dashboard/static/ (what the replicas serve).
 `python -m dashboard.nginx_conf --gzip-bundle` (`make nginx-gzip`) writes `<file>.gz`
 beside each compressible file of the bundle: compressed per request, 25 clients fetching
-100 of its scripts at once took 30 s instead of 1 s (README, "What nginx serves itself"). Only the bundle: its names are content-hashed, so a .gz
-cannot go stale (gzip_static does not compare it with its file); the app's files keep
-their names when they change and are compressed per request.
+100 of its scripts at once took 30 s instead of 1 s (docs/hosting.md, "What nginx serves
+itself"). Only the bundle: its names are content-hashed, so a .gz cannot go stale
+(gzip_static does not compare it with its file); the app's files keep their names when they
+change and are compressed per request.
 """
 
 from __future__ import annotations

@@ -248,12 +248,12 @@ def test_no_high_norm_marks_on_the_samples(captures):
         assert {t.patch for t in marks} == expected == set(), name
 
 
-def test_readme_method_table_names_the_sink_convention():
+def test_methods_doc_table_names_the_sink_convention():
     from pathlib import Path
 
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    methods_doc = (Path(__file__).resolve().parent.parent / "docs" / "methods.md").read_text()
     rows = {}
-    for line in readme.splitlines():
+    for line in methods_doc.splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
         if len(cells) == 4 and cells[0].startswith("`") and cells[1] in ("ViT", "CNN", "any"):
             rows[cells[0].strip("`")] = cells

@@ -24,7 +24,7 @@ from dashboard.nginx_conf import precompress, rendered, streamlit_bundle
 
 PREFIX = "vit-lens"
 RECIPE_PORTS = ("8501", "8502")  # the replicas the recipe names
-WORKER_CONNECTIONS = 4096  # README, "Hosting on a shared server": nginx.conf's events {}
+WORKER_CONNECTIONS = 4096  # docs/hosting.md, "A class at once": nginx.conf's events {}
 # the recipe's log format: '$remote_addr [$time_local] "$request_method $vit_lens_log_uri"
 # $status $body_bytes_sent $request_time "$upstream_addr"'
 LOG_LINE = re.compile(r'(\S+) \[[^\]]+\] "(\S+) ([^"]*)" (\d+) (\d+) \S+ "([^"]*)"$')

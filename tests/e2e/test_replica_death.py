@@ -5,8 +5,8 @@ has served a page, so its models are loaded, as on a class server in use). A Chr
 opens the app through nginx; the app names its replica in the `vit_lens_replica` cookie.
 That replica is killed with SIGKILL. Streamlit's client reconnects, nginx sends it to the
 other replica, the page works again there and says the session was restarted; the time
-from the kill to that working page must stay within FAILOVER_LIMIT_S (stated in the
-README). Then the dead replica comes back on its port (as systemd's Restart= does) and the
+from the kill to that working page must stay within FAILOVER_LIMIT_S (stated in
+docs/hosting.md). Then the dead replica comes back on its port (as systemd's Restart= does) and the
 browser stays with the replica that holds its session: an upload still works.
 """
 
@@ -23,7 +23,7 @@ from proxy_helpers import PREFIX, nginx_in_front
 from dashboard.replica import COOKIE
 from dashboard.state import UPLOAD_CHOICE, image_title
 
-FAILOVER_LIMIT_S = 10.0  # README, "Hosting on a shared server": a dead replica
+FAILOVER_LIMIT_S = 10.0  # docs/hosting.md, "What each fault does": a dead replica
 RESTART_NOTE = "Your session was restarted"
 LOAD_TIMEOUT_MS = 240_000
 

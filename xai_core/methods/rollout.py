@@ -18,7 +18,7 @@ are left out and its patch blocks have no prefix token at all.
 sink-dominated blocks (`xai_core.analysis.sinks`): a head that sends most of every
 query's attention to one background patch adds the same bright column to every
 row of its block, and rollout carries it to the end as one bright pixel. On
-DINOv2 ViT-S/14 that is block 0, head 5, on every sample image (README).
+DINOv2 ViT-S/14 that is block 0, head 5, on every sample image (docs/methods.md).
 """
 
 from __future__ import annotations
