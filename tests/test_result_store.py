@@ -443,6 +443,8 @@ def test_the_gallery_unit_warms_the_default_models_after_the_model_warm_up():
     assert command[1:5] == ["-m", "xai_core", "warmup", "--gallery"]
     assert command[command.index("--models") + 1:] == [DEFAULT_VIT, DEFAULT_CNN]
     assert re.search(r"^After=vit-lens-warmup\.service$", unit, re.M)
+    commands = [line.split()[1:] for line in unit.splitlines() if line.startswith("ExecStart=")]
+    assert commands[-1] == ["-m", "dashboard.warm_pages"]  # the figures, after the results
     assert re.search(r"^Type=oneshot$", unit, re.M)
     cache = re.search(r"^Environment=VIT_LENS_CACHE_DIR=(\S+)$", unit, re.M)[1]
     assert re.search(rf"^ReadWritePaths={re.escape(cache)}$", unit, re.M)
@@ -473,3 +475,55 @@ def test_a_request_does_not_wait_for_its_write(store_dir, monkeypatch):
     fresh = BoundedCache(64, 2**24, shared=True)
     np.testing.assert_array_equal(fresh.get_or_compute(cache_key("test-later", None, 0),
                                                        lambda: None), np.zeros(4))
+
+
+def test_a_built_figure_is_read_back_by_the_next_process(store_dir):
+    """A class asks every replica for the same figures at once: one replica builds a figure
+    (and its pictures' encodings), the others and the next restart read them."""
+    import plotly.graph_objects as go
+    from PIL import Image
+
+    from xai_core.figures.layers import LAYER_CACHE, encoded_image
+    from xai_core.figures.reuse import FIGURE_CACHE, reused
+
+    calls = []
+
+    @reused
+    def heatmap(values):
+        calls.append(1)
+        return go.Figure(go.Heatmap(z=values, colorbar={"title": "score"}))
+
+    values = np.arange(6.0).reshape(2, 3)
+    picture = Image.fromarray(np.arange(48, dtype=np.uint8).reshape(4, 4, 3))
+    built, layer = heatmap(values), encoded_image(picture)
+    disk_cache.result_store().flush()
+    empty_memory()  # a new process: memory empty, the store on disk
+    read, layer_read = heatmap(values), encoded_image(picture)
+    assert calls == [1] and FIGURE_CACHE.disk_hits == 1 and LAYER_CACHE.disk_hits == 1
+    np.testing.assert_array_equal(read.data[0].z, values)
+    assert read.to_plotly_json() == built.to_plotly_json() and layer_read == layer
+
+
+def test_warm_pages_leaves_the_pages_figures_for_the_next_process(store_dir):
+    """`dashboard.warm_pages` runs a page as a first visitor would; in a new process the page's
+    figures are then read from the store, none built again."""
+    from dashboard import warm_pages
+    from xai_core.figures.reuse import FIGURE_CACHE
+
+    built_before = FIGURE_CACHE.misses
+    [first] = warm_pages.warm(["chelsea"], ["home.py"])
+    assert first["problem"] is None and FIGURE_CACHE.misses > built_before
+    disk_cache.result_store().flush()
+    empty_memory()
+    built_before, read_before = FIGURE_CACHE.misses, FIGURE_CACHE.disk_hits
+    [again] = warm_pages.warm(["chelsea"], ["home.py"])
+    assert again["problem"] is None
+    assert FIGURE_CACHE.misses == built_before and FIGURE_CACHE.disk_hits > read_before
+
+
+def test_warm_pages_names_an_unknown_image_or_page(capsys):
+    from dashboard import warm_pages
+
+    assert warm_pages.main(["--images", "chelsea,nebula", "--pages", "home.py,99_x.py"]) == 2
+    error = capsys.readouterr().err.strip()
+    assert len(error.splitlines()) == 1 and "nebula, 99_x.py" in error

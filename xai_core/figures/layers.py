@@ -30,7 +30,7 @@ DISPLAY_MAX_SIDE = 640
 # is sent at that size (Plotly's JSON cannot share one picture between panels).
 PAGE_WIDTH = 1400
 JPEG_QUALITY = 85
-LAYER_CACHE = BoundedCache(max_entries=256, max_bytes=32 * 2**20)
+LAYER_CACHE = BoundedCache(max_entries=256, max_bytes=32 * 2**20, shared=True)  # as figures
 
 
 def encoded_image(image: Image.Image, max_side: int = DISPLAY_MAX_SIDE,

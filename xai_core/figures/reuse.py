@@ -24,7 +24,8 @@ import plotly.io as pio
 
 from ..infra.cache import BoundedCache, NoContentKey, cache_key, fingerprint
 
-FIGURE_CACHE = BoundedCache(max_entries=256, max_bytes=64 * 2**20)
+# shared: built once for every replica and restart (a class asks for the same figures at once)
+FIGURE_CACHE = BoundedCache(max_entries=256, max_bytes=64 * 2**20, shared=True)
 
 
 def reused(build: Callable[..., go.Figure]) -> Callable[..., go.Figure]:
