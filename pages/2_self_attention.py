@@ -14,7 +14,7 @@ from xai_core.figures.clicks import clicked_index
 from xai_core.figures.curves import distribution_figure, entropy_curve_figure
 from xai_core.figures.matrices import matrix_figure, multihead_figure
 from xai_core.figures.overlays import query_attention_figure
-from xai_core.methods import attention, distance
+from xai_core.methods import METHODS
 
 st.title("Self-attention: queries, keys, values, heads")
 st.markdown(
@@ -187,7 +187,7 @@ def heads_view():
 def _how_far_heads_look(model, image) -> str:
     """The first and last block's mean attention distance on this image, measured (page 3's
     default convention), instead of the papers' "early heads look near, late ones far"."""
-    measured = distance.explain(model, image, prefix="exclude", renormalise="no").detail
+    measured = METHODS["distance"](model, image, prefix="exclude", renormalise="no").detail
     first, last = (float(measured.mad[i].mean()) for i in (0, -1))
     return (f"On this image the heads of block {measured.blocks[0]} look on average "
             f"**{first:.0f} px** from their query, those of block {measured.blocks[-1]} "
@@ -221,8 +221,8 @@ def model_view():
         keep_valid("sa_query", range(layout.num_patches), layout.centre_patch)
         query = st.number_input("Query patch (raster index; or click a patch on the image)", 0,
                                 layout.num_patches - 1, key="sa_query", disabled=use_cls)
-        per_head = attention.explain(model, image, block=block,
-                                     query=-1 if use_cls else int(query)).arrays["per_head"]
+        per_head = METHODS["attention"](model, image, block=block,
+                                        query=-1 if use_cls else int(query)).arrays["per_head"]
         values = per_head.mean(0) if head_choice == MEAN_HEAD else per_head[head_choice]
         where = None if use_cls else divmod(int(query), cols)
         who = "[CLS]" if use_cls else f"patch {int(query)} (row {where[0]}, col {where[1]})"

@@ -20,7 +20,7 @@ from xai_core import pipeline
 from xai_core.capture import run_capture
 from xai_core.cli.main import main
 from xai_core.images import load_sample
-from xai_core.methods import METHODS, gradcam, saliency, vit_gradcam
+from xai_core.methods import METHODS, gradcam, vit_gradcam
 from xai_core.methods.gradcam import run_library_cam
 from xai_core.methods.vit_gradcam import (HEAD_MODES, LOCATIONS, MULTI_HEAD, WEIGHTS,
                                           ZERO_GRADIENT, taxonomy, upsample_for_display)
@@ -130,7 +130,7 @@ def test_cnn_gradcam_equals_pytorch_grad_cam(cnn, layer):
     model, image, cat, espresso = cnn
     pixels = pipeline.prepare(model, image).pixels
     for target in (cat, espresso):
-        steps = gradcam.explain(model, image, target=target, layer=layer).detail
+        steps = METHODS["gradcam"](model, image, target=target, layer=layer).detail
         reference = run_library_cam(GradCAM, model.module, [model.module.get_submodule(layer)],
                                     pixels, model.head.score_fn(target), lock=model.lock)
         assert reference.shape == steps.upsampled.shape == tuple(model.spec.input_size)
@@ -148,7 +148,7 @@ def test_cam_family_runs_under_the_lock_and_leaves_no_hooks(cnn):
     for result in results:
         assert result.map.shape == tuple(model.spec.input_size) and result.seconds > 0
         assert result.map.min() >= 0 and result.map.max() == pytest.approx(1, abs=1e-5)
-    steps = gradcam.explain(model, image, target=cat).detail
+    steps = METHODS["gradcam"](model, image, target=cat).detail
     np.testing.assert_allclose(results[0].map, steps.upsampled, atol=1e-5)
     layer = model.module.get_submodule("bn2")
     assert not layer._forward_hooks and not layer._forward_pre_hooks
@@ -164,13 +164,13 @@ def test_class_discrimination_on_the_collage(cnn):
     cat class puts most of its mass left, for espresso right; plain saliency does not
     separate the classes as much (its two maps stay more alike)."""
     model, image, cat, espresso = cnn
-    cat_steps, cup_steps = (gradcam.explain(model, image, target=t).detail
+    cat_steps, cup_steps = (METHODS["gradcam"](model, image, target=t).detail
                             for t in (cat, espresso))
     assert left_share(cat_steps.upsampled) > 0.75
     assert left_share(cup_steps.upsampled) < 0.25
     gradcam_alike = gradcam.map_correlation(cat_steps.upsampled, cup_steps.upsampled)
-    saliency_alike = gradcam.map_correlation(saliency.explain(model, image, target=cat).map,
-                                             saliency.explain(model, image, target=espresso).map)
+    saliency_alike = gradcam.map_correlation(METHODS["saliency"](model, image, target=cat).map,
+                                             METHODS["saliency"](model, image, target=espresso).map)
     assert gradcam_alike < 0 < saliency_alike
 
 
@@ -326,7 +326,7 @@ def test_cli_gradcam_and_bad_options(cnn, tmp_path, capsys):
                  "--method", "gradcam", "--target", str(cat), "--set", "layer=bn2",
                  "--out", str(out)]) == 0
     data, meta = read_npz(out)
-    steps = gradcam.explain(model, image, target=cat, layer="bn2").detail
+    steps = METHODS["gradcam"](model, image, target=cat, layer="bn2").detail
     np.testing.assert_array_equal(data["map"], steps.cam)
     assert meta["layer"] == "bn2" and data["alpha"].shape == (1280,)
     assert METHODS["gradcam"].family == "cnn" and METHODS["vit-gradcam"].family == "vit"

@@ -9,10 +9,10 @@ A method module declares each method with `@method(...)` over its compute functi
     def explain(request, *, fusion, start, ...) -> ExplainResult:
         ...
 
-The decorated name is the method's one cached entry point, called with keywords by the
-pages, the CLI and the comparison page alike:
+The decorated name is the method's one cached entry point, registered in METHODS under its
+name and called with keywords by the pages, the CLI and the comparison page alike:
 
-    result = rollout.explain(model, image, fusion="max")        # or METHODS["rollout"](...)
+    result = METHODS["rollout"](model, image, fusion="max")     # the same as rollout.explain
 
 Options are checked once, before anything runs: their type and fixed range before a model
 is even loaded (`Method.parse`, what the CLI does first), then a range that only the model
