@@ -81,9 +81,10 @@ THEORY_ROWS = ("Mechanism", "Cost in principle", "Class specificity", "Spatial r
 RESULT_CACHE = BoundedCache(max_entries=128, max_bytes=256 * 2**20, shared=True)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Theory:
-    """The comparison page's theory matrix, one sentence per row (THEORY_ROWS)."""
+    """The comparison page's theory matrix, one sentence per row (THEORY_ROWS), built with
+    keywords so that no sentence lands in another row."""
 
     mechanism: str
     cost: str
