@@ -10,6 +10,7 @@ from dashboard import links, ui
 from dashboard.widgets import keep_valid
 from xai_core import pipeline
 from xai_core.analysis import toy_attention as toy
+from xai_core.analysis.entropy import entropy
 from xai_core.figures.clicks import clicked_index
 from xai_core.figures.curves import distribution_figure, entropy_curve_figure
 from xai_core.figures.matrices import matrix_figure, multihead_figure
@@ -126,9 +127,9 @@ def temperature_view():
     scores = toy.TEMPERATURE_Q @ toy.TEMPERATURE_K.T
     weights = toy.softmax_with_temperature(scores, temperature)
     row = t_labels.index(query_name)
-    entropy = float(toy.entropy_bits(weights[row]))
+    bits = float(entropy(weights[row], base=2))
     m1, m2, m3 = st.columns(3)
-    m1.metric("Entropy of this row", f"{entropy:.3f} bits")
+    m1.metric("Entropy of this row", f"{bits:.3f} bits")
     m2.metric("Uniform would be", f"{math.log2(len(t_labels)):.3f} bits")
     m3.metric("Largest weight",
               f"{weights[row].max():.2f} on {t_labels[int(weights[row].argmax())]}")
