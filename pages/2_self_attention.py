@@ -11,7 +11,7 @@ from dashboard.widgets import keep_valid
 from xai_core import pipeline
 from xai_core.analysis import toy_attention as toy
 from xai_core.analysis.entropy import entropy
-from xai_core.figures.clicks import clicked_index
+from xai_core.figures.click_targets import clicked_index
 from xai_core.figures.curves import distribution_figure, entropy_curve_figure
 from xai_core.figures.matrices import matrix_figure, multihead_figure
 from xai_core.figures.overlays import query_attention_figure

@@ -8,7 +8,7 @@ from apptest_helpers import (chart_keys, charts, chart_specs, chart_title, eleme
                              plotly_array, show)
 
 from xai_core.analysis import text_attention as text
-from xai_core.metrics import text as tm
+from xai_core.metrics import text_heads as tm
 
 VIEWS = ("head", "special", "layers", "rollout", "importance")
 

@@ -16,7 +16,7 @@ from test_distance import brute_force_mean_pairwise, keras_mean_attention_distan
 
 from xai_core import pipeline
 from xai_core.analysis import toy_attention as toy
-from xai_core.figures.clicks import clicked_index
+from xai_core.figures.click_targets import clicked_index
 from xai_core.images import load_sample
 from xai_core.methods.attention import query_attention
 from xai_core.models import get_model

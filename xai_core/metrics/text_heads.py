@@ -1,5 +1,6 @@
-"""Numbers about attention matrices of a token sequence: head specialisation, layer
-progression, rollout, and how attention compares with gradient importance.
+"""Numbers about the attention heads of a text encoder (page 8) over a token sequence: head
+specialisation, layer progression, rollout, and how attention compares with gradient
+importance.
 
 All functions take post-softmax attention with rows = queries (each row sums to 1) and any
 leading dimensions, e.g. (L, H, N, N) for every layer and head of a text capture.
