@@ -22,8 +22,8 @@ from xai_core.cli.main import main
 from xai_core.images import load_sample
 from xai_core.methods import METHODS, gradcam, vit_gradcam
 from xai_core.methods.gradcam import run_library_cam
-from xai_core.methods.vit_gradcam import (HEAD_MODES, LOCATIONS, MULTI_HEAD, WEIGHTS,
-                                          ZERO_GRADIENT, taxonomy, upsample_for_display)
+from xai_core.methods.vit_gradcam import (LOCATIONS, MULTI_HEAD, WEIGHTS, ZERO_GRADIENT,
+                                          taxonomy, upsample_for_display)
 from xai_core.models import get_model
 
 TARGET = 3  # class of the tiny random ViTs
@@ -160,7 +160,7 @@ def left_share(values: np.ndarray) -> float:
 
 
 def test_class_discrimination_on_the_collage(cnn):
-    """Cat on the left half, coffee cup on the right (images.COLLAGE_LABELS): Grad-CAM for a
+    """Cat on the left half, coffee cup on the right (the collage sample): Grad-CAM for a
     cat class puts most of its mass left, for espresso right; plain saliency does not
     separate the classes as much (its two maps stay more alike)."""
     model, image, cat, espresso = cnn

@@ -1,7 +1,6 @@
 """Pages 1 (tokenization) and 2 (self-attention toy) in AppTest: they render with the
 bundled models and a random-weight distilled DeiT, and their numbers follow the widgets."""
 
-import json
 import math
 
 import numpy as np

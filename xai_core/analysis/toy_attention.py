@@ -59,7 +59,7 @@ TEMPERATURE_K = np.array([[0.5, 0.5, 0.5, 0.5],
 # --- the multi-head example (our numbers) -----------------------------------------------------
 
 MULTIHEAD_TOKENS = ("[CLS]", "Ear", "Eye", "Paw")
-MULTIHEAD_FEATURES = ("head region", "fur", "face detail", "summary")
+# columns (features): head region, fur, face detail, summary
 MULTIHEAD_X = np.array([[0.0, 0.0, 0.0, 1.0],   # [CLS]: only the summary slot
                         [1.0, 1.0, 0.0, 0.0],   # Ear: on the head, furry
                         [1.0, 0.0, 1.0, 0.0],   # Eye: on the head, a face detail

@@ -10,8 +10,6 @@ COMPLETENESS_LIMIT the page says the map does not add up and asks for more steps
 
 from __future__ import annotations
 
-import torch
-
 from .attribution import REFERENCE, REFERENCE_NAMES, attribute, reference_pixels, sum_channels
 from .base import ANY_FAMILY, Cost, ExplainRequest, ExplainResult, Int, Theory, method
 
