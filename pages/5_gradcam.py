@@ -8,7 +8,7 @@ from xai_core.capture import shared_forwards
 from xai_core.figures.curves import alpha_bars
 from xai_core.figures.matrices import per_head_maps, taxonomy_mosaic
 from xai_core.figures.overlays import cell_overlay, coarse, map_row, overlay
-from xai_core.methods import METHODS, gradcam, vit_gradcam
+from xai_core.methods import METHODS, gradcam
 from xai_core.methods.saliency import saliency_for_display
 from xai_core.methods.vit_gradcam import (HEAD_MODES, HEAD_NAMES, LOCATION_NAMES, LOCATIONS,
                                           MULTI_HEAD, WEIGHT_NAMES, WEIGHTS, ZERO_GRADIENT)
@@ -162,7 +162,7 @@ def vit_part(image, model) -> None:
         return
     target = ui.target_picker(model, image, key="gc_vit_target", head=head)
     with st.spinner("One forward + one backward, then every variant..."):
-        result = vit_gradcam.explain_all(model, image, target=target, head=head).detail
+        result = METHODS["vit-gradcam-all"](model, image, target=target, head=head).detail
     counts = result.counts()
     m1, m2, m3, m4 = st.columns(4)
     m1.metric("Grad-CAM variants for this model", counts.variants)

@@ -257,7 +257,7 @@ def dinov2():
 def test_vit_f1_last_block_equals_pytorch_grad_cam_dinov2(dinov2):
     """The real DINOv2 with its k-NN class score as the target (16x16 grid at 224 px)."""
     model, image, cat, _ = dinov2
-    result = vit_gradcam.explain_all(model, image, target=cat).detail
+    result = METHODS["vit-gradcam-all"](model, image, target=cat).detail
     capture = pipeline.vit_capture(model, image, target=cat)
     assert capture.layout.grid == (16, 16) and result.count == 16 * 12 == 192
     ours = upsample_for_display(result.cell(11, "F1", "patch").map, capture.layout.input_size)
@@ -298,7 +298,7 @@ def test_cli_vit_gradcam_all_and_single(dinov2, tmp_path):
     assert main(["explain", "--model", "dinov2-s14", "--image", "sample:collage", "--method",
                  "vit-gradcam-all", "--target", "cat", "--out", str(everything)]) == 0
     data, meta = read_npz(everything)
-    result = vit_gradcam.explain_all(model, image, target=cat).detail
+    result = METHODS["vit-gradcam-all"](model, image, target=cat).detail
     assert data["maps"].shape == (192, 16, 16) and meta["variant_count"] == 192
     assert int(data["zero_gradient"].sum()) == 5 and meta["target"] == cat
     index = list(data["variants"]).index("block5/F2/cls/relu-sum")
