@@ -16,7 +16,7 @@ import time
 import torch
 
 from xai_core.images import load_sample
-from xai_core.methods import daam, daam_knn, daam_sanity
+from xai_core.methods import METHODS, daam, daam_knn, daam_sanity
 from xai_core.models import get_model
 from xai_core.pipeline import CAPTURE_CACHE, prepare
 
@@ -81,7 +81,7 @@ def run() -> list[dict]:
                         "deit-s16 (logit; random weights, timing only)")
 
     target = dinov2.head.class_names.index("cat")
-    daam.explain(dinov2, image, target=target)  # the original map, as on the page
+    METHODS["daam"](dinov2, image, target=target)  # the original map, as on the page
     steps = daam_sanity.sanity_steps(12)
     started = time.perf_counter()  # seed 1: not cached by anything before
     check = daam_sanity.cascading_randomisation(dinov2, image, target, steps=steps, seed=1)

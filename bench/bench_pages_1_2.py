@@ -24,7 +24,7 @@ from xai_core.figures.curves import distribution_figure, entropy_curve_figure, p
 from xai_core.figures.matrices import (embedding_pca_figure, matrix_figure, multihead_figure,
                                        position_map_figure, position_mosaic_figure)
 from xai_core.figures.overlays import query_attention_figure
-from xai_core.figures.tokens import token_strip_figure, tokenization_figure
+from xai_core.figures.tokenization import token_strip_figure, tokenization_figure
 from xai_core.images import load_sample
 from xai_core.methods.attention import query_attention
 from xai_core.models import DEFAULT_CNN, DEFAULT_VIT, get_model

@@ -13,7 +13,7 @@ import statistics
 from bench.bench_foundation import _seconds
 from xai_core.analysis import text_attention as text
 from xai_core.figures import text as ft
-from xai_core.metrics import text as tm
+from xai_core.metrics import text_heads as tm
 
 SENTENCE = "The animal didn't cross the street because it was too tired (take {k})."
 REFERENCE = "The animal was exhausted."

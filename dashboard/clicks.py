@@ -14,7 +14,7 @@ from typing import Callable
 
 import streamlit as st
 
-from xai_core.figures.clicks import click_customdata
+from xai_core.figures.click_targets import click_customdata
 
 
 def apply_chart_click(chart_key: str, updates: Callable[[tuple], dict]) -> None:

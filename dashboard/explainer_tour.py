@@ -21,6 +21,7 @@ from dashboard import literal
 from dashboard.page_list import PAGE_LIST
 from xai_core.capture import centre_patch as capture_centre_patch
 from xai_core.explainer import OVERLAYS, STAGE_IDS, decode
+from xai_core.analysis.entropy import entropy
 from xai_core.analysis.sinks import SINK_THRESHOLD
 from xai_core.analysis.token_marks import HIGH_NORM_GAP, HIGH_NORM_RATIO
 
@@ -173,12 +174,6 @@ def percent(share: float) -> str:
     return "over 99.9%" if share >= 0.9995 else f"{100 * share:.1f}%"
 
 
-def _entropy(row: np.ndarray) -> float:
-    p = row / row.sum() if row.sum() > 0 else row
-    p = p[p > 0]
-    return float(-(p * np.log(p)).sum())
-
-
 def query_row_values(overview: dict, block: int) -> np.ndarray:
     """(heads, patches) [CLS] (or mean patch) rows of a block, dequantised."""
     rows = overview["query_rows"][block]
@@ -204,7 +199,7 @@ def resolve_head(choice: str, overview: dict, block: int) -> int:
     if choice == "sink":
         strongest = overview["sinks"]["strongest"]
         return strongest["head"] if strongest["block"] == block else -1
-    return int(np.argmin([_entropy(row) for row in query_row_values(overview, block)]))
+    return int(np.argmin([entropy(row / row.sum()) for row in query_row_values(overview, block)]))
 
 
 def tour_facts(overview: dict) -> dict[str, str]:

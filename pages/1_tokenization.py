@@ -7,11 +7,11 @@ from dashboard.widgets import keep_valid
 from xai_core import pipeline
 from xai_core.analysis import tokens
 from xai_core.capture import centre_patch, token_layout
-from xai_core.figures.clicks import clicked_index
+from xai_core.figures.click_targets import clicked_index
 from xai_core.figures.curves import prediction_bars
 from xai_core.figures.matrices import (embedding_pca_figure, position_map_figure,
                                        position_mosaic_figure)
-from xai_core.figures.tokens import token_strip_figure, tokenization_figure
+from xai_core.figures.tokenization import token_strip_figure, tokenization_figure
 from xai_core.images import COLLAGE_ID
 
 st.title("From pixels to tokens")

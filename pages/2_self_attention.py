@@ -10,11 +10,12 @@ from dashboard import links, ui
 from dashboard.widgets import keep_valid
 from xai_core import pipeline
 from xai_core.analysis import toy_attention as toy
-from xai_core.figures.clicks import clicked_index
+from xai_core.analysis.entropy import entropy
+from xai_core.figures.click_targets import clicked_index
 from xai_core.figures.curves import distribution_figure, entropy_curve_figure
 from xai_core.figures.matrices import matrix_figure, multihead_figure
 from xai_core.figures.overlays import query_attention_figure
-from xai_core.methods import attention, distance
+from xai_core.methods import METHODS
 
 st.title("Self-attention: queries, keys, values, heads")
 st.markdown(
@@ -126,9 +127,9 @@ def temperature_view():
     scores = toy.TEMPERATURE_Q @ toy.TEMPERATURE_K.T
     weights = toy.softmax_with_temperature(scores, temperature)
     row = t_labels.index(query_name)
-    entropy = float(toy.entropy_bits(weights[row]))
+    bits = float(entropy(weights[row], base=2))
     m1, m2, m3 = st.columns(3)
-    m1.metric("Entropy of this row", f"{entropy:.3f} bits")
+    m1.metric("Entropy of this row", f"{bits:.3f} bits")
     m2.metric("Uniform would be", f"{math.log2(len(t_labels)):.3f} bits")
     m3.metric("Largest weight",
               f"{weights[row].max():.2f} on {t_labels[int(weights[row].argmax())]}")
@@ -187,7 +188,7 @@ def heads_view():
 def _how_far_heads_look(model, image) -> str:
     """The first and last block's mean attention distance on this image, measured (page 3's
     default convention), instead of the papers' "early heads look near, late ones far"."""
-    measured = distance.explain(model, image, prefix="exclude", renormalise="no").detail
+    measured = METHODS["distance"](model, image, prefix="exclude", renormalise="no").detail
     first, last = (float(measured.mad[i].mean()) for i in (0, -1))
     return (f"On this image the heads of block {measured.blocks[0]} look on average "
             f"**{first:.0f} px** from their query, those of block {measured.blocks[-1]} "
@@ -221,8 +222,8 @@ def model_view():
         keep_valid("sa_query", range(layout.num_patches), layout.centre_patch)
         query = st.number_input("Query patch (raster index; or click a patch on the image)", 0,
                                 layout.num_patches - 1, key="sa_query", disabled=use_cls)
-        per_head = attention.explain(model, image, block=block,
-                                     query=-1 if use_cls else int(query)).arrays["per_head"]
+        per_head = METHODS["attention"](model, image, block=block,
+                                        query=-1 if use_cls else int(query)).arrays["per_head"]
         values = per_head.mean(0) if head_choice == MEAN_HEAD else per_head[head_choice]
         where = None if use_cls else divmod(int(query), cols)
         who = "[CLS]" if use_cls else f"patch {int(query)} (row {where[0]}, col {where[1]})"

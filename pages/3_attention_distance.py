@@ -11,7 +11,7 @@ from xai_core.figures.curves import distance_scatter, receptive_field_figure
 from xai_core.figures.matrices import distance_variation
 from xai_core.figures.overlays import token_map_figure
 from xai_core.images import COLLAGE_ID, SAMPLES, load_sample
-from xai_core.methods import attention, distance, sinks
+from xai_core.methods import METHODS, distance
 from xai_core.methods.attention import query_prefix_attention
 from xai_core.analysis.sinks import SINK_THRESHOLD
 from xai_core.analysis.token_marks import high_norm_tokens
@@ -109,7 +109,7 @@ def _one_head(model, image, capture, result) -> None:
     query = pick[2].number_input("Query patch (raster index; or click the left image)", 0,
                                  layout.num_patches - 1, key="p3_query")
     position = blocks.index(block)
-    row_map = attention.explain(model, image, block=block, query=query).arrays["per_head"][head]
+    row_map = METHODS["attention"](model, image, block=block, query=query).arrays["per_head"][head]
     prefix_share = query_prefix_attention(capture, block, query)[head].tolist()
     names = ", ".join(f"{name} {value:.1%}" for name, value in
                       zip(prefix_token_names(model.module), prefix_share))
@@ -194,8 +194,8 @@ with ui.friendly_errors():
     renormalise = renormalise and prefix == "exclude"
 
     capture = pipeline.vit_capture(model, image)
-    result = distance.explain(model, image, prefix=prefix,
-                              renormalise="yes" if renormalise else "no").detail
+    result = METHODS["distance"](model, image, prefix=prefix,
+                                 renormalise="yes" if renormalise else "no").detail
     layout = capture.layout
     height, width = layout.input_size
     st.caption(f"Convention: {result.convention}. Distances are between patch centres, "
@@ -207,7 +207,7 @@ with ui.friendly_errors():
         st.info(f"Only the {len(result.blocks)} self-attention blocks are measured: the "
                 f"{len(capture.blocks) - len(result.blocks)} class-attention blocks at the end "
                 "have a single [CLS] query, which has no position in the image.")
-    sink_heads = [s for s in sinks.explain(model, image).detail.sink_heads()
+    sink_heads = [s for s in METHODS["sinks"](model, image).detail.sink_heads()
                   if s.block in result.blocks]
 
     # a click on a point of the scatter opens that head (before the widgets it sets are drawn)

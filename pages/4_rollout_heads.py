@@ -10,7 +10,7 @@ from xai_core import pipeline
 from xai_core.capture import shared_forwards
 from xai_core.figures.matrices import block_head_heatmap, head_mosaic
 from xai_core.figures.overlays import difference_figure, token_map_figure
-from xai_core.methods import attention, gae, rollout, sinks
+from xai_core.methods import METHODS, rollout
 from xai_core.analysis.sinks import (
     DEFINITION,
     ENTROPY_DEFINITION,
@@ -65,8 +65,8 @@ def _heads_grid(model, image, layout, eligible, prefix, model_image, marks):
             st.caption("These blocks have no [CLS] token, so a patch is the query.")
     else:
         grid_query = None
-    maps = np.stack([attention.explain(model, image, block=b, query=-1 if grid_query is None
-                                       else grid_query).arrays["per_head"] for b in eligible])
+    maps = np.stack([METHODS["attention"](model, image, block=b, query=-1 if grid_query is None
+                                          else grid_query).arrays["per_head"] for b in eligible])
     who = "[CLS]" if grid_query is None else f"patch {grid_query}"
     ui.show_figure(head_mosaic(maps, eligible, f"{who} → patches, per head (each tile scaled "
                                                "to its own range). Click a tile to enlarge."),
@@ -312,7 +312,7 @@ class RolloutInputs:
         self.prefix = self.capture.blocks[self.eligible[0]].num_prefix_tokens
         self.names = prefix_token_names(model.module)[:self.prefix]
         self.model_image = pipeline.prepare(model, image).model_image
-        self.analysis = sinks.explain(model, image).detail
+        self.analysis = METHODS["sinks"](model, image).detail
         self.auto = rollout.auto_start(self.analysis)
         self.marks = high_norm_tokens(self.capture)
 
@@ -344,8 +344,8 @@ def _rollout_view(inputs: RolloutInputs) -> None:
                           "This rollout already starts at the first block.")
     full = full and start > 0
 
-    rolled = rollout.explain(model, image, start=chosen, end=end, fusion=fusion, discard=discard,
-                             query=query)
+    rolled = METHODS["rollout"](model, image, start=chosen, end=end, fusion=fusion, discard=discard,
+                                query=query)
     roll_map, roll_prefix, roll_row = rolled.map, rolled.arrays["prefix_values"], rolled.meta["row"]
     raw_map, raw_prefix, raw_row = rollout.last_block_cls_attention(capture, row)
 
@@ -383,8 +383,8 @@ def _rollout_view(inputs: RolloutInputs) -> None:
 
 def _full_rollout(inputs: RolloutInputs, fusion, discard, end, query, row) -> None:
     layout, eligible = inputs.layout, inputs.eligible
-    whole_map = rollout.explain(inputs.model, inputs.image, start=0, end=end, fusion=fusion,
-                                discard=discard, query=query).map
+    whole_map = METHODS["rollout"](inputs.model, inputs.image, start=0, end=end, fusion=fusion,
+                                   discard=discard, query=query).map
     rings = _sink_rings(inputs.analysis, inputs.auto)
     ui.show_figure(token_map_figure(
         inputs.model_image, whole_map, layout.patch_size,
@@ -412,7 +412,7 @@ def gae_panel(inputs: RolloutInputs, query: int, row: int | None) -> None:
         head = state.session_head(model)
         target = ui.target_picker(model, image, key="p4_target",
                                   label="Target for gradient-weighted attention", head=head)
-        gae_result = gae.explain(model, image, target=target, head=head, query=query)
+        gae_result = METHODS["gae"](model, image, target=target, head=head, query=query)
         gae_map, gae_prefix = gae_result.map, gae_result.arrays["prefix_values"]
         ui.show_figure(token_map_figure(
             inputs.model_image, gae_map, layout.patch_size,
@@ -452,9 +452,9 @@ def _marked_tokens(capture, marks) -> None:
 
 def _conventions(inputs: RolloutInputs, roll_map, chosen, end, fusion, discard, query) -> None:
     model_image, patch_size = inputs.model_image, inputs.layout.patch_size
-    copied_map = rollout.explain(inputs.model, inputs.image, start=chosen, end=end,
-                                 fusion=fusion, discard=discard, convention="vit-explain",
-                                 query=query).map
+    copied_map = METHODS["rollout"](inputs.model, inputs.image, start=chosen, end=end,
+                                    fusion=fusion, discard=discard, convention="vit-explain",
+                                    query=query).map
     difference = roll_map - copied_map
     st.markdown(
         "The widely copied *vit-explain* code writes the row normalisation as "

@@ -8,8 +8,7 @@ from xai_core.capture import shared_forwards
 from xai_core.figures.curves import alpha_bars
 from xai_core.figures.matrices import per_head_maps, taxonomy_mosaic
 from xai_core.figures.overlays import cell_overlay, coarse, map_row, overlay
-from xai_core.methods import gradcam, vit_gradcam
-from xai_core.methods.saliency import explain as explain_saliency
+from xai_core.methods import METHODS, gradcam
 from xai_core.methods.saliency import saliency_for_display
 from xai_core.methods.vit_gradcam import (HEAD_MODES, HEAD_NAMES, LOCATION_NAMES, LOCATIONS,
                                           MULTI_HEAD, WEIGHT_NAMES, WEIGHTS, ZERO_GRADIENT)
@@ -53,7 +52,7 @@ def cnn_part(image, model) -> None:
 def steps_view(model, image, target: int, layer: str) -> None:
     """The first lesson: Grad-CAM's recipe, one step per figure."""
     names = model.head.class_names
-    steps = gradcam.explain(model, image, target=target, layer=layer).detail
+    steps = METHODS["gradcam"](model, image, target=target, layer=layer).detail
     model_image = pipeline.prepare(model, image).model_image
     rows, cols = steps.cam.shape
     st.subheader(f"Step by step for '{names[target]}' at {layer}")
@@ -101,8 +100,8 @@ def classes_view(model, image, layer: str) -> None:
     with d2:
         second = ui.target_picker(model, image, key="gc_class_b", label="Class B",
                                   default_rank=1)
-    pair = [gradcam.explain(model, image, target=t, layer=layer) for t in (first, second)]
-    saliency = [explain_saliency(model, image, target=t).map for t in (first, second)]
+    pair = [METHODS["gradcam"](model, image, target=t, layer=layer) for t in (first, second)]
+    saliency = [METHODS["saliency"](model, image, target=t).map for t in (first, second)]
     ui.show_figure(map_row(model_image, [
         (f"Grad-CAM: {names[first][:24]}", pair[0].detail.upsampled),
         (f"Grad-CAM: {names[second][:24]}", pair[1].detail.upsampled),
@@ -121,7 +120,7 @@ def classes_view(model, image, layer: str) -> None:
 @st.fragment
 def family_view(model, image, target: int, layer: str) -> None:
     """The CAM family; choosing methods reruns only this part."""
-    channels = gradcam.explain(model, image, target=target, layer=layer).detail.alpha.size
+    channels = METHODS["gradcam"](model, image, target=target, layer=layer).detail.alpha.size
     model_image = pipeline.prepare(model, image).model_image
     st.subheader(f"The CAM family for '{model.head.class_names[target]}' at {layer}")
     st.markdown(
@@ -163,7 +162,7 @@ def vit_part(image, model) -> None:
         return
     target = ui.target_picker(model, image, key="gc_vit_target", head=head)
     with st.spinner("One forward + one backward, then every variant..."):
-        result = vit_gradcam.explain_all(model, image, target=target, head=head).detail
+        result = METHODS["vit-gradcam-all"](model, image, target=target, head=head).detail
     counts = result.counts()
     m1, m2, m3, m4 = st.columns(4)
     m1.metric("Grad-CAM variants for this model", counts.variants)

@@ -9,7 +9,7 @@ from xai_core.capture import shared_forwards
 from xai_core.figures.curves import contributions_figure, weights_figure
 from xai_core.figures.overlays import flow_figure, map_row_figure
 from xai_core.images import COLLAGE_ID
-from xai_core.methods import daam, daam_knn, daam_sanity, sinks
+from xai_core.methods import METHODS, daam, daam_knn, daam_sanity
 from xai_core.analysis.tokens import prefix_token_names
 
 st.title("DAAM flow: how the decision forms, block by block")
@@ -78,7 +78,7 @@ def flow_view(result, model, image, head, top, display, formula, relu, model_ima
                f"to the D row. Channel weights: "
                f"{'ReLU(C_b)' if result.channel_relu else 'C_b unclipped'}; each L_b is ReLU'd. "
                "Press ▶ or drag the slider: the browser swaps the frames, nothing is recomputed.")
-    for sink in daam.sink_frames(result, sinks.explain(model, image).detail):
+    for sink in daam.sink_frames(result, METHODS["sinks"](model, image).detail):
         st.caption(
             f"Frame “{sink['label']}” shows an attention sink, not the object: its brightest "
             f"patch is {sink['key']}, the key that head {sink['head']} of that block sends "
@@ -90,8 +90,8 @@ def flow_view(result, model, image, head, top, display, formula, relu, model_ima
 
     if result.target != top.index:
         st.subheader("Why this prediction, and where would it look for the other class?")
-        predicted = daam.explain(model, image, target=top.index, head=head,
-                                 knn_weights=formula, channel_relu=relu).detail
+        predicted = METHODS["daam"](model, image, target=top.index, head=head,
+                                    knn_weights=formula, channel_relu=relu).detail
         ui.show_figure(map_row_figure(
             model_image, [predicted.D[-1], result.D[-1]],
             [f"predicted: {literal.figure(top.label)}",
@@ -172,8 +172,8 @@ with ui.friendly_errors(), shared_forwards():
     knn = head.kind == "knn"
     top = pipeline.predict(model, image, topk=1, head=head)[0]
     target, display, relu, formula = controls(model, image, head, knn)
-    result = daam.explain(model, image, target=target, head=head, knn_weights=formula,
-                          channel_relu=relu).detail
+    result = METHODS["daam"](model, image, target=target, head=head, knn_weights=formula,
+                             channel_relu=relu).detail
     model_image = pipeline.prepare(model, image).model_image
     names = prefix_token_names(model.module)
     prefix = result.prefix_tokens[0]

@@ -9,7 +9,7 @@ import streamlit as st
 from dashboard import links, literal, state, ui
 from xai_core.analysis import text_attention as text
 from xai_core.figures import text as ft
-from xai_core.metrics import text as tm
+from xai_core.metrics import text_heads as tm
 from xai_core.models import get_spec, specs_of_family
 
 # title -> (sentence to inspect, second sentence for the similarity target)

@@ -3,6 +3,7 @@ of the last run, decode their typed arrays, and gather the text of one kind of e
 
 import base64
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -46,6 +47,13 @@ def chart_keys(app: AppTest) -> set[str]:
     return {chart.key for chart in charts(app)}
 
 
+def keyed_chart(app: AppTest, key: str) -> dict:
+    """The figure JSON of the one chart drawn with `key` in the last run."""
+    found = [chart for chart in charts(app) if chart.key == key]
+    assert len(found) == 1, f"no single chart with key {key}"
+    return chart_message(found[0])["figure"]
+
+
 def show(app: AppTest, view_key: str, view: str) -> AppTest:
     """Open one view of a page (its segmented control), as a click on it does."""
     app.segmented_control(key=view_key).set_value(view).run()
@@ -75,6 +83,12 @@ def plotly_array(value) -> np.ndarray:
 def element_text(app: AppTest, kind: str = "markdown") -> str:
     """The values of every element of one kind ("caption", "error", ...), space-joined."""
     return " ".join(str(element.value) for element in getattr(app, kind))
+
+
+def numbers(text: str) -> list[str]:
+    """The whole and decimal numbers a text quotes, in order: what a title or a message says
+    without depending on its wording."""
+    return re.findall(r"-?\d+(?:\.\d+)?", text)
 
 
 def no_problems(app: AppTest) -> None:

@@ -15,7 +15,7 @@ from xai_core.capture import run_capture, transformer_blocks
 from xai_core.cli.main import main as cli_main
 from xai_core.images import load_sample
 from xai_core.models.knn import MemoryBank
-from xai_core.methods import daam, daam_knn, daam_sanity
+from xai_core.methods import METHODS, daam, daam_knn, daam_sanity
 from xai_core.models import get_model
 
 
@@ -26,7 +26,7 @@ def dinov2():
     model = get_model("dinov2-s14")
     image = load_sample("chelsea")
     target = model.head.class_names.index("cat")
-    result = daam.explain(model, image, target=target).detail
+    result = METHODS["daam"](model, image, target=target).detail
     return model, image, target, result
 
 

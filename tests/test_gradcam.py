@@ -20,10 +20,10 @@ from xai_core import pipeline
 from xai_core.capture import run_capture
 from xai_core.cli.main import main
 from xai_core.images import load_sample
-from xai_core.methods import METHODS, gradcam, saliency, vit_gradcam
+from xai_core.methods import METHODS, gradcam, vit_gradcam
 from xai_core.methods.gradcam import run_library_cam
-from xai_core.methods.vit_gradcam import (HEAD_MODES, LOCATIONS, MULTI_HEAD, WEIGHTS,
-                                          ZERO_GRADIENT, taxonomy, upsample_for_display)
+from xai_core.methods.vit_gradcam import (LOCATIONS, MULTI_HEAD, WEIGHTS, ZERO_GRADIENT,
+                                          taxonomy, upsample_for_display)
 from xai_core.models import get_model
 
 TARGET = 3  # class of the tiny random ViTs
@@ -130,7 +130,7 @@ def test_cnn_gradcam_equals_pytorch_grad_cam(cnn, layer):
     model, image, cat, espresso = cnn
     pixels = pipeline.prepare(model, image).pixels
     for target in (cat, espresso):
-        steps = gradcam.explain(model, image, target=target, layer=layer).detail
+        steps = METHODS["gradcam"](model, image, target=target, layer=layer).detail
         reference = run_library_cam(GradCAM, model.module, [model.module.get_submodule(layer)],
                                     pixels, model.head.score_fn(target), lock=model.lock)
         assert reference.shape == steps.upsampled.shape == tuple(model.spec.input_size)
@@ -148,7 +148,7 @@ def test_cam_family_runs_under_the_lock_and_leaves_no_hooks(cnn):
     for result in results:
         assert result.map.shape == tuple(model.spec.input_size) and result.seconds > 0
         assert result.map.min() >= 0 and result.map.max() == pytest.approx(1, abs=1e-5)
-    steps = gradcam.explain(model, image, target=cat).detail
+    steps = METHODS["gradcam"](model, image, target=cat).detail
     np.testing.assert_allclose(results[0].map, steps.upsampled, atol=1e-5)
     layer = model.module.get_submodule("bn2")
     assert not layer._forward_hooks and not layer._forward_pre_hooks
@@ -160,17 +160,17 @@ def left_share(values: np.ndarray) -> float:
 
 
 def test_class_discrimination_on_the_collage(cnn):
-    """Cat on the left half, coffee cup on the right (images.COLLAGE_LABELS): Grad-CAM for a
+    """Cat on the left half, coffee cup on the right (the collage sample): Grad-CAM for a
     cat class puts most of its mass left, for espresso right; plain saliency does not
     separate the classes as much (its two maps stay more alike)."""
     model, image, cat, espresso = cnn
-    cat_steps, cup_steps = (gradcam.explain(model, image, target=t).detail
+    cat_steps, cup_steps = (METHODS["gradcam"](model, image, target=t).detail
                             for t in (cat, espresso))
     assert left_share(cat_steps.upsampled) > 0.75
     assert left_share(cup_steps.upsampled) < 0.25
     gradcam_alike = gradcam.map_correlation(cat_steps.upsampled, cup_steps.upsampled)
-    saliency_alike = gradcam.map_correlation(saliency.explain(model, image, target=cat).map,
-                                             saliency.explain(model, image, target=espresso).map)
+    saliency_alike = gradcam.map_correlation(METHODS["saliency"](model, image, target=cat).map,
+                                             METHODS["saliency"](model, image, target=espresso).map)
     assert gradcam_alike < 0 < saliency_alike
 
 
@@ -257,7 +257,7 @@ def dinov2():
 def test_vit_f1_last_block_equals_pytorch_grad_cam_dinov2(dinov2):
     """The real DINOv2 with its k-NN class score as the target (16x16 grid at 224 px)."""
     model, image, cat, _ = dinov2
-    result = vit_gradcam.explain_all(model, image, target=cat).detail
+    result = METHODS["vit-gradcam-all"](model, image, target=cat).detail
     capture = pipeline.vit_capture(model, image, target=cat)
     assert capture.layout.grid == (16, 16) and result.count == 16 * 12 == 192
     ours = upsample_for_display(result.cell(11, "F1", "patch").map, capture.layout.input_size)
@@ -298,7 +298,7 @@ def test_cli_vit_gradcam_all_and_single(dinov2, tmp_path):
     assert main(["explain", "--model", "dinov2-s14", "--image", "sample:collage", "--method",
                  "vit-gradcam-all", "--target", "cat", "--out", str(everything)]) == 0
     data, meta = read_npz(everything)
-    result = vit_gradcam.explain_all(model, image, target=cat).detail
+    result = METHODS["vit-gradcam-all"](model, image, target=cat).detail
     assert data["maps"].shape == (192, 16, 16) and meta["variant_count"] == 192
     assert int(data["zero_gradient"].sum()) == 5 and meta["target"] == cat
     index = list(data["variants"]).index("block5/F2/cls/relu-sum")
@@ -326,7 +326,7 @@ def test_cli_gradcam_and_bad_options(cnn, tmp_path, capsys):
                  "--method", "gradcam", "--target", str(cat), "--set", "layer=bn2",
                  "--out", str(out)]) == 0
     data, meta = read_npz(out)
-    steps = gradcam.explain(model, image, target=cat, layer="bn2").detail
+    steps = METHODS["gradcam"](model, image, target=cat, layer="bn2").detail
     np.testing.assert_array_equal(data["map"], steps.cam)
     assert meta["layer"] == "bn2" and data["alpha"].shape == (1280,)
     assert METHODS["gradcam"].family == "cnn" and METHODS["vit-gradcam"].family == "vit"

@@ -2,8 +2,6 @@
 methods, classes, block and head it names, the URL follows the widgets with ids, an old link
 with a displayed label still works, and a value the app does not have is refused in words."""
 
-import json
-
 import numpy as np
 from apptest_helpers import (ENTRY, chart_message, chart_specs, chart_title, charts, no_problems,
                              plotly_array, text_tables)

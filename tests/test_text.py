@@ -10,7 +10,7 @@ import torch
 
 from xai_core.analysis import text_attention as text
 from xai_core.figures import text as figures_text
-from xai_core.metrics import text as tm
+from xai_core.metrics import text_heads as tm
 from xai_core.models import get_model
 
 SENTENCE = "The animal didn't cross the street because it was too tired."

@@ -9,6 +9,7 @@ import torch
 from scipy.special import softmax as scipy_softmax
 
 from xai_core.analysis import toy_attention as toy
+from xai_core.analysis.entropy import entropy
 
 # The seed's printed tables ("Self-Attention 101"), rows = queries [CLS], Eye, Bg.
 SEED_SCORES = [[3.00, 6.00, 0.50], [4.00, 8.75, -0.50], [0.20, -0.80, 4.10]]
@@ -64,9 +65,9 @@ def test_temperature_limits_one_hot_and_uniform():
     np.testing.assert_allclose(toy.softmax_with_temperature(scores, 1e-3), one_hot, atol=1e-12)
     np.testing.assert_allclose(toy.softmax_with_temperature(scores, math.inf), 1.0 / n)
     np.testing.assert_allclose(toy.softmax_with_temperature(scores, 1e7), 1.0 / n, atol=1e-6)
-    assert toy.entropy_bits(toy.softmax_with_temperature(scores, 1e-3)) == pytest.approx(
+    assert entropy(toy.softmax_with_temperature(scores, 1e-3), base=2) == pytest.approx(
         [0.0] * n, abs=1e-9)
-    assert toy.entropy_bits(toy.softmax_with_temperature(scores, 1e7)) == pytest.approx(
+    assert entropy(toy.softmax_with_temperature(scores, 1e7), base=2) == pytest.approx(
         [math.log2(n)] * n, abs=1e-9)
 
 
@@ -78,19 +79,14 @@ def test_temperature_zero_splits_ties():
 def test_entropy_is_monotone_in_temperature_for_the_four_token_example():
     scores = toy.TEMPERATURE_Q @ toy.TEMPERATURE_K.T
     temperatures = np.geomspace(0.01, 1000, 200)
-    entropy = toy.temperature_sweep(scores, temperatures)
-    assert entropy.shape == (200, 4)
-    assert (np.diff(entropy, axis=0) >= -1e-12).all()
-    assert (entropy[-1] - entropy[0] > 1.9).all()  # from ~0 to ~log2(4) = 2 bits
+    bits = toy.temperature_sweep(scores, temperatures)
+    assert bits.shape == (200, 4)
+    assert (np.diff(bits, axis=0) >= -1e-12).all()
+    assert (bits[-1] - bits[0] > 1.9).all()  # from ~0 to ~log2(4) = 2 bits
     # At sqrt(d_k) = 2 it lies strictly between the extremes.
-    middle = toy.entropy_bits(toy.attention_steps(toy.TEMPERATURE_Q, toy.TEMPERATURE_K).weights)
+    weights = toy.attention_steps(toy.TEMPERATURE_Q, toy.TEMPERATURE_K).weights
+    middle = entropy(weights, base=2)
     assert ((middle > 0.1) & (middle < 1.99)).all()
-
-
-def test_entropy_known_values():
-    assert toy.entropy_bits(np.array([0.5, 0.5])) == pytest.approx(1.0)
-    assert toy.entropy_bits(np.array([1.0, 0.0, 0.0])) == 0.0
-    assert toy.entropy_bits(np.full(8, 1 / 8)) == pytest.approx(3.0)
 
 
 @pytest.mark.parametrize("heads", [1, 2, 4])

@@ -38,7 +38,6 @@ from typing import Callable
 import torch
 
 ScoreFn = Callable[[torch.Tensor], torch.Tensor]
-RECORDED = ("ln1", "q", "k", "v", "attn", "context", "attn_out", "ln2", "mlp", "out")
 
 
 class CaptureError(ValueError):
@@ -122,10 +121,6 @@ class Capture:
 
 
 # --- where each block type keeps its pieces ---------------------------------------------------
-
-def _is_class_attention(block: torch.nn.Module) -> bool:
-    return hasattr(block.attn, "q") and hasattr(block.attn, "k") and not hasattr(block.attn, "qkv")
-
 
 def is_talking_heads(block: torch.nn.Module) -> bool:
     """CaiT's talking heads: the heads are mixed by a linear layer after the softmax."""

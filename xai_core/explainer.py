@@ -39,14 +39,13 @@ from .capture import Capture, is_talking_heads, transformer_blocks
 from .figures.layers import image_data_uri
 from .figures.style import HEATMAP_SCALE, colour_table
 from .images import model_crop_box, scale_words
+from .methods import METHODS
 from .methods.daam import CONVENTION as DAAM_CONVENTION
-from .methods.daam import explain as daam_method
 from .methods.distance import cached_distances
 from .methods.rollout import AUTO_RULE, CONVENTION_NAMES, attention_rollout, auto_start, token_row
 from .models.knn import KNN_K, KNN_TEMPERATURE
 from .open_set import open_set
 from .pipeline import head_of, predict, prepare, vit_capture
-from .methods.sinks import explain as sink_method
 from .analysis.token_marks import RULE as HIGH_NORM_RULE
 from .analysis.token_marks import high_norm_tokens, largest_norm_ratio
 from .analysis.tokens import prefix_token_names
@@ -346,7 +345,7 @@ def _rollout_frames(capture: Capture, start: int) -> dict:
 def _sink_facts(model, image) -> tuple[dict, int]:
     """The sink analysis the app's rollout starts from (start=auto, as on page 4), with
     block and head numbers as indices; and the rollout start position it implies."""
-    analysis = sink_method(model, image).detail
+    analysis = METHODS["sinks"](model, image).detail
     auto = auto_start(analysis)
     strongest = analysis.strongest()
     sink = lambda s: {"block": s.block, "head": s.head, "score": round(s.score, 4),  # noqa: E731
@@ -378,7 +377,7 @@ def _high_norm(capture: Capture) -> dict:
 
 
 def _daam_frames(model, image, head, target: int) -> dict:
-    result = daam_method(model, image, target=target, head=head).detail
+    result = METHODS["daam"](model, image, target=target, head=head).detail
     frames = result.D.reshape(len(result.D), -1)
     return {"blocks": result.block_indices, "labels": result.block_labels,
             "target": result.target_label, "variant": result.variant,

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from . import compare, explainer, pipeline
 from .analysis import tokens
 from .capture import shared_forwards
-from .methods import daam, daam_knn, distance, gae, gradcam, rollout, sinks
+from .methods import METHODS, daam, daam_knn, gradcam, rollout
 
 
 def _top(model, image) -> int:
@@ -42,8 +42,8 @@ def vit_explainer(vit, cnn, image) -> None:
 def attention_distance(vit, cnn, image) -> None:
     """Page 3 ("Every head"; page 2's model part and the Explainer quote the same)."""
     pipeline.vit_capture(vit, image)
-    distance.explain(vit, image, prefix="exclude", renormalise="no")
-    sinks.explain(vit, image)
+    METHODS["distance"](vit, image, prefix="exclude", renormalise="no")
+    METHODS["sinks"](vit, image)
 
 
 def rollout_and_gae(vit, cnn, image) -> None:
@@ -53,24 +53,24 @@ def rollout_and_gae(vit, cnn, image) -> None:
     eligible = rollout.rollout_blocks(capture)
     prefix = capture.blocks[eligible[0]].num_prefix_tokens
     query = -1 if prefix else capture.layout.centre_patch
-    sinks.explain(vit, image)
-    rollout.explain(vit, image, start=rollout.AUTO, end=len(eligible) - 1,
-                    fusion=rollout.FUSIONS[0], discard=0.0, query=query)
-    gae.explain(vit, image, target=_top(vit, image), head=vit.head, query=query)
+    METHODS["sinks"](vit, image)
+    METHODS["rollout"](vit, image, start=rollout.AUTO, end=len(eligible) - 1,
+                       fusion=rollout.FUSIONS[0], discard=0.0, query=query)
+    METHODS["gae"](vit, image, target=_top(vit, image), head=vit.head, query=query)
 
 
 def gradcam_steps(vit, cnn, image) -> None:
     """Page 5 (the CNN part, "Step by step"): Grad-CAM at the model's default layer, and
     pytorch-grad-cam's, which the page compares it with."""
     target, layer = _top(cnn, image), cnn.spec.cnn_target_layer
-    gradcam.explain(cnn, image, target=target, layer=layer)
+    METHODS["gradcam"](cnn, image, target=target, layer=layer)
     gradcam.cam_family(cnn, image, target, layer, ("Grad-CAM",))
 
 
 def daam_flow(vit, cnn, image) -> None:
     """Page 6 ("The flow"): DAAM for the top class with the default weights."""
-    daam.explain(vit, image, target=_top(vit, image), head=vit.head,
-                 knn_weights=daam_knn.KNN_FORMULAS[0], channel_relu=daam.CHANNEL_RELU[0])
+    METHODS["daam"](vit, image, target=_top(vit, image), head=vit.head,
+                    knn_weights=daam_knn.KNN_FORMULAS[0], channel_relu=daam.CHANNEL_RELU[0])
 
 
 def comparison(vit, cnn, image) -> None:

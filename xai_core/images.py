@@ -75,7 +75,6 @@ SAMPLES: MappingProxyType[str, Sample] = MappingProxyType(
 
 COLLAGE_ID = "collage"
 COLLAGE_TITLE = "Cat and coffee cup (collage)"
-COLLAGE_LABELS = ("cat", "coffee cup")  # left half, right half
 
 # Crop boxes (left, top, right, bottom), each a 1:2 portrait strip chosen by eye:
 # the cat's eye, nose and whiskers; the whole cup with its handle and spoon.

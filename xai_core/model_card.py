@@ -8,7 +8,7 @@ from .pipeline import prepare
 
 def model_card(model, image=None) -> dict[str, str]:
     """Rows for the home page's card; token facts come from the real model and input."""
-    spec, module = model.spec, model.module
+    spec = model.spec
     card = {"family": spec.family.upper(), "source": spec.source,
             "weights": model.weights_source,
             "parameters": f"{model.num_parameters() / 1e6:.1f} M",

@@ -1,5 +1,8 @@
 """Attention sinks: heads that send most of every query's attention to one key.
 
+(The analysis itself; `xai_core.methods.sinks` is the method of the same name that caches it
+for one image, named after the method it registers like every method file.)
+
 Definitions, over the self-attention blocks of a capture (named in the UI and
 in the CLI's `meta`; A_bh is block b, head h's post-softmax attention, rows are
 queries, every query of the block counts: prefix tokens and patches):
@@ -32,6 +35,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..capture import Capture, CaptureError
+from .entropy import entropy
 
 SINK_THRESHOLD = 0.5
 DEFINITION = ("sink score = mean over all queries of A[q, j*], j* = the key with the largest "
@@ -108,13 +112,6 @@ class SinkAnalysis:
         return self.head(int(position), int(head))
 
 
-def head_entropy(attn: np.ndarray) -> np.ndarray:
-    """(heads, queries, keys) -> (heads,): mean over queries of the row entropy, nats."""
-    attn = np.asarray(attn, dtype=np.float64)
-    logs = np.log(np.where(attn > 0, attn, 1.0))  # 0 ln 0 = 0
-    return -(attn * logs).sum(-1).mean(-1)
-
-
 def analyse_sinks(capture: Capture, prefix_names: list[str] | None = None) -> SinkAnalysis:
     """Sink score, sink key, entropy and mean received attention of every head of every
     self-attention block. `prefix_names` (from `tokens.prefix_token_names`) label the
@@ -125,14 +122,14 @@ def analyse_sinks(capture: Capture, prefix_names: list[str] | None = None) -> Si
     prefix = records[0].num_prefix_tokens
     names = list(prefix_names or [])[:prefix]
     names += [f"[PREFIX{i + 1}]" for i in range(len(names), prefix)]
-    received, entropy = [], []
+    received, entropies = [], []
     for record in records:
         attn = record.acts["attn"][0].double().numpy()  # (heads, Nq, Nk)
         received.append(attn.mean(1))
-        entropy.append(head_entropy(attn))
+        entropies.append(entropy(attn).mean(-1))  # (heads,): mean over queries, nats
     received = np.stack(received)
     return SinkAnalysis(scores=received.max(-1), keys=received.argmax(-1),
-                        entropy=np.stack(entropy), received=received,
+                        entropy=np.stack(entropies), received=received,
                         blocks=[r.index for r in records], num_prefix_tokens=prefix,
                         prefix_names=tuple(names), grid=capture.layout.grid)
 

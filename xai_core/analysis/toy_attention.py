@@ -21,6 +21,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .entropy import entropy
+
 
 class ToyInputError(ValueError):
     """A table cell that is empty or not a number (message names the cell)."""
@@ -57,7 +59,7 @@ TEMPERATURE_K = np.array([[0.5, 0.5, 0.5, 0.5],
 # --- the multi-head example (our numbers) -----------------------------------------------------
 
 MULTIHEAD_TOKENS = ("[CLS]", "Ear", "Eye", "Paw")
-MULTIHEAD_FEATURES = ("head region", "fur", "face detail", "summary")
+# columns (features): head region, fur, face detail, summary
 MULTIHEAD_X = np.array([[0.0, 0.0, 0.0, 1.0],   # [CLS]: only the summary slot
                         [1.0, 1.0, 0.0, 0.0],   # Ear: on the head, furry
                         [1.0, 0.0, 1.0, 0.0],   # Eye: on the head, a face detail
@@ -138,13 +140,6 @@ def softmax_with_temperature(scores: np.ndarray, temperature: float) -> np.ndarr
     return softmax(scores / temperature)
 
 
-def entropy_bits(probabilities: np.ndarray, axis: int = -1) -> np.ndarray:
-    """Shannon entropy in bits (0 log 0 = 0): 0 for one-hot, log2(N) for uniform."""
-    p = np.asarray(probabilities, dtype=np.float64)
-    terms = np.where(p > 0, -p * np.log2(np.where(p > 0, p, 1.0)), 0.0)
-    return terms.sum(axis=axis)
-
-
 @dataclass(frozen=True)
 class AttentionSteps:
     """Every intermediate of one attention head, for display."""
@@ -154,10 +149,6 @@ class AttentionSteps:
     scaled: np.ndarray  # Q K^T / scale
     weights: np.ndarray  # softmax(scaled), rows sum to 1
     output: np.ndarray | None  # weights @ V
-
-    @property
-    def entropy(self) -> np.ndarray:
-        return entropy_bits(self.weights)
 
 
 def attention_steps(q: np.ndarray, k: np.ndarray, v: np.ndarray | None = None,
@@ -180,7 +171,7 @@ def attention_steps(q: np.ndarray, k: np.ndarray, v: np.ndarray | None = None,
 
 def temperature_sweep(scores: np.ndarray, temperatures: np.ndarray) -> np.ndarray:
     """Entropy (bits) of softmax(scores / T) for each T: shape (len(T), rows)."""
-    return np.stack([entropy_bits(softmax_with_temperature(scores, t)) for t in temperatures])
+    return np.stack([entropy(softmax_with_temperature(scores, t), base=2) for t in temperatures])
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from PIL import Image
 from ..maps import min_max
 from ..methods.vit_gradcam import (LOCATIONS, MULTI_HEAD, RELU_EMPTY, ZERO_GRADIENT, Cell,
                                    Taxonomy, Variant)
-from .clicks import patch_click_targets
+from .click_targets import patch_click_targets
 from .layers import colour_bar, colour_layer, image_trace
 from .reuse import reused
 from .style import DIVERGING, HEATMAP_SCALE, symmetric_bound

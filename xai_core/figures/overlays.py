@@ -15,7 +15,7 @@ from PIL import Image
 
 from ..maps import min_max
 from ..methods.vit_gradcam import Cell
-from .clicks import patch_click_targets
+from .click_targets import patch_click_targets
 from .layers import DISPLAY_MAX_SIDE, image_trace, panel_side
 from .reuse import reused
 from .style import DIVERGING, HEATMAP_SCALE, LINE_COLOURS, symmetric_bound

@@ -9,10 +9,10 @@ A method module declares each method with `@method(...)` over its compute functi
     def explain(request, *, fusion, start, ...) -> ExplainResult:
         ...
 
-The decorated name is the method's one cached entry point, called with keywords by the
-pages, the CLI and the comparison page alike:
+The decorated name is the method's one cached entry point, registered in METHODS under its
+name and called with keywords by the pages, the CLI and the comparison page alike:
 
-    result = rollout.explain(model, image, fusion="max")        # or METHODS["rollout"](...)
+    result = METHODS["rollout"](model, image, fusion="max")     # the same as rollout.explain
 
 Options are checked once, before anything runs: their type and fixed range before a model
 is even loaded (`Method.parse`, what the CLI does first), then a range that only the model
@@ -81,9 +81,10 @@ THEORY_ROWS = ("Mechanism", "Cost in principle", "Class specificity", "Spatial r
 RESULT_CACHE = BoundedCache(max_entries=128, max_bytes=256 * 2**20, shared=True)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Theory:
-    """The comparison page's theory matrix, one sentence per row (THEORY_ROWS)."""
+    """The comparison page's theory matrix, one sentence per row (THEORY_ROWS), built with
+    keywords so that no sentence lands in another row."""
 
     mechanism: str
     cost: str

@@ -16,8 +16,8 @@ from ..infra.cache import cache_key
 from ..capture import run_capture, separate_forwards, transformer_blocks
 from ..metrics.agreement import spearman
 from ..pipeline import CAPTURE_CACHE, head_of, prepare
+from .base import METHODS
 from .daam import daam_from_capture, result_score_fn
-from .daam import explain as daam_method
 
 
 def sanity_steps(num_blocks: int, count: int = 4) -> list[int]:
@@ -85,8 +85,8 @@ def cascading_randomisation(model, image, target: int, head=None, formula: str =
     """Randomise attention linears from the top block down to block k (cumulative), and
     compare the final DAAM map with the trained model's by rank correlation. Cached."""
     head = head_of(model, head)
-    original = daam_method(model, image, target=target, head=head, knn_weights=formula,
-                           channel_relu=channel_relu).detail
+    original = METHODS["daam"](model, image, target=target, head=head, knn_weights=formula,
+                               channel_relu=channel_relu).detail
     module_blocks = transformer_blocks(model.module)
     steps = sorted(set(steps or sanity_steps(len(module_blocks))), reverse=True)
     if any(not 0 <= k < len(module_blocks) for k in steps):

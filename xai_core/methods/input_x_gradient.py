@@ -11,17 +11,18 @@ from __future__ import annotations
 from .attribution import captured_input_gradient, sum_channels
 from .base import ANY_FAMILY, ExplainRequest, ExplainResult, Theory, method
 
-THEORY = (
-    "Multiplies each input value by the class score's gradient there: a first-order "
-    "estimate of what each pixel adds to the score (Shrikumar).",
-    "One forward and one backward pass per class.",
-    "Yes: the gradient comes from the chosen class's score.",
-    "One value per input pixel.", "A class score.",
-    "A cheap signed attribution; the one-step version of Integrated Gradients.")
+THEORY = Theory(
+    mechanism="Multiplies each input value by the class score's gradient there: a first-order "
+              "estimate of what each pixel adds to the score (Shrikumar).",
+    cost="One forward and one backward pass per class.",
+    class_specificity="Yes: the gradient comes from the chosen class's score.",
+    resolution="One value per input pixel.",
+    supervision="A class score.",
+    best_for="A cheap signed attribution; the one-step version of Integrated Gradients.")
 
 
 @method("input-x-gradient", family=ANY_FAMILY, needs_target=True, cost="gradient",
-        theory=Theory(*THEORY),
+        theory=THEORY,
         convention="x * d class score / dx on the normalised model input (implicit "
                    "reference: model-input zeros), from the shared capture's backward (equal "
                    "to Captum InputXGradient); map = summed over colour channels (signed, raw)",

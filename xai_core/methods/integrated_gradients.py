@@ -10,21 +10,20 @@ COMPLETENESS_LIMIT the page says the map does not add up and asks for more steps
 
 from __future__ import annotations
 
-import torch
-
 from .attribution import REFERENCE, REFERENCE_NAMES, attribute, reference_pixels, sum_channels
 from .base import ANY_FAMILY, Cost, ExplainRequest, ExplainResult, Int, Theory, method
 
 COMPLETENESS_LIMIT = 0.05  # the share of the score change above which the page warns
 
-THEORY = (
-    "Averages the class-score gradient along a straight path from a reference image to the "
-    "input and multiplies by the input's difference from the reference (Sundararajan).",
-    "One forward and one backward pass per path step (32 by default), batched.",
-    "Yes: the gradients come from the chosen class's score.",
-    "One value per input pixel.",
-    "A class score and a reference image (here: model-input zeros by default).",
-    "Attributions that add up to the score change from the reference (completeness).")
+THEORY = Theory(
+    mechanism="Averages the class-score gradient along a straight path from a reference image "
+              "to the input and multiplies by the input's difference from the reference "
+              "(Sundararajan).",
+    cost="One forward and one backward pass per path step (32 by default), batched.",
+    class_specificity="Yes: the gradients come from the chosen class's score.",
+    resolution="One value per input pixel.",
+    supervision="A class score and a reference image (here: model-input zeros by default).",
+    best_for="Attributions that add up to the score change from the reference (completeness).")
 
 
 def _convention(values: dict) -> str:
@@ -41,7 +40,7 @@ COST = Cost("passes", forwards=lambda values, spec: values["steps"] + 2,
 
 
 @method("integrated-gradients", family=ANY_FAMILY, needs_target=True, cost=COST,
-        theory=Theory(*THEORY), convention=_convention,
+        theory=THEORY, convention=_convention,
         off_by_default="one forward and backward pass per path step (32): seconds on a CPU",
         summary="Integrated Gradients through Captum (--set steps=N reference=zeros|black|"
                 "blur|rise-blur|mean batch=N).",

@@ -19,14 +19,14 @@ from .attribution import (CNN_CELL, REFERENCE, REFERENCE_NAMES, SEED, attribute,
                           cell_size, reference_pixels)
 from .base import ANY_FAMILY, Cost, ExplainRequest, ExplainResult, Int, Theory, method
 
-THEORY = (
-    "Estimates each superpixel's Shapley value from the class score of many random "
-    "coalitions of superpixels, the rest painted with a reference (Lundberg & Lee).",
-    "One forward pass per sampled coalition (200 by default), batched; no gradient.",
-    "Yes: the scores are the chosen class's.",
-    "One value per superpixel (a patch on a ViT).",
-    "A class score, a reference image and a superpixel grid.",
-    "Game-theoretic attributions that add up to the score change; small grids.")
+THEORY = Theory(
+    mechanism="Estimates each superpixel's Shapley value from the class score of many random "
+              "coalitions of superpixels, the rest painted with a reference (Lundberg & Lee).",
+    cost="One forward pass per sampled coalition (200 by default), batched; no gradient.",
+    class_specificity="Yes: the scores are the chosen class's.",
+    resolution="One value per superpixel (a patch on a ViT).",
+    supervision="A class score, a reference image and a superpixel grid.",
+    best_for="Game-theoretic attributions that add up to the score change; small grids.")
 
 
 def per_cell(attributions: np.ndarray, cell: int) -> np.ndarray:
@@ -48,7 +48,7 @@ COST = Cost("passes", forwards=lambda values, spec: values["samples"],
 
 
 @method("kernel-shap", family=ANY_FAMILY, needs_target=True, cost=COST,
-        theory=Theory(*THEORY), convention=_convention,
+        theory=THEORY, convention=_convention,
         off_by_default="this map mostly reflects its random samples (seed-to-seed rank "
                        "correlation 0.02 on DINOv2 at the default 200 samples, and one map "
                        "took 3 min on the loaded 2-core test host, so a stable map does not "

@@ -27,15 +27,15 @@ from ..infra.errors import OptionError
 from ..pipeline import prepare
 from .base import ExplainRequest, ExplainResult, FromModel, Int, Theory, method
 
-THEORY = (
-    "For each late block, reads the class score off that block's tokens and takes its "
-    "gradient with respect to the block's own attention map; positive parts averaged "
-    "(Bousselham, LeGrad).",
-    "One forward pass plus one short backward pass per chosen block (2 by default).",
-    "Yes: the gradients come from the chosen class's score.",
-    "One value per patch token.",
-    "A class score read through the model's final norm and head.",
-    "Class-specific ViT maps from the attention the decision is most sensitive to.")
+THEORY = Theory(
+    mechanism="For each late block, reads the class score off that block's tokens and takes its "
+              "gradient with respect to the block's own attention map; positive parts averaged "
+              "(Bousselham, LeGrad).",
+    cost="One forward pass plus one short backward pass per chosen block (2 by default).",
+    class_specificity="Yes: the gradients come from the chosen class's score.",
+    resolution="One value per patch token.",
+    supervision="A class score read through the model's final norm and head.",
+    best_for="Class-specific ViT maps from the attention the decision is most sensitive to.")
 
 
 def block_relevance(attention_grad: torch.Tensor, num_prefix_tokens: int) -> torch.Tensor:
@@ -113,7 +113,7 @@ def _convention(values: dict) -> str:
             "(the authors' default: the last two); raw, not min-max scaled")
 
 
-@method("legrad", family="vit", needs_target=True, cost="gradient", theory=Theory(*THEORY),
+@method("legrad", family="vit", needs_target=True, cost="gradient", theory=THEORY,
         convention=_convention,
         summary="LeGrad: gradients of each late block's class score w.r.t. its own attention "
                 "(--set start=BLOCK; default -2, the last two blocks).",

@@ -19,15 +19,15 @@ from .attribution import (CNN_CELL, REFERENCE, REFERENCE_NAMES, attribute, cell_
 from .base import (ANY_FAMILY, Cost, ExplainRequest, ExplainResult, FromModel, Int, Theory,
                    method)
 
-THEORY = (
-    "Covers one window of the image at a time with a reference and records how much the "
-    "class score drops (Zeiler & Fergus).",
-    "One forward pass per window position (a 16x16 patch grid: 256), batched; no gradient.",
-    "Yes: the drop is measured on the chosen class's score.",
-    "One value per window position (patch-sized by default on a ViT).",
-    "A class score and a reference to paint in (model-input zeros by default).",
-    "A direct, model-agnostic test of what the score needs; the benchmark's perturbation "
-    "baseline.")
+THEORY = Theory(
+    mechanism="Covers one window of the image at a time with a reference and records how much the "
+              "class score drops (Zeiler & Fergus).",
+    cost="One forward pass per window position (a 16x16 patch grid: 256), batched; no gradient.",
+    class_specificity="Yes: the drop is measured on the chosen class's score.",
+    resolution="One value per window position (patch-sized by default on a ViT).",
+    supervision="A class score and a reference to paint in (model-input zeros by default).",
+    best_for="A direct, model-agnostic test of what the score needs; the benchmark's perturbation "
+             "baseline.")
 
 
 CELLS_THAT_FIT = FromModel("the cells that fit the input",
@@ -65,7 +65,7 @@ COST = Cost("passes", forwards=lambda values, model: window_positions(values, mo
 
 
 @method("occlusion", family=ANY_FAMILY, needs_target=True, cost=COST,
-        theory=Theory(*THEORY), convention=_convention,
+        theory=THEORY, convention=_convention,
         off_by_default="one forward pass per window position (196-256): slow on a CPU",
         summary="Occlusion through Captum (--set window=CELLS stride=CELLS reference=... "
                 "batch=N; a cell is a patch on a ViT, 16 px on a CNN).",

@@ -34,9 +34,8 @@ from ..infra.errors import OptionError
 from ..pipeline import prepare, vit_capture
 from ..analysis.sinks import DEFINITION as SINK_DEFINITION
 from ..analysis.sinks import SinkAnalysis
-from .base import (LAST_PATCH, LAST_SELF_BLOCK, Choice, ExplainRequest, ExplainResult, Float,
-                   Int, Theory, method)
-from .sinks import explain as sink_method
+from .base import (LAST_PATCH, LAST_SELF_BLOCK, METHODS, Choice, ExplainRequest, ExplainResult,
+                   Float, Int, Theory, method)
 
 # Rollout matrices of recent (image, settings): another query row is only a lookup.
 ROLLOUT_CACHE = BoundedCache(max_entries=64, max_bytes=96 * 2**20)
@@ -259,7 +258,7 @@ def explain(request: ExplainRequest, *, fusion: str, discard: float, start, end:
     model, image = request.model, request.image
     chosen = None
     if start == AUTO:
-        chosen = auto_start(sink_method(model, image).detail)
+        chosen = auto_start(METHODS["sinks"](model, image).detail)
         start = chosen.start
         if end < start:  # which blocks auto leaves out depends on the image
             raise OptionError(f"Option end={end} is before the first block: start=auto chose "

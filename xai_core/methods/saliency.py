@@ -13,12 +13,14 @@ import numpy as np
 from .attribution import captured_input_gradient, max_abs_channels
 from .base import ANY_FAMILY, ExplainRequest, ExplainResult, Theory, method
 
-THEORY = (
-    "The size of the class score's gradient with respect to every input pixel (Simonyan).",
-    "One forward and one backward pass per class.",
-    "Weak: mostly the same edges whatever the class.",
-    "One value per input pixel.", "A class score.",
-    "A baseline every other map should beat; showing why raw gradients look noisy.")
+THEORY = Theory(
+    mechanism="The size of the class score's gradient with respect to every input pixel "
+              "(Simonyan).",
+    cost="One forward and one backward pass per class.",
+    class_specificity="Weak: mostly the same edges whatever the class.",
+    resolution="One value per input pixel.",
+    supervision="A class score.",
+    best_for="A baseline every other map should beat; showing why raw gradients look noisy.")
 
 
 def saliency_for_display(values: np.ndarray, percentile: float = 99.0) -> np.ndarray:
@@ -28,7 +30,7 @@ def saliency_for_display(values: np.ndarray, percentile: float = 99.0) -> np.nda
 
 
 @method("saliency", family=ANY_FAMILY, needs_target=True, cost="gradient",
-        theory=Theory(*THEORY),
+        theory=THEORY,
         convention="|d class score / d pixel| on the model input, from the shared capture's "
                    "backward (equal to Captum Saliency, abs=True); map = max over colour "
                    "channels (Simonyan), raw",

@@ -1,6 +1,10 @@
 """The `sinks` method: the sink score, sink key and entropy of every head (definitions and
 the analysis in `xai_core.analysis.sinks`). Its `detail` is the `SinkAnalysis` the pages, rollout's
-start=auto and the DAAM flow read."""
+start=auto and the DAAM flow read.
+
+Two modules are called `sinks` on purpose: every method file is named after the method it
+registers (`METHODS["sinks"]`, `python -m xai_core explain --method sinks`), and this thin
+wrapper caches the analysis that rollout and the interventions also read without a method."""
 
 from __future__ import annotations
 

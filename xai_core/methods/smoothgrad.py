@@ -11,13 +11,16 @@ from __future__ import annotations
 from .attribution import SEED, attribute, max_abs_channels
 from .base import ANY_FAMILY, Cost, ExplainRequest, ExplainResult, Float, Int, Theory, method
 
-THEORY = (
-    "Averages gradient saliency over noisy copies of the input, which washes out the "
-    "gradient's pixel-level noise (Smilkov).",
-    "One forward and one backward pass per noisy copy (16 by default), batched.",
-    "Weak: like plain saliency it mostly traces the same edges for every class.",
-    "One value per input pixel.", "A class score.",
-    "A less speckled gradient map; seeing what plain gradients would show without the noise.")
+THEORY = Theory(
+    mechanism="Averages gradient saliency over noisy copies of the input, which washes out the "
+              "gradient's pixel-level noise (Smilkov).",
+    cost="One forward and one backward pass per noisy copy (16 by default), batched.",
+    class_specificity="Weak: like plain saliency it mostly traces the same edges for every "
+                      "class.",
+    resolution="One value per input pixel.",
+    supervision="A class score.",
+    best_for="A less speckled gradient map; seeing what plain gradients would show without "
+             "the noise.")
 
 
 def _convention(values: dict) -> str:
@@ -34,7 +37,7 @@ COST = Cost("passes", forwards=lambda values, spec: values["samples"],
 
 
 @method("smoothgrad", family=ANY_FAMILY, needs_target=True, cost=COST,
-        theory=Theory(*THEORY), convention=_convention,
+        theory=THEORY, convention=_convention,
         off_by_default="one forward and backward pass per noisy sample (16): seconds on a CPU",
         summary="SmoothGrad through Captum's NoiseTunnel (--set samples=N noise=F seed=N "
                 "batch=N).",

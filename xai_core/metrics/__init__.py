@@ -1,3 +1,3 @@
 """Numbers about explanation maps: `faithfulness` (deletion, insertion and perturbation
-curves), `agreement` (between two maps), `localisation` (against a box), and `text`
-(attention matrices of a token sequence)."""
+curves), `agreement` (between two maps), `localisation` (against a box), `stability`, and
+`text_heads` (what the attention heads of a text encoder do over a token sequence)."""

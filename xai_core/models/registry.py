@@ -6,7 +6,6 @@ from dataclasses import dataclass
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
-HALF = (0.5, 0.5, 0.5)
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,6 @@
-"""Numbers about attention matrices of a token sequence: head specialisation, layer
-progression, rollout, and how attention compares with gradient importance.
+"""Numbers about the attention heads of a text encoder (page 8) over a token sequence: head
+specialisation, layer progression, rollout, and how attention compares with gradient
+importance.
 
 All functions take post-softmax attention with rows = queries (each row sums to 1) and any
 leading dimensions, e.g. (L, H, N, N) for every layer and head of a text capture.
@@ -11,6 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..analysis.entropy import entropy
 from ..methods.rollout import fuse_heads, residual_step
 
 # name -> (column title, what a high value means); the order is the table's order
@@ -31,13 +33,6 @@ def _as_float64(attention) -> np.ndarray:
     if attention.ndim < 2 or attention.shape[-1] != attention.shape[-2]:
         raise ValueError(f"Expected square attention matrices (..., N, N), got {attention.shape}.")
     return attention
-
-
-def row_entropy(attention) -> np.ndarray:
-    """Shannon entropy (nats) of every row, with 0 log 0 = 0: shape (..., N)."""
-    attention = _as_float64(attention)
-    safe = np.where(attention > 0, attention, 1.0)
-    return -(attention * np.log(safe)).sum(-1)
 
 
 def head_metrics(attention, cls_index: int = 0, sep_indices=()) -> dict[str, np.ndarray]:
@@ -62,7 +57,7 @@ def head_metrics(attention, cls_index: int = 0, sep_indices=()) -> dict[str, np.
         "cls": attention[..., :, cls_index].mean(-1),
         "sep": attention[..., :, sep_columns].sum(-1).mean(-1) if sep_columns
         else np.zeros(attention.shape[:-2]),
-        "entropy": row_entropy(attention).mean(-1),
+        "entropy": entropy(attention).mean(-1),
     }
 
 

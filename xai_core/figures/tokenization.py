@@ -1,5 +1,6 @@
 """How an image becomes tokens: the patch grid on the model input, and the token sequence
-as a strip (prefix tokens first, then patches in raster order)."""
+as a strip (prefix tokens first, then patches in raster order). The numbers behind them
+(token counts, prefix names, the patch embedding) are in `xai_core/analysis/tokens.py`."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import numpy as np
 import plotly.graph_objects as go
 from PIL import Image
 
-from .clicks import patch_click_targets
+from .click_targets import patch_click_targets
 from .layers import image_trace
 from .overlays import image_figure, patch_grid_lines
 from .reuse import reused

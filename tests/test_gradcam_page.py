@@ -4,10 +4,13 @@ taxonomy with the bundled DINOv2 and its k-NN targets. Pickers must change the m
 import re
 
 import numpy as np
-from apptest_helpers import (chart_keys, chart_specs, chart_title, element_text, no_problems,
-                             open_app, plotly_array, show, text_tables)
+from apptest_helpers import (chart_keys, chart_specs, chart_title, element_text, keyed_chart,
+                             no_problems, open_app, plotly_array, show, text_tables)
 
 from xai_core import pipeline
+from xai_core.images import load_sample
+from xai_core.methods import METHODS
+from xai_core.methods.vit_gradcam import ZERO_GRADIENT
 from xai_core.models import get_model
 
 PAGE = "5_gradcam.py"
@@ -20,7 +23,10 @@ def chart(app, title_start: str) -> dict:
 
 
 def heatmap(app, title_start: str) -> np.ndarray:
-    spec = chart(app, title_start)
+    return heatmap_of(chart(app, title_start))
+
+
+def heatmap_of(spec: dict) -> np.ndarray:
     return plotly_array(next(t for t in spec["data"] if t["type"] == "heatmap")["z"])
 
 
@@ -46,21 +52,21 @@ def test_cnn_part_explains_matches_the_library_and_pickers_change_maps():
     captions = element_text(app, "caption")
     difference = float(re.search(r"largest difference ([0-9.e+-]+)\.", captions).group(1))
     assert difference < 1e-5  # the page's own check against pytorch-grad-cam
-    alpha = chart(app, "α_k for the 1280 channels of bn2")
-    assert len(plotly_array(alpha["data"][0]["y"])) == 1280
+    alpha = keyed_chart(app, "gc_alpha")  # one weight per channel of bn2
+    assert len(plotly_array(alpha["data"][0]["y"])) == 1280 and "bn2" in chart_title(alpha)
 
     app.selectbox(key="gc_cnn_target").set_value(cat).run()
     no_problems(app)
-    cat_map = heatmap(app, "3 · After the ReLU")
+    cat_map = heatmap_of(keyed_chart(app, "gc_relu"))
     app.selectbox(key="gc_cnn_target").set_value(espresso).run()
     no_problems(app)
-    cup_map = heatmap(app, "3 · After the ReLU")
+    cup_map = heatmap_of(keyed_chart(app, "gc_relu"))
     assert cat_map.shape == cup_map.shape == (7, 7)
     assert left_share(cat_map) > 0.7 and left_share(cup_map) < 0.3  # cat left, cup right
 
     app.selectbox(key="gc_layer_efficientnet-lite0").set_value("blocks.3.2.bn3").run()
     no_problems(app)
-    assert heatmap(app, "3 · After the ReLU").shape == (14, 14)  # a stride-16 stage
+    assert heatmap_of(keyed_chart(app, "gc_relu")).shape == (14, 14)  # a stride-16 stage
     show(app, "gc_cnn_view", "classes")
     pair = [s for s in chart_specs(app)
             if [t["type"] for t in s["data"]] == ["image", "heatmap"] * 4]
@@ -76,9 +82,9 @@ def test_vit_part_taxonomy_and_pickers_change_maps():
     cat, cup = names.index("cat"), names.index("coffee cup")
     app = open_app(PAGE, image_choice="collage", gc_part="vit", gc_vit_target=cat)
     no_problems(app)
-    metrics = {m.label: m.value for m in app.metric}
-    assert metrics["Grad-CAM variants for this model"] == "192"  # 12 blocks x 16
-    assert metrics["Blank: zero gradient"] == "5"
+    variants, zero_gradient = [m.value for m in app.metric][:2]  # the counts, in page order
+    assert variants == "192"  # 12 blocks x 16
+    assert zero_gradient == "5"
 
     grid = mosaic(app)
     notes = [a["text"] for a in grid["layout"]["annotations"]]
@@ -118,22 +124,30 @@ def test_vit_part_with_cait_layout_marks_undefined_cells():
                    vit_random=True)
     assert not app.exception
     assert "RANDOM WEIGHTS" in " ".join(e.value for e in app.error)  # the model's label
-    metrics = {m.label: m.value for m in app.metric}
+    variants = app.metric[0].value
     # patch blocks: F1, F3 x 2 head modes, F4, F5, F6 with patch weights = 6 each (x 24);
     # class blocks: F1 x 2 weightings + F2 x 2 weightings x 2 head modes = 6 each (x 2)
-    assert metrics["Grad-CAM variants for this model"] == str(24 * 6 + 2 * 6)
+    assert variants == str(24 * 6 + 2 * 6)
     notes = [a["text"] for a in mosaic(app)["layout"]["annotations"]]
     assert notes.count("n/a") == 24 + 2 * 4  # F2 of each patch block, F3-F6 of class blocks
 
     app.slider(key="gc_block").set_value(25).run()
     app.selectbox(key="gc_location").set_value("F5").run()
     assert not app.exception
-    assert any("not defined for this model" in e.value for e in app.error)
+    # the refusal names the cell asked for: F5 of class block 25
+    assert any(re.search(r"\bF5\b", e.value) and re.search(r"\b25\b", e.value)
+               for e in app.error)
 
     app.session_state["vit_model"] = "dinov2-s14"
     app.session_state["vit_random"] = False
     app.run()
     no_problems(app)
     assert app.slider(key="gc_block").value == 11
-    blank = " ".join(w.value for w in app.warning)  # F5 of the last block: zero gradient
-    assert "Blank map" in blank and "cannot change the score" in blank
+    # F5 of the last block has a zero gradient: a warning with the taxonomy's reason, no map
+    model = get_model("dinov2-s14")
+    cell = METHODS["vit-gradcam-all"](
+        model, load_sample("coffee"), target=app.selectbox(key="gc_vit_target").value,
+        head=model.head).detail.cell(11, "F5", app.radio(key="gc_weights").value)
+    assert cell.status == ZERO_GRADIENT
+    [warning] = app.warning
+    assert cell.reason in warning.value and "gc_cell" not in chart_keys(app)

@@ -2,9 +2,12 @@
 layouts of a distilled DeiT and CaiT with random weights (offline)."""
 
 import json
+import re
 
 import numpy as np
 from apptest_helpers import chart_keys, chart_specs, element_text, open_app, plotly_array, show
+
+from xai_core.methods.daam import DISPLAY_MODES
 
 PAGE = "6_daam_flow.py"
 
@@ -19,6 +22,13 @@ def frame_maps(spec) -> np.ndarray:
     """(frames, 2, rows, cols): the L_b and D_b heatmaps of every frame."""
     return np.array([[plotly_array(trace["z"]) for trace in frame["data"]]
                      for frame in spec["frames"]], dtype=float)
+
+
+def token_layout(app) -> tuple[int, str]:
+    """The prefix-token count and the parenthesised names the page's layout note gives."""
+    found = re.search(r"(\d+) prefix tokens? \(([^)]*)\)", element_text(app, "info"))
+    assert found, element_text(app, "info")
+    return int(found.group(1)), found.group(2)
 
 
 def check_flow(spec, blocks: int) -> np.ndarray:
@@ -41,7 +51,7 @@ def test_dinov2_knn_flow_voters_and_target_change():
     maps = check_flow(flow_spec(app), 12)
     # Official display: every D frame is min-max scaled after the sigmoid.
     assert np.allclose(maps[:, 1].reshape(12, -1).max(1), 1.0)
-    assert "1 prefix token ([CLS])" in element_text(app, "info")
+    assert token_layout(app) == (1, "[CLS]")
     # blocks are numbered from 0, as on every page: the slider and the titles say so
     spec = flow_spec(app)
     assert [s["label"] for s in spec["layout"]["sliders"][0]["steps"]] == [
@@ -51,7 +61,8 @@ def test_dinov2_knn_flow_voters_and_target_change():
     voters = app.dataframe[0].value
     assert len(voters) == 20 and (voters["used for w"] != "").any()
     show(app, "daam_view", "flow")
-    assert "Official DAAM display" in element_text(app, "caption")
+    display = app.radio(key="daam_display").value  # the default: the paper's display
+    assert display == "official" and f"**{DISPLAY_MODES[display]}**" in element_text(app, "caption")
 
     target = app.selectbox(key="daam_target")
     first = target.value  # a class index: the top prediction
@@ -72,7 +83,7 @@ def test_distilled_deit_random_weights_layout():
     assert not app.exception, app.exception
     assert "RANDOM WEIGHTS" in element_text(app, "caption") + element_text(app, "error")
     check_flow(flow_spec(app), 12)
-    assert "2 prefix tokens ([CLS], [DIST])" in element_text(app, "info")
+    assert token_layout(app) == (2, "[CLS], [DIST]")
     show(app, "daam_view", "sanity")
     assert not app.exception, app.exception
     rows = [s for s in chart_specs(app) if "trained model" in json.dumps(s["layout"])]
@@ -89,7 +100,10 @@ def test_cait_random_weights_runs_over_class_blocks():
     app = open_app(PAGE, vit_model="cait-s24", vit_random=True, image_choice="coffee")
     assert not app.exception, app.exception
     maps = check_flow(flow_spec(app), 2)
-    assert "class-attention blocks" in element_text(app, "info")
+    assert token_layout(app) == (1, "[CLS]")
+    # the flow runs over the two class-attention blocks only, numbered after the 24 others
+    assert [s["label"] for s in flow_spec(app)["layout"]["sliders"][0]["steps"]] == [
+        "class block 24", "class block 25"]
     assert "class block 24" in json.dumps(flow_spec(app)["frames"][0]["layout"])
     target = app.selectbox(key="daam_target")
     target.set_value((target.value + 1) % 1000).run()
@@ -113,7 +127,7 @@ def test_dinov2_sink_frame_is_named_and_left_in():
     patch = int(received[head].argmax()) - 1
     assert received[head].max() > 0.99 and patch >= 0
     assert int(maps[0, 0].argmax()) == patch  # the L frame of block 0 shows the sink
-    captions = element_text(app, "caption")
+    captions = element_text(app, "caption")  # the one wording test of the sink caption
     assert (f"Frame “block 0” shows an attention sink, not the object: its brightest patch is "
             f"patch {patch} (row {patch // 16}, col {patch % 16}), the key that head {head}"
             in captions)

@@ -1,5 +1,6 @@
 """Clickable figures: invisible markers that carry an index in customdata (a click on a
-heatmap returns nothing in Streamlit), and reading the click back from the chart state."""
+heatmap returns nothing in Streamlit), and reading the click back from the chart state.
+Turning a click into widget values on the next run is Streamlit's side: `dashboard/clicks.py`."""
 
 from __future__ import annotations
 
