@@ -163,8 +163,12 @@ def test_values_round_trip_exactly():
     assert np.isnan(back["a"][2]) and str(back["a"][3]) == "-0.0"
     with pytest.raises(result_store.Unstorable):
         result_store.encode({"f": lambda: 0})
+    names = np.array([["fused", "q"], ["k", "value head"]])  # page 5's cells carry names
+    names_back = result_store.decode(result_store.encode(names))
+    assert names_back.dtype == names.dtype and names_back.shape == (2, 2)
+    assert names_back[1, 1] == "value head"
     with pytest.raises(result_store.Unstorable):
-        result_store.encode(np.array(["text"]))
+        result_store.encode(np.array(["text", None], dtype=object))
 
 
 def test_a_file_cannot_name_a_class_outside_xai_core(store_dir):

@@ -197,6 +197,8 @@ def encode(value: Any) -> bytes:
             return {"f": item.hex()}
         if isinstance(item, torch.Tensor):
             return {"T": add(item)}
+        if isinstance(item, np.ndarray) and item.dtype.kind == "U":  # names (page 5's cells)
+            return {"S": item.ravel().tolist(), "shape": list(item.shape), "dtype": item.dtype.str}
         if isinstance(item, np.ndarray):
             if item.dtype.kind not in "biuf":
                 raise Unstorable(f"an array of {item.dtype}")
@@ -248,6 +250,8 @@ def decode(payload: bytes) -> Any:
             return tensors[body]
         if tag == "A":
             return tensors[body].numpy().astype(np.dtype(item["dtype"]), copy=False)
+        if tag == "S":
+            return np.array(body, dtype=np.dtype(item["dtype"])).reshape(item["shape"])
         if tag == "t":
             return tuple(walk(part) for part in body)
         if tag == "d":
