@@ -41,6 +41,7 @@ import numpy as np
 
 from dashboard.explainer_tour import resolve_steps
 from xai_core import __version__, explainer
+from xai_core.capture import transformer_blocks
 from xai_core.images import COLLAGE_ID, COLLAGE_TITLE, SAMPLES
 from xai_core.model_card import model_card
 from xai_core.pipeline import head_of, prepare
@@ -234,7 +235,7 @@ def build_lesson(model, images: list[LessonImage], head=None, blocks: list[int] 
         raise LessonError("A lesson needs at least one picture.")
     head = head_of(model, head)
     modules = component_modules()
-    count = len(explainer.overview_payload(model, images[0].image, head)["blocks"])
+    count = len(transformer_blocks(model.module))
     chosen = check_blocks(blocks, count)
     total, done = len(images) * (1 + len(chosen)), 0
 

@@ -8,8 +8,8 @@ imports streamlit (tests/test_lesson_export.py checks both).
 
 from __future__ import annotations
 
-import os
 import sys
+import tempfile
 from pathlib import Path
 
 from .common import CliError, emit, labelled, load_image, load_model
@@ -30,12 +30,17 @@ def add_lesson_command(add) -> None:
 
 def writable_target(out: str) -> Path:
     """Refuse an --out whose folder is missing or not writable before any work."""
+    from ..models.disk_cache import os_reason
+
     target = Path(out)
     folder = target.parent
     if not folder.is_dir():
         raise CliError(f"The folder {folder} does not exist.")
-    if not os.access(folder, os.W_OK | os.X_OK):
-        raise CliError(f"The folder {folder} is not writable.")
+    try:  # a real write (permissions, a read-only file system, root on /sys alike)
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as error:
+        raise CliError(f"Cannot write in the folder {folder}: {os_reason(error)}.") from None
     if target.is_dir():
         raise CliError(f"{out} is a folder; name the .html file to write.")
     return target
@@ -62,22 +67,28 @@ def cmd_export_lesson(args) -> None:
     if not get_spec(args.model).is_vit:
         raise CliError("The Explainer follows a Vision Transformer: choose a ViT model.")
     specs = image_specs(args.images)
-    images = [LessonImage(sample_title(spec[7:]) if spec.startswith("sample:") else Path(spec).name,
-                          load_image(spec)) for spec in specs]
+    images = []
+    for spec in specs:
+        image = load_image(spec)  # first: an unknown sample is refused here, in one line
+        images.append(LessonImage(sample_title(spec[7:]) if spec.startswith("sample:")
+                                  else Path(spec).name, image))
     model = load_model(args)
     if model.head is None:
         raise CliError(f"{model.label} has no classifier and no k-NN memory bank to follow.")
 
+    shown = []  # a progress line is on stderr: end it before anything else is printed
+
     def progress(fraction: float, what: str) -> None:
-        if not args.json:
+        if not args.json and sys.stderr.isatty():
             print(f"\r{fraction:4.0%} {what[:60]:60}", end="", file=sys.stderr, flush=True)
+            shown.append(True)
 
     try:
         page = build_lesson(model, images, blocks=blocks, tour=args.tour, progress=progress)
     except LessonError as error:
         raise CliError(str(error)) from None
     finally:
-        if not args.json:
+        if shown:
             print(file=sys.stderr)
 
     def write(name: str) -> None:
