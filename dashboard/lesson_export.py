@@ -28,8 +28,10 @@ blob:, and nothing at all from the network).
 
 from __future__ import annotations
 
+import base64
 import datetime as _dt
 import html
+import importlib.util
 import json
 import re
 import zlib
@@ -56,6 +58,8 @@ COMPONENT_CSS = HERE / "explainer" / "explainer.css"
 HOST_JS = HERE / "lesson" / "host.js"
 PAGE_CSS = HERE / "lesson" / "lesson.css"
 ENTRY = "main.js"
+FONTS = {"Source Sans Pro": "SourceSansVF-Upright*.woff2",
+         "Source Code Pro": "SourceCodeVF-Upright*.woff2"}
 ESCAPE = 0x3D  # "="
 ESCAPED = re.compile(rb"[\x00\r<=]")
 SPECIFIER = re.compile(r"""(?<=\bfrom)(\s*)(["'])\./([A-Za-z0-9_.-]+\.js)\2|"""
@@ -127,6 +131,24 @@ def split_specifiers(source: str) -> list[str]:
         parts += [source[start:match.start()] + space, name]
         start = match.end()
     return parts + [source[start:]]
+
+
+def font_faces() -> str:
+    """@font-face rules for the type the live page uses (Streamlit's Source Sans and Source
+    Code, OFL-licensed variable fonts shipped in its package) as data: URLs: the component's
+    layout is measured in them (a phone's two rows of stages fit in Source Sans, not in a
+    wider fallback). The package is found, not imported."""
+    package = Path(importlib.util.find_spec("streamlit").origin).parent / "static" / "static"
+    rules = []
+    for family, pattern in FONTS.items():
+        found = sorted((package / "media").glob(pattern))
+        if not found:
+            raise LessonError(f"Streamlit's font {pattern} is missing from {package}.")
+        data = base64.b64encode(found[0].read_bytes()).decode()
+        rules.append(f'@font-face {{ font-family: "{family}"; font-weight: 200 900; '
+                     f'font-style: normal; src: url(data:font/woff2;base64,{data}) '
+                     'format("woff2"); }')
+    return "\n".join(rules)
 
 
 def ascii_css(text: str) -> str:
@@ -296,10 +318,11 @@ def render_page(model, card_image, manifest: dict, blobs: list[bytes], when: str
 <html lang="en"><head>
 <meta charset="windows-1252">
 <meta name="viewport" content="width=device-width, initial-scale=1">
-<meta http-equiv="Content-Security-Policy" content="default-src 'none'; script-src 'unsafe-inline' blob:; style-src 'unsafe-inline'; img-src data: blob:">
+<meta http-equiv="Content-Security-Policy" content="default-src 'none'; script-src 'unsafe-inline' blob:; style-src 'unsafe-inline'; img-src data: blob:; font-src data:">
 <meta name="generator" content="ViT Lens {_text(__version__)}">
 <meta name="vit-lens-lesson-format" content="{LESSON_FORMAT}">
 <title>ViT Lens lesson: {_text(model.label)}</title>
+<style>{font_faces()}</style>
 <style>{ascii_css(PAGE_CSS.read_text(encoding="utf-8"))}</style>
 <style>{ascii_css(COMPONENT_CSS.read_text(encoding="utf-8"))}</style>
 </head><body>
