@@ -240,3 +240,23 @@ def test_bad_input_exits_2_with_one_line_and_writes_nothing(tmp_path, case):
     assert not out.exists()
     if out.parent.exists():  # no temporary file left either
         assert list(out.parent.glob("lesson.html*")) == []
+
+
+# --- the Explainer page's button ---------------------------------------------------------------------
+
+def test_export_lesson_button_offers_the_file_for_the_view_on_screen():
+    from apptest_helpers import open_app
+
+    from dashboard.explainer_component import LESSON_KEY
+
+    app = open_app("0_vit_explainer.py")
+    assert not app.exception, app.exception
+    assert not [b for b in app.get("download_button")]  # nothing built before the click
+    app.button(key="explainer_lesson_make").click().run()
+    assert not app.exception, app.exception
+    _, page = app.session_state[LESSON_KEY]
+    manifest = read_manifest(page)
+    assert manifest["model"]["id"] == "dinov2-s14" and manifest["blocks"] == list(range(12))
+    assert [entry["title"] for entry in manifest["images"]] == ["Chelsea the cat"]
+    labels = [b.proto.label for b in app.get("download_button")]
+    assert labels == [f"Download the lesson ({len(page) / 2**20:.1f} MB)"]
