@@ -105,10 +105,19 @@ def test_a_cycle_or_a_missing_module_is_refused(tmp_path, monkeypatch, sources, 
 
 
 def test_without_the_module_folder_the_single_file_is_the_entry(tmp_path, monkeypatch):
+    single = tmp_path / "explainer.js"
+    single.write_text("export default function mount() { return '\u00b7'; }\n")
     monkeypatch.setattr(lesson_export, "MODULE_DIR", tmp_path / "absent")
+    monkeypatch.setattr(lesson_export, "SINGLE_MODULE", single)
     modules = lesson_export.component_modules()
     assert [m["name"] for m in modules] == ["main.js"]
-    assert "".join(modules[0]["parts"]) == lesson_export.SINGLE_MODULE.read_text(encoding="utf-8")
+    assert "".join(modules[0]["parts"]) == single.read_text(encoding="utf-8")
+
+
+def test_the_repository_has_the_component_in_one_of_the_two_forms():
+    modules = lesson_export.component_modules()
+    assert modules[-1]["name"] == "main.js"
+    assert "export default function mount" in "".join(modules[-1]["parts"])
 
 
 # --- the file --------------------------------------------------------------------------------------
