@@ -279,7 +279,7 @@ def build_lesson(model, images: list[LessonImage], head=None, blocks: list[int] 
                 "model": {"id": model.spec.id, "label": model.label,
                           "random": model.random_weights, "weights": model.weights_source},
                 "images": entries, "modules": modules}
-    return render_page(model, images[0].image, manifest, blobs, when)
+    return render_page(model, images[0].image, manifest, blobs)
 
 
 def _json_script(value) -> str:
@@ -299,7 +299,9 @@ def footer_words(manifest: dict) -> str:
             f"format {manifest['format']}, Explainer messages {manifest['message']}")
 
 
-def render_page(model, card_image, manifest: dict, blobs: list[bytes], when: str) -> bytes:
+def render_page(model, card_image, manifest: dict, blobs: list[bytes]) -> bytes:
+    """The HTML: page chrome, model card and footer as escaped ASCII, the manifest as JSON,
+    each picture's packed messages as escaped bytes, the host last."""
     images = manifest["images"]
     picker = (f'<label class="lesson-pick">Picture <select id="lesson-image">'
               + "".join(f'<option value="{i}">{_text(e["title"])}</option>'
