@@ -222,7 +222,8 @@ def read_only_folder(tmp_path: Path) -> Path:
 
 
 @pytest.mark.parametrize("case", ["unknown model", "unreadable image", "block 99",
-                                  "missing folder", "read-only folder", "unknown sample"])
+                                  "missing folder", "read-only folder", "unknown sample",
+                                  "a CNN"])
 def test_bad_input_exits_2_with_one_line_and_writes_nothing(tmp_path, case):
     broken = tmp_path / "broken.png"
     broken.write_bytes(b"\x89PNG not really")
@@ -230,6 +231,7 @@ def test_bad_input_exits_2_with_one_line_and_writes_nothing(tmp_path, case):
     args = {"unknown model": ["--model", "vit-zz", "--images", "sample:chelsea"],
             "unreadable image": ["--model", "dinov2-s14", "--images", f"sample:chelsea,{broken}"],
             "unknown sample": ["--model", "dinov2-s14", "--images", "sample:nope"],
+            "a CNN": ["--model", "efficientnet-lite0", "--images", "sample:chelsea"],
             "block 99": ["--model", "deit-s16-distilled", "--random-weights", "--images",
                          "sample:chelsea", "--blocks", "99"],
             "missing folder": ["--model", "dinov2-s14", "--images", "sample:chelsea"],
@@ -244,7 +246,8 @@ def test_bad_input_exits_2_with_one_line_and_writes_nothing(tmp_path, case):
     assert "Traceback" not in done.stderr
     expected = {"unknown model": "vit-zz", "unreadable image": "broken.png",
                 "block 99": "there is no block 99", "missing folder": "does not exist",
-                "read-only folder": str(out.parent), "unknown sample": "nope"}[case]
+                "read-only folder": str(out.parent), "unknown sample": "nope",
+                "a CNN": "choose a ViT model"}[case]
     assert expected in lines[0]
     assert not out.exists()
     if out.parent.exists():  # no temporary file left either
