@@ -202,7 +202,9 @@ def lesson_export(model, image, head) -> None:
             st.session_state[LESSON_KEY] = (sig, page)
         bar.empty()
     held = st.session_state.get(LESSON_KEY)
-    if held and held[0] == sig:
-        st.download_button(f"Download the lesson ({len(held[1]) / 2**20:.1f} MB)", held[1],
+    if held and held[0] != sig:  # another model or picture now: the old file goes
+        del st.session_state[LESSON_KEY]
+    elif held:
+        st.download_button(f"Download the lesson ({len(held[1]) / 1e6:.1f} MB)", held[1],
                            file_name=f"vit-lens-lesson-{model.spec.id}.html", mime="text/html",
                            on_click="ignore", key="explainer_lesson_download")

@@ -271,4 +271,4 @@ def test_export_lesson_button_offers_the_file_for_the_view_on_screen():
     assert manifest["model"]["id"] == "dinov2-s14" and manifest["blocks"] == list(range(12))
     assert [entry["title"] for entry in manifest["images"]] == ["Chelsea the cat"]
     labels = [b.proto.label for b in app.get("download_button")]
-    assert labels == [f"Download the lesson ({len(page) / 2**20:.1f} MB)"]
+    assert labels == [f"Download the lesson ({len(page) / 1e6:.1f} MB)"]

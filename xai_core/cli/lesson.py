@@ -100,4 +100,4 @@ def cmd_export_lesson(args) -> None:
         raise CliError(f"Could not write {args.out}: {os_reason(error)}.") from None
     emit(args, {"out": str(target), "bytes": len(page), "images": len(images),
                 "random_weights": model.random_weights},
-         labelled(model, f"wrote {target}: {len(page) / 2**20:.1f} MB, {len(images)} picture(s)"))
+         labelled(model, f"wrote {target}: {len(page) / 1e6:.1f} MB, {len(images)} picture(s)"))
