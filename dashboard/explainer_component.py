@@ -178,3 +178,33 @@ def explainer_view(model, image, head) -> None:
     goto = st.session_state.pop("explainer_goto", None)
     if goto:
         st.switch_page(PAGES / goto)
+
+
+LESSON_KEY = "explainer_lesson"  # (signature, the file's bytes): this session's last export
+
+
+@st.fragment
+def lesson_export(model, image, head) -> None:
+    """"Export lesson": the Explainer for this model and picture as one HTML file that opens
+    offline (dashboard/lesson_export.py), built on click under a progress bar, then offered
+    for download. Only the latest export is kept, and only while it matches the screen."""
+    from dashboard.lesson_export import LessonImage, build_lesson
+
+    sig = signature(model, image, head)
+    if st.button("Export lesson", key="explainer_lesson_make",
+                 help="One HTML file with this model and picture, every block and the tour: "
+                      "it opens in a browser with no server and no network."):
+        bar = st.progress(0.0, text="Packing the lesson")
+        title = state.image_title(state.selection().image_choice)
+        with ui.friendly_errors():
+            page = build_lesson(model, [LessonImage(title, image)], head=head, progress=lambda
+                                done, what: bar.progress(done, text=literal.text(what)))
+            st.session_state[LESSON_KEY] = (sig, page)
+        bar.empty()
+    held = st.session_state.get(LESSON_KEY)
+    if held and held[0] != sig:  # another model or picture now: the old file goes
+        del st.session_state[LESSON_KEY]
+    elif held:
+        st.download_button(f"Download the lesson ({len(held[1]) / 1e6:.1f} MB)", held[1],
+                           file_name=f"vit-lens-lesson-{model.spec.id}.html", mime="text/html",
+                           on_click="ignore", key="explainer_lesson_download")

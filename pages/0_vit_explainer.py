@@ -3,7 +3,7 @@
 import streamlit as st
 
 from dashboard import ui
-from dashboard.explainer_component import explainer_view
+from dashboard.explainer_component import explainer_view, lesson_export
 from dashboard.explainer_tour import TOUR
 from xai_core.explainer import QUANTISATION
 
@@ -23,6 +23,7 @@ if head is None:
 
 ui.unknown_picture_note(model, image, head)
 explainer_view(model, image, head)
+lesson_export(model, image, head)  # the same view as one offline HTML file
 
 st.caption(
     "How to read it: colours on the image are scaled to each map's largest patch value "

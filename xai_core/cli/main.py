@@ -16,6 +16,7 @@ from .benchmark import add_benchmark_command
 from .common import (FAULT, USAGE_ERROR, CliError, add_budget_flag, budget_of, emit, labelled,
                      load_image, load_model, method_options_model_image, run_meta, save_npz)
 from .interventions import add_interventions_commands
+from .lesson import add_lesson_command
 from .metrics import add_metrics_command
 from .warmup import add_health_command, add_warmup_command
 
@@ -148,7 +149,7 @@ def build_parser() -> argparse.ArgumentParser:
                          help="also run a seeded method at the next two seeds and write the "
                               "mean pairwise Spearman of the three maps to meta.stability")
     for extend in (add_metrics_command, add_benchmark_command, add_warmup_command,
-                   add_health_command, add_interventions_commands):
+                   add_health_command, add_interventions_commands, add_lesson_command):
         extend(add)
     return parser
 
