@@ -47,6 +47,14 @@ export class Picture {
     return r * cols + c;
   }
 
+  /** Where a patch is on screen (viewport coordinates). */
+  patchRect(patch) {
+    const rect = this.canvas.getBoundingClientRect(), [rows, cols] = this.app.model.grid;
+    const row = Math.floor(patch / cols), col = patch % cols;
+    const top = rect.top + row * rect.height / rows, left = rect.left + col * rect.width / cols;
+    return { top, bottom: top + rect.height / rows, left, right: left + rect.width / cols };
+  }
+
   hover(event) {
     const p = this.patchAt(event), st = this.app.state;
     if (p === st.hover && st.hoverPrefix === null) return;

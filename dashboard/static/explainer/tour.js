@@ -7,6 +7,18 @@ import { el, isEditable, scroller } from "./dom.js";
 import { esc, rich } from "./format.js";
 import { REDRAW } from "./store.js";
 
+const NAMED_PATCH = /\bpatch (\d+) \(row \d+, col/;  // as the tour's sentences name one
+const TOUCH_WORDS = { hover: "tap", hovers: "taps", hovering: "tapping", hovered: "tapped" };
+
+/** A step's text for this screen: on a touch screen (no hover) "hover" says "tap". */
+export function forThisPointer(text) {
+  if (!matchMedia("(hover: none)").matches) return text;
+  return text.replace(/\b(hover(?:s|ing|ed)?)\b/gi, (word) => {
+    const tap = TOUCH_WORDS[word.toLowerCase()];
+    return word[0] === "H" ? tap[0].toUpperCase() + tap.slice(1) : tap;
+  }).replace(/\bthe tile under your pointer\b/g, "the tile you tapped");
+}
+
 export class Tour {
   constructor(app, steps) {
     this.app = app;
@@ -109,7 +121,7 @@ export class Tour {
       `<div class="vx-tour-head"><span class="vx-tour-count">Step ${st.tour} of ${steps.length}</span>` +
       `<span class="vx-tour-title">${esc(s.title)}</span>` +
       `<button class="vx-btn" data-act="close" title="Close the tour (Esc)">✕</button></div>` +
-      `<div class="vx-tour-text">${rich(s.text)}</div>` +
+      `<div class="vx-tour-text">${rich(forThisPointer(s.text))}</div>` +
       `<div class="vx-tour-bar"><button class="vx-btn" data-act="back" title="Back (← key)" ${st.tour === 1 ? "disabled" : ""}>◀ Back</button>` +
       `<button class="vx-btn primary" data-act="next" title="Next (→ key or a presenter's clicker)" ${st.tour === steps.length ? "disabled" : ""}>Next ▶</button>` +
       `<span class="vx-tour-dots">${steps.map((_, i) =>
@@ -143,7 +155,17 @@ export class Tour {
     return Math.max(0, Math.round(bottom - top));
   }
 
-  /** Scroll so the parts a step talks about are in view below the (sticky) tour box. */
+  /** The patch a step names on the picture, when the picture is one of its parts: the one
+   * it pins, else the first its text names ("patch 3 (row 0, col 3)"); else null. */
+  namedPatch(s) {
+    if (!s.spot.includes("image")) return null;
+    if (s.patch !== null && s.patch !== undefined) return s.patch;
+    const named = NAMED_PATCH.exec(s.text);
+    return named && Number(named[1]) < this.app.model.np ? Number(named[1]) : null;
+  }
+
+  /** Scroll so the parts a step talks about are in view below the (sticky) tour box, and
+   * the patch it names on the picture always. */
   scrollToSpot(s) {
     const parts = s.spot.filter((part) => !part.startsWith("stage:") && part !== "pipeline");
     const nodes = (parts.length ? parts : ["pipeline"]).map((part) => this.partNode(part)).filter(Boolean);
@@ -151,10 +173,19 @@ export class Tour {
     const scrolling = scroller(this.app.root);
     const frame = scrolling === document.scrollingElement ? { top: 0, bottom: innerHeight } : scrolling.getBoundingClientRect();
     const free = frame.top + this.stickyTop() + this.box.offsetHeight + 12, end = frame.bottom - 12;
-    const delta = spotScroll(nodes.map((node) => node.getBoundingClientRect()), free, end);
+    let delta = spotScroll(nodes.map((node) => node.getBoundingClientRect()), free, end);
+    const patch = this.namedPatch(s);
+    if (patch !== null) delta = keepInView(this.app.picture.patchRect(patch), delta, free, end);
     // an absolute target: a quick run of clicker presses ends where the last step wants
     if (Math.abs(delta) > 2) scrolling.scrollTo({ top: scrolling.scrollTop + delta, behavior: "smooth" });
   }
+}
+
+/** `delta`, changed as little as needed for `rect` to end up between `free` and `end`. */
+export function keepInView(rect, delta, free, end) {
+  if (rect.top - delta < free) return rect.top - free;
+  if (rect.bottom - delta > end) return rect.bottom - end;
+  return delta;
 }
 
 /** How far to scroll so a step's parts (their boxes, in order) show between `free` and `end`:
