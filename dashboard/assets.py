@@ -1,12 +1,21 @@
 """Files the browser fetches from dashboard/static/, which `server.enableStaticServing`
-serves at app/static/ (a path relative to every page, so it works behind a proxy's prefix)."""
+serves at app/static/ (a path relative to every page, so it works behind a proxy's prefix).
+
+A folder of ES modules (the Explainer's, dashboard/static/explainer/) is versioned as a
+whole: the browser fetches every module at `<name>?v=<hash of the folder>`, so a change to
+any module changes every address. The modules import each other only with top-of-file
+`import { a, b } from "./name.js";` statements, which the loader (and the offline lesson)
+can resolve without a build step."""
 
 from __future__ import annotations
 
 import hashlib
+import re
 from pathlib import Path
 
 STATIC = Path(__file__).resolve().parent / "static"
+# the one import form the browser modules use: named, relative, in the same folder
+MODULE_IMPORT = re.compile(r'^import \{([^}]*)\} from "\./([\w.-]+\.js)";', re.M)
 
 
 def static_url(name: str) -> str:
@@ -14,3 +23,38 @@ def static_url(name: str) -> str:
     the browser may keep the file, and a changed file gets a new address."""
     digest = hashlib.sha256((STATIC / name).read_bytes()).hexdigest()[:12]
     return f"app/static/{name}?v={digest}"
+
+
+def folder_version(folder: str) -> str:
+    """A hash of every file's name and content in dashboard/static/<folder>/."""
+    digest = hashlib.sha256()
+    for path in sorted((STATIC / folder).glob("*.js")):
+        digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()[:12]
+
+
+def module_imports(path: Path) -> list[str]:
+    """The files a browser module imports (in the one allowed form), in order."""
+    return [match[2] for match in MODULE_IMPORT.finditer(path.read_text(encoding="utf-8"))]
+
+
+def module_order(folder: str, entry: str = "main.js") -> list[str]:
+    """The modules `entry` loads from dashboard/static/<folder>/, each after the modules it
+    imports, `entry` last. A missing file or an import cycle is a ValueError."""
+    base, order, visiting = STATIC / folder, [], []
+
+    def visit(name: str) -> None:
+        if name in order:
+            return
+        if name in visiting:
+            raise ValueError("import cycle: " + " -> ".join(visiting[visiting.index(name):] + [name]))
+        if not (base / name).is_file():
+            raise ValueError(f"{folder}/{name} is imported but does not exist")
+        visiting.append(name)
+        for dependency in module_imports(base / name):
+            visit(dependency)
+        visiting.pop()
+        order.append(name)
+
+    visit(entry)
+    return order

@@ -1,9 +1,9 @@
 """The ViT Explainer's browser component (Streamlit components v2) and its Python glue.
 
 Plain CSS and JavaScript, no build step, no library, no request outside the app: the code,
-dashboard/static/explainer.js, is served from app/static/ and kept by the browser; what
-Streamlit sends with each rerun is the CSS and a loader that imports it
-(dashboard/explainer/). The component draws the overview, hover linking and animation in
+the ES modules in dashboard/static/explainer/ (entry main.js), is served from app/static/
+under a hash of the whole folder and kept by the browser; what Streamlit sends with each
+rerun is the CSS and a loader that fetches and links them (dashboard/explainer/). The component draws the overview, hover linking and animation in
 the browser; it talks to Python only through its `view` state (the opened block and tour
 step: one rerun of the fragment below) and its `navigate` trigger (the tour's "go deeper"
 button).
@@ -18,6 +18,7 @@ block's detail at most, never the overview and the tour again. A block's queries
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import streamlit as st
@@ -33,14 +34,22 @@ KEY = "vit_explainer"
 # own, so the Explainer can offer to resume when they come back.
 TOUR_STEP_KEY = "explainer_tour_step"
 
-CODE = "explainer.js"  # in dashboard/static/
+CODE = "explainer"  # the modules' folder in dashboard/static/
+
+
+def loader_js() -> str:
+    """The loader with the modules' folder, its version and the modules in load order."""
+    return ((ASSETS / "loader.js").read_text(encoding="utf-8")
+            .replace("__FOLDER__", f"app/static/{CODE}/")
+            .replace("__VERSION__", assets.folder_version(CODE))
+            .replace("__MODULES__", json.dumps(assets.module_order(CODE))))
+
 
 _mount = st.components.v2.component(
     "vit_lens.explainer",
     html="",
     css=(ASSETS / "explainer.css").read_text(encoding="utf-8"),
-    js=(ASSETS / "loader.js").read_text(encoding="utf-8").replace(
-        "__MODULE__", assets.static_url(CODE)),
+    js=loader_js(),
 )
 
 

@@ -1,12 +1,15 @@
 """The core's import graph: no module of xai_core imports itself back, and none imports
-streamlit. Read from the source (ast), so imports inside functions count too. And the
-documentation's shape: a README that reads in five minutes, links that lead somewhere."""
+streamlit. Read from the source (ast), so imports inside functions count too. The
+documentation's shape: a README that reads in five minutes, links that lead somewhere. The
+Explainer's browser modules: none over 400 lines, one import form, no cycle."""
 
 from __future__ import annotations
 
 import ast
 import re
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 CORE = ROOT / "xai_core"
@@ -200,3 +203,87 @@ def test_readme_and_docs_are_wrapped_at_100_characters():
                 for number, line in prose_lines(path.read_text())
                 if len(line) > DOC_WIDTH and not line.lstrip().startswith("|")]
     assert too_wide == []
+
+
+# The Explainer's browser modules (dashboard/static/explainer/): small files that the loader
+# and the offline lesson link without a build step, so only one import form is allowed.
+EXPLAINER_JS = CORE.parent / "dashboard" / "static" / "explainer"
+JS_IMPORT = re.compile(r'^import \{([^}]*)\} from "\./([\w.-]+\.js)";\n', re.M)
+JS_EXPORT = re.compile(r"^export (?:function|class|const) (\w+)", re.M)
+
+
+def js_modules() -> dict[str, str]:
+    return {path.name: path.read_text(encoding="utf-8") for path in sorted(EXPLAINER_JS.glob("*.js"))}
+
+
+def js_import_graph(modules: dict[str, str]) -> dict[str, set[str]]:
+    return {name: {match[2] for match in JS_IMPORT.finditer(text)} for name, text in modules.items()}
+
+
+def test_explainer_modules_are_small():
+    modules = js_modules()
+    assert "main.js" in modules and len(modules) >= 10
+    lines = {name: text.count("\n") for name, text in modules.items()}
+    assert max(lines.values()) <= 400, {name: n for name, n in lines.items() if n > 400}
+
+
+def test_explainer_modules_import_only_named_siblings_at_the_top():
+    modules = js_modules()
+    for name, text in modules.items():
+        statements = [line for line in text.splitlines() if re.match(r"\s*(import|export)\b", line)]
+        imports = JS_IMPORT.findall(text)
+        assert len([s for s in statements if s.startswith("import")]) == len(imports), name
+        assert not re.search(r"\bimport\s*\(|\bimport\.meta\b|\bfetch\s*\(|\brequire\s*\(", text), name
+        # the imports come first, after the opening comment
+        code = re.sub(r"/\*.*?\*/", "", text, count=1, flags=re.S).lstrip()
+        assert code.startswith("".join(f"import {{{names}}} from \"./{target}\";\n"
+                                       for names, target in imports)), name
+        for names, target in imports:
+            assert target in modules, f"{name} imports missing {target}"
+            exported = set(JS_EXPORT.findall(modules[target]))
+            wanted = {n.strip() for n in names.split(",")}
+            assert wanted <= exported, f"{name} imports {wanted - exported} not exported by {target}"
+        exports = [s for s in statements if s.startswith("export")]
+        allowed = r"export (function|class|const) \w+"
+        defaults = [s for s in exports if not re.match(allowed, s)]
+        if name == "main.js":
+            assert defaults == ["export default function mount({ parentElement, data, "
+                                "setStateValue, setTriggerValue }) {"], defaults
+        else:
+            assert defaults == [], (name, defaults)
+
+
+def test_explainer_modules_have_no_import_cycle_and_all_load():
+    graph = js_import_graph(js_modules())
+    cycle = find_cycle(graph)
+    assert cycle is None, "import cycle: " + " -> ".join(cycle)
+    reached, todo = set(), ["main.js"]
+    while todo:
+        name = todo.pop()
+        if name not in reached:
+            reached.add(name)
+            todo.extend(graph[name])
+    assert reached == set(graph), f"not loaded by main.js: {set(graph) - reached}"
+
+
+def test_the_loader_gets_every_module_after_its_imports_under_one_version(tmp_path, monkeypatch):
+    from dashboard import assets
+
+    order = assets.module_order("explainer")
+    graph = js_import_graph(js_modules())
+    assert order[-1] == "main.js" and sorted(order) == sorted(graph)
+    for at, name in enumerate(order):
+        assert graph[name] <= set(order[:at]), name
+    # the version covers every module: a change to any one gives every address a new one
+    monkeypatch.setattr(assets, "STATIC", tmp_path)
+    (tmp_path / "explainer").mkdir()
+    for name, text in js_modules().items():
+        (tmp_path / "explainer" / name).write_text(text)
+    before = assets.folder_version("explainer")
+    (tmp_path / "explainer" / "format.js").write_text(js_modules()["format.js"] + "\n")
+    assert assets.folder_version("explainer") != before
+    (tmp_path / "explainer" / "b.js").write_text('import { a } from "./a.js";\nexport const b = a;\n')
+    (tmp_path / "explainer" / "a.js").write_text('import { b } from "./b.js";\nexport const a = 1;\n')
+    (tmp_path / "explainer" / "main.js").write_text('import { b } from "./b.js";\n')
+    with pytest.raises(ValueError, match="import cycle: b.js -> a.js -> b.js"):
+        assets.module_order("explainer")

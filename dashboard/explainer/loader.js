@@ -1,15 +1,39 @@
 /* ViT Lens: what Streamlit sends with every rerun of the Explainer's fragment. The
- * component's code (dashboard/static/explainer.js, 80 kB) is served once from app/static/
- * and kept by the browser; inline, Streamlit would send it again with each rerun (opening
- * a block, a tour step). Python writes the module's address (with its content hash, so a
- * new version is never read from a stale cache) in place of __MODULE__.
+ * component's code (the ES modules in dashboard/static/explainer/, entry main.js) is served
+ * once from app/static/ and kept by the browser; inline, Streamlit would send it again with
+ * each rerun (opening a block, a tour step). Python writes in the folder's address, a hash
+ * of all its modules (VERSION) and their names, each after the modules it imports.
+ *
+ * Every module is fetched at <name>?v=VERSION, so a changed module changes every address
+ * and a browser never joins a new main.js to a stale cached child (a module's own
+ * `import ... from "./x.js"` would be fetched without the version). The imports are then
+ * pointed at the fetched modules (blob: addresses) and main.js is imported from there.
  */
 
-const MODULE = new URL("__MODULE__", document.baseURI).href;  // relative: any base path
+const FOLDER = new URL("__FOLDER__", document.baseURI).href;  // relative: any base path
+const VERSION = "__VERSION__";
+const MODULES = __MODULES__;  // dependencies first, main.js last
+const IMPORT = /^import \{[^}]*\} from "\.\/([\w.-]+\.js)";/gm;  // the one form the modules use
 let loading = null;
 
+async function linked() {
+  const sources = await Promise.all(MODULES.map(async (name) => {
+    const response = await fetch(`${FOLDER}${name}?v=${VERSION}`);
+    if (!response.ok) throw new Error(`${name}: HTTP ${response.status}`);
+    return response.text();
+  }));
+  const urls = {};
+  MODULES.forEach((name, i) => {
+    const code = sources[i].replace(IMPORT, (statement, dependency) =>
+      statement.replace(`"./${dependency}"`, JSON.stringify(urls[dependency]))) +
+      `\n//# sourceURL=${FOLDER}${name}\n`;
+    urls[name] = URL.createObjectURL(new Blob([code], { type: "text/javascript" }));
+  });
+  return import(urls[MODULES[MODULES.length - 1]]);
+}
+
 export default function mount(args) {
-  if (!loading) loading = import(MODULE);
+  if (!loading) loading = linked();
   loading.then((module) => module.default(args), (error) => {
     loading = null;  // the next rerun tries again
     args.parentElement.textContent = `The ViT Explainer's code did not load (${error.message}). ` +

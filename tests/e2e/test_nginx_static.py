@@ -14,7 +14,8 @@ import pytest
 from e2e_helpers import free_port
 from proxy_helpers import PREFIX, get, nginx_in_front, precompressed_bundle
 
-from dashboard.assets import STATIC, static_url
+from dashboard.assets import STATIC, folder_version, module_order
+from dashboard.nginx_conf import RECIPE as NGINX_RECIPE
 
 IMMUTABLE = "public, max-age=31536000, immutable"
 
@@ -112,16 +113,28 @@ def test_every_page_address_gets_index_html_without_a_replica(proxy, bundle):
     assert response.status == 502
 
 
+GZIP_MIN_LENGTH = int(re.search(r"gzip_min_length (\d+);", NGINX_RECIPE.read_text())[1])
+
+
+def explainer_module_url(name: str) -> str:
+    """Where the Explainer's loader fetches a module: app/static/explainer/<name>?v=<hash
+    of the whole folder>."""
+    return f"app/static/explainer/{name}?v={folder_version('explainer')}"
+
+
 def test_app_static_arrives_without_a_replica_immutable_when_versioned(proxy):
-    url = static_url("explainer.js")  # app/static/explainer.js?v=<content hash>
-    on_disk = (STATIC / "explainer.js").read_bytes()
-    response, body = gzipped_get(proxy.port, f"/{PREFIX}/{url}")
-    assert response.status == 200
-    assert response.getheader("Cache-Control") == IMMUTABLE
-    assert response.getheader("Content-Encoding") == "gzip"
-    assert "javascript" in response.getheader("Content-Type")  # an ES module needs it
-    assert response.getheader("X-Content-Type-Options") == "nosniff"
-    assert gzip.decompress(body) == on_disk
+    for name in module_order("explainer"):  # every module the loader fetches
+        url = explainer_module_url(name)
+        on_disk = (STATIC / "explainer" / name).read_bytes()
+        response, body = gzipped_get(proxy.port, f"/{PREFIX}/{url}")
+        assert response.status == 200, name
+        assert response.getheader("Cache-Control") == IMMUTABLE, name
+        assert "javascript" in response.getheader("Content-Type"), name  # an ES module needs it
+        assert response.getheader("X-Content-Type-Options") == "nosniff", name
+        # compressed from the recipe's gzip_min_length on (1024 bytes: dom.js and metrics.js are under it)
+        zipped = len(on_disk) >= GZIP_MIN_LENGTH
+        assert (response.getheader("Content-Encoding") == "gzip") == zipped, (name, len(on_disk))
+        assert (gzip.decompress(body) if zipped else body) == on_disk, name
 
     # without its version the same file may change: the browser asks again each time
     response, body = gzipped_get(proxy.port, f"/{PREFIX}/{url.split('?')[0]}")
@@ -132,7 +145,7 @@ def test_app_static_arrives_without_a_replica_immutable_when_versioned(proxy):
 def test_the_access_log_names_files_without_query_strings(proxy, bundle):
     time.sleep(0.3)  # a line is written after its response: the earlier tests' first
     skip = len(proxy.access_log.read_text().splitlines())
-    url = static_url("explainer.js")
+    url = explainer_module_url("main.js")
     get(proxy.port, f"/{PREFIX}/{url}")
     get(proxy.port, f"/{PREFIX}/_stcore/upload_file/0123456789abcdef/fedcba9876543210")
     get(proxy.port, f"/{PREFIX}/media/0a1b2c3d4e5f.png?title=secret")
@@ -141,7 +154,7 @@ def test_the_access_log_names_files_without_query_strings(proxy, bundle):
     get(proxy.port, f"/{PREFIX}/static/media/{font}")
     time.sleep(0.3)  # written after the response
     paths = [path for _, path, _ in proxy.upstreams_in_log(skip)]
-    assert paths == [f"/{PREFIX}/app/static/explainer.js",
+    assert paths == [f"/{PREFIX}/app/static/explainer/main.js",
                      f"/{PREFIX}/_stcore/upload_file/-", f"/{PREFIX}/media/-",
                      f"/{PREFIX}/comparison", f"/{PREFIX}/static/media/{font}"]
     log = proxy.access_log.read_text()

@@ -1,0 +1,239 @@
+/* The Explainer: one forward pass of a Vision Transformer, drawn in the browser. It keeps
+ * what the host sent (the overview, opened blocks' details), builds the parts, and redraws
+ * them from the state store: everything when the view changes, only the parts that follow
+ * the pointer when it moves. Hover and play are drawn here on plain canvases with no
+ * request to the server; see sync.js for what is asked of it. */
+
+import { BlockStrip } from "./block-strip.js";
+import { Painter } from "./colour.js";
+import { Controls } from "./controls.js";
+import { DetailPanel } from "./detail.js";
+import { el } from "./dom.js";
+import { esc } from "./format.js";
+import { Maps } from "./maps.js";
+import { METRICS } from "./metrics.js";
+import { Picture } from "./picture.js";
+import { Pipeline } from "./pipeline.js";
+import { Player } from "./player.js";
+import { decodeDetail, decodeOverview, decodeVectors } from "./protocol.js";
+import { Sequence } from "./sequence.js";
+import { REDRAW, Store } from "./store.js";
+import { Sync } from "./sync.js";
+import { Tour } from "./tour.js";
+import { ViewTools } from "./view-tools.js";
+
+const DETAILS_KEPT = 8;  // opened blocks kept in the browser (0.4 MB each, 0.8 with q and k)
+const PLAIN_STAGES = ["image", "patches", "tokens"];  // they show the picture without a map
+
+export class Explainer {
+  constructor(parent) {
+    this.parent = parent;
+    this.root = el("div", "vx");
+    this.root.setAttribute("data-testid", "vit-explainer");
+    parent.appendChild(this.root);
+    this.signature = null;
+    this.model = null;
+    this.details = new Map(); // block -> decoded detail (this image and model)
+    this.store = new Store();
+    this.store.subscribe((redraw) => this.redraw(redraw));
+    this.sync = new Sync(this);
+    this.player = new Player(this);
+    this.send = null;  // the host's { setStateValue, setTriggerValue }
+    this.onKey = (event) => this.handleKey(event);
+    document.addEventListener("keydown", this.onKey);
+  }
+
+  get state() { return this.store.state; }
+
+  /** Streamlit re-created the element it lives in: carry on there, state and all. */
+  moveTo(parent) {
+    this.parent = parent;
+    parent.appendChild(this.root);
+    document.addEventListener("keydown", this.onKey);  // the same listener: added once
+    return this;
+  }
+
+  /* ---------- data in ---------- */
+
+  update(data) {
+    METRICS.updates += 1;
+    if (!this.root.isConnected) return;
+    this.root.classList.toggle("present", !!data.presentation);
+    this.link = data.link;
+    if (data.signature !== this.signature) {
+      // Python believed this browser held the overview (a page element remounted us):
+      // ask again, saying we hold nothing.
+      if (!data.overview) return this.sync.requestEverything();
+      this.start(data);
+    }
+    if (data.tour.steps) this.tour.steps = data.tour.steps;
+    this.tour.resume = data.tour.resume;
+    if (data.detail) this.keepDetail(data.detail);
+    if (data.vectors) this.keepVectors(data.vectors);
+    this.renderAll();
+    if (data.detail || data.vectors) this.tour.afterData();
+    if (METRICS.readyAt === null) METRICS.readyAt = performance.now();
+  }
+
+  /** A new overview (model, weights, image or head): decode it, set the view a link or
+   * the host asks for, build the parts. */
+  start(data) {
+    this.signature = data.signature;
+    this.details.clear();
+    this.model = decodeOverview(data.overview);
+    this.loadPictures(data.overview);
+    this.maps = new Maps(this.model, this.store, this.details);
+    this.painter = new Painter(this.model.lut, this.model.grid);
+    this.tour = new Tour(this, data.tour.steps);
+    const start = data.initial;  // a `?vx_...` link may name head, map and pinned patch
+    const overlay = start.overlay || "attention";
+    this.store.set({ block: start.block, stage: start.stage, head: start.head ?? -1, overlay,
+      hover: null, hoverPrefix: null, pinned: start.patch ?? null, playing: false,
+      previewBlock: null, previewHead: null, hoverKey: null, tour: 0,
+      position: this.maps.frameIndexOf(start.block, overlay) }, REDRAW.none);
+    this.build();
+    if (data.tour.active) this.tour.applyStep(data.tour.active, false);
+  }
+
+  loadPictures(ov) {
+    const m = this.model;
+    m.image = new Image();
+    m.image.onload = () => this.renderAll();
+    m.image.src = ov.image;
+    m.picture = new Image();
+    m.picture.onload = () => this.detail.pictureLoaded();
+    m.picture.src = ov.picture.image;
+  }
+
+  /** Keep a block's detail; forget the oldest beyond DETAILS_KEPT (never the shown one). */
+  keepDetail(detail) {
+    this.details.delete(detail.block);
+    this.details.set(detail.block, decodeDetail(detail));
+    for (const block of this.details.keys()) {
+      if (this.details.size <= DETAILS_KEPT) break;
+      if (block !== this.state.block) this.details.delete(block);
+    }
+  }
+
+  /** A block's queries and keys, kept with its detail (and forgotten with it). */
+  keepVectors(vectors) {
+    const detail = this.details.get(vectors.block);
+    if (detail) detail.vectors = decodeVectors(vectors);
+  }
+
+  /* ---------- the parts ---------- */
+
+  build() {
+    const ov = this.model.ov, root = this.root;
+    root.innerHTML = "";
+    root.dataset.grid = this.model.grid.join("x");
+    if (ov.model.random) {
+      root.appendChild(el("div", "vx-random",
+        `${esc(ov.model.label)}: untrained random weights. Shapes and code paths are real; ` +
+        "the maps and the prediction explain nothing."));
+    }
+    root.appendChild(this.tour.box);
+    root.appendChild(this.tour.offer);
+    this.pipeline = new Pipeline(this);
+    this.strip = new BlockStrip(this);
+    this.pipeline.element.appendChild(this.strip.element);
+    root.appendChild(this.pipeline.element);
+    this.sequence = new Sequence(this);
+    root.appendChild(this.sequence.element);
+    const main = el("div", "vx-main");
+    this.picture = new Picture(this);
+    this.tools = new ViewTools(this, this.picture);
+    this.controls = new Controls(this);
+    this.picture.element.appendChild(this.tools.element);
+    this.picture.element.appendChild(this.controls.element);
+    main.appendChild(this.picture.element);
+    this.detail = new DetailPanel(this);
+    main.appendChild(this.detail.element);
+    root.appendChild(main);
+  }
+
+  redraw(redraw) {
+    if (redraw === REDRAW.all) this.renderAll();
+    else if (redraw === REDRAW.chrome) this.renderChrome();
+    else if (redraw === REDRAW.live) this.drawLive();
+  }
+
+  renderAll() {
+    if (!this.model) return;
+    this.tour.render();
+    this.renderChrome();
+    this.detail.render();
+    this.drawLive();
+  }
+
+  /** Buttons, selections and labels (cheap, no canvases except thumbnails). */
+  renderChrome() {
+    if (!this.model) return;
+    const st = this.state, r = this.root.dataset;
+    this.pipeline.render();
+    this.controls.render();
+    r.block = String(st.block);
+    r.stage = st.stage;
+    r.overlay = st.overlay;
+    r.head = String(st.head);
+    r.playing = String(st.playing);
+    r.detail = [...this.details.keys()].join(",");
+    r.qk = this.sync.blocksWithVectors().join(",");
+    this.strip.render();
+  }
+
+  /** Everything that follows the pointer: image, sequence, head chips, live detail parts. */
+  drawLive() {
+    if (!this.model) return;
+    this.picture.draw();
+    this.sequence.draw();
+    this.controls.draw();
+    this.detail.draw();
+    this.strip.draw();
+  }
+
+  /* ---------- interaction shared by the parts ---------- */
+
+  /** The pointer is on a patch (or a prefix token, or nothing): redraw what follows it and
+   * time it (METRICS.hover: to drawn; hoverFrame: to the next frame). */
+  setHover(patch, prefix, event) {
+    const start = event ? event.timeStamp : performance.now();
+    this.store.set({ hover: patch, hoverPrefix: prefix }, REDRAW.live);
+    const drawn = performance.now();
+    if (event) {
+      METRICS.hover.push(drawn - start);
+      requestAnimationFrame(() => METRICS.hoverFrame.push(performance.now() - start));
+      if (METRICS.hover.length > 500) METRICS.hover.splice(0, 250);
+      if (METRICS.hoverFrame.length > 500) METRICS.hoverFrame.splice(0, 250);
+    }
+  }
+
+  /** The map controls draw on the block view: leave the image, patch and token stages
+   * (which show the plain picture) so their effect is visible. */
+  showBlocks() {
+    if (!PLAIN_STAGES.includes(this.state.stage)) return;
+    this.store.set({ stage: "blocks" }, REDRAW.none);
+    this.sync.requestBlock(this.state.block);
+  }
+
+  selectStage(id) {
+    this.store.set({ stage: id }, REDRAW.none);
+    if (id === "blocks") this.sync.requestBlock(this.state.block);
+    this.store.notify(REDRAW.all);
+  }
+
+  selectBlock(block, open) {
+    const changes = { block, position: this.maps.frameIndexOf(block) };
+    if (open) changes.stage = "blocks";
+    this.sync.requestBlock(block);
+    this.store.set(changes);
+  }
+
+  handleKey(event) {
+    if (!this.root.isConnected) {
+      document.removeEventListener("keydown", this.onKey);
+      return;
+    }
+    if (this.tour) this.tour.handleKey(event);
+  }
+}

@@ -1,0 +1,65 @@
+/* The block strip: one thumbnail per transformer block (what [CLS] attends to, or the mean
+ * patch row) with a bar for the mean token length. Hover previews a block on the picture;
+ * a click opens it. */
+
+import { el } from "./dom.js";
+import { fmt } from "./format.js";
+import { REDRAW } from "./store.js";
+
+export class BlockStrip {
+  constructor(app) {
+    this.app = app;
+    const m = app.model, strip = el("div", "vx-blockstrip");
+    strip.dataset.part = "blocks";
+    const hoverText = m.ov.layout.cls_joins_late ? "its attention map" : "what [CLS] attends to";
+    strip.appendChild(el("div", "vx-blockstrip-label",
+      `<b>The ${m.blocks.length} blocks</b> (0–${m.blocks.length - 1})<br><span class="muted">hover: ${hoverText} · ` +
+      `click: open · bar: mean token length ‖x‖</span>`));
+    this.blockEls = [];
+    const row = el("div", "vx-block-row");
+    m.blocks.forEach((b) => row.appendChild(this.blockNode(b)));
+    strip.appendChild(row);
+    this.element = strip;
+  }
+
+  blockNode(b) {
+    const app = this.app, [rows, cols] = app.model.grid;
+    const node = el("div", "vx-block" + (b.kind === "class" ? " class-attn" : ""));
+    node.dataset.block = b.index;
+    node.title = `${b.label}: ${b.kind === "class" ? "class attention" : "self-attention"}, ` +
+      `${b.nq} quer${b.nq === 1 ? "y" : "ies"} × ${b.nk} keys. Hover: ${b.prefix ? "what [CLS] attends to" : "the mean attention of its patches"}; click: open it.`;
+    const canvas = el("canvas");
+    canvas.width = cols * 4;
+    canvas.height = rows * 4;
+    node.appendChild(canvas);
+    node.appendChild(el("div", "vx-normbar", "<div></div>"));
+    node.appendChild(el("div", "vx-block-label", b.kind === "class" ? `${b.index}C` : String(b.index)));
+    node.addEventListener("mouseenter", () => app.store.set({ previewBlock: b.index }, REDRAW.live));
+    node.addEventListener("mouseleave", () => app.store.set({ previewBlock: null }, REDRAW.live));
+    node.addEventListener("click", () => { app.player.stop(); app.selectBlock(b.index, true); });
+    this.blockEls.push({ node, canvas });
+    return node;
+  }
+
+  /** The open block marked, thumbnails in the chosen head, the norm bars. */
+  render() {
+    const st = this.app.state, m = this.app.model;
+    this.blockEls.forEach(({ node }, i) => node.classList.toggle("current", i === st.block));
+    this.blockEls.forEach(({ canvas }, block) => {
+      const row = this.app.maps.queryRow(block, st.head), ctx = canvas.getContext("2d");
+      this.app.painter.paintMap(ctx, row.patch, canvas.width, canvas.height, { opaque: true });
+    });
+    const means = m.normOut.map((values) => values.reduce((a, b) => a + b, 0) / values.length);
+    const top = Math.max(...means);
+    this.blockEls.forEach(({ node }, i) => {
+      node.querySelector(".vx-normbar > div").style.width = `${(100 * means[i] / top).toFixed(1)}%`;
+      node.querySelector(".vx-normbar").title = `mean ‖x‖ of the block's output tokens: ${fmt(means[i])}`;
+    });
+  }
+
+  /** The block under the pointer, previewed on the picture. */
+  draw() {
+    const previewing = this.app.state.previewBlock;
+    this.blockEls.forEach(({ node }, i) => node.classList.toggle("previewing", i === previewing));
+  }
+}

@@ -1,0 +1,106 @@
+/* The controls under the picture: which map (attention, rollout, DAAM), which head (a chip
+ * per head, each a small map; hover previews), and the block player (play, scrubber). */
+
+import { el } from "./dom.js";
+import { REDRAW } from "./store.js";
+
+export class Controls {
+  constructor(app) {
+    this.app = app;
+    const box = el("div", "vx-controls");
+    box.appendChild(this.buildOverlays());
+    box.appendChild(this.buildHeads());
+    // rollout and DAAM average the heads: say so, rather than offer a choice that changes nothing
+    this.headsNote = el("div", "vx-note vx-heads-note", "");
+    box.appendChild(this.headsNote);
+    box.appendChild(this.buildPlayer());
+    this.element = box;
+  }
+
+  buildOverlays() {
+    const app = this.app, overlays = [["attention", "Attention"], ["rollout", "Rollout so far"]];
+    if (app.model.daam) overlays.push(["daam", "DAAM so far"]);
+    const seg = el("div", "vx-row");
+    seg.dataset.part = "overlay";
+    seg.innerHTML = `<span class="vx-label">Map</span><span class="vx-seg">${overlays.map(([id, text]) =>
+      `<button data-overlay="${id}">${text}</button>`).join("")}</span>`;
+    seg.querySelectorAll("button").forEach((button) => button.addEventListener("click", () => {
+      const overlay = button.dataset.overlay;
+      app.showBlocks();
+      app.store.set({ overlay, position: app.maps.frameIndexOf(app.state.block, overlay) });
+    }));
+    this.overlayButtons = seg.querySelectorAll("button");
+    return seg;
+  }
+
+  buildHeads() {
+    const app = this.app, heads = el("div", "vx-row");
+    heads.dataset.part = "heads";
+    heads.innerHTML = `<span class="vx-label">Head</span>`;
+    this.headRow = heads;
+    const chips = el("div", "vx-heads");
+    this.headChips = [];
+    const [rows, cols] = app.model.grid;
+    for (let h = -1; h < app.model.heads; h++) {
+      const chip = el("button", "vx-headchip");
+      chip.dataset.head = h;
+      const canvas = el("canvas");
+      canvas.width = cols * 3;
+      canvas.height = rows * 3;
+      chip.appendChild(canvas);
+      chip.appendChild(el("span", "", h < 0 ? "mean" : String(h)));
+      chip.title = h < 0 ? "Average of all heads" : `Head ${h}: hover to preview, click to choose`;
+      chip.addEventListener("mouseenter", () => app.store.set({ previewHead: h }, REDRAW.live));
+      chip.addEventListener("mouseleave", () => app.store.set({ previewHead: null }, REDRAW.live));
+      chip.addEventListener("click", () => { app.showBlocks(); app.store.set({ head: h }); });
+      chips.appendChild(chip);
+      this.headChips.push({ chip, canvas, head: h });
+    }
+    heads.appendChild(chips);
+    return heads;
+  }
+
+  buildPlayer() {
+    const app = this.app, player = el("div", "vx-player");
+    player.dataset.part = "player";
+    player.innerHTML = `<span class="vx-label">Block</span><button class="vx-play" title="Play / pause (block by block)">▶</button>` +
+      `<input type="range" min="0" max="${app.model.blocks.length - 1}" step="1" value="0" aria-label="Block">` +
+      `<span class="vx-blocknum"></span>`;
+    this.playButton = player.querySelector("button");
+    this.scrubber = player.querySelector("input");
+    this.blockNum = player.querySelector(".vx-blocknum");
+    this.playButton.addEventListener("click", () => (app.state.playing ? app.player.stop() : app.player.play()));
+    this.scrubber.addEventListener("input", () => {
+      app.player.stop();
+      app.showBlocks();
+      app.selectBlock(Number(this.scrubber.value), false);
+    });
+    return player;
+  }
+
+  render() {
+    const st = this.app.state;
+    this.overlayButtons.forEach((b) => b.classList.toggle("on", b.dataset.overlay === st.overlay));
+    this.headChips.forEach(({ chip, head }) => chip.classList.toggle("on", head === st.head));
+    this.playButton.textContent = st.playing ? "❚❚" : "▶";
+    this.playButton.setAttribute("aria-label", st.playing ? "Pause" : "Play");
+    this.scrubber.value = String(st.block);
+    this.blockNum.textContent = `${st.block} of 0–${this.app.model.blocks.length - 1}`;
+    this.headsNote.textContent = st.overlay === "attention" ? "" : `${st.overlay === "rollout" ? "Rollout" : "DAAM"} ` +
+      "uses all heads together; a head you pick applies when you point at a patch.";
+  }
+
+  /** Each head chip's map: the row of the query token pointed at, else the block's row. */
+  draw() {
+    const app = this.app, st = app.state, b = app.model.blocks[st.block], detail = app.details.get(st.block);
+    this.headRow.classList.toggle("vx-dim", st.overlay !== "attention" && st.hover === null && st.pinned === null);
+    const query = app.maps.queryToken(st.block);
+    this.headChips.forEach(({ canvas, head, chip }) => {
+      let row;
+      if (query && detail && !(b.kind === "class" && query.qi > 0)) row = app.maps.attentionRow(detail, query.qi, head);
+      else row = app.maps.queryRow(st.block, head);
+      app.painter.paintMap(canvas.getContext("2d"), row.patch, canvas.width, canvas.height, { opaque: true });
+      chip.classList.toggle("previewing", head === st.previewHead);
+    });
+  }
+}

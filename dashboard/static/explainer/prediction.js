@@ -1,0 +1,73 @@
+/* The last stages in the detail panel: the feature (the model's summary of the image), the
+ * head (k-NN vote or linear layer) and the prediction (the top five). */
+
+import { paintStripe } from "./colour.js";
+import { el } from "./dom.js";
+import { esc, fmt, pct } from "./format.js";
+
+export class FeatureNotes {
+  constructor(app, box) {
+    const m = app.model, ov = m.ov, top = ov.prediction.top[0];
+    const shape = ov.stages.find((s) => s.id === "feature");
+    box.innerHTML = `<h3>Feature <span class="mono">${esc(shape.shape)}</span></h3><p>The model's summary of the image is ` +
+      `${esc(shape.sentence)}, taken after the final norm: <b>${ov.dims.width}</b> numbers${ov.layout.prefix_names.includes("[DIST]") ? " each" : ""}.</p>`;
+    if (m.feature) {
+      const canvas = el("canvas", "vx-barcode");
+      const peak = paintStripe(canvas, m.feature);
+      box.appendChild(canvas);
+      box.appendChild(el("div", "vx-note", `The ${m.feature.length} numbers of this image's feature, red positive, ` +
+        `blue negative (largest |value| ${fmt(peak)}). This vector is what the memory bank compares.`));
+    } else {
+      box.appendChild(el("p", "", `A linear layer turns it into ${ov.prediction.output_shape.at(-1)} class scores; ` +
+        `the largest here is “${esc(top.label)}”.`));
+    }
+  }
+}
+
+export class HeadNotes {
+  constructor(app, box) {
+    const p = app.model.ov.prediction;
+    if (p.head !== "knn") {
+      box.innerHTML = `<h3>Linear head <span class="mono">${app.model.ov.dims.width}→${p.output_shape.at(-1)}</span></h3>` +
+        `<p>One matrix multiplication gives a score (logit) for each of the ${p.classes} ImageNet classes; ` +
+        `softmax turns the scores into probabilities that sum to 1.</p>`;
+      return;
+    }
+    box.innerHTML = `<h3>k-NN vote <span class="mono">k = ${p.k}, ${p.bank_size} bank entries</span></h3>` +
+      `<p>This self-supervised model was never taught class names. Its feature is compared (cosine similarity) ` +
+      `with a memory bank of labelled features; the ${p.k} most similar entries vote, each with weight ` +
+      `exp(similarity / ${p.temperature}).</p>`;
+    const weights = p.neighbours.map((n) => Math.exp(n.similarity / p.temperature));
+    const total = weights.reduce((a, b) => a + b, 0);
+    const table = el("table", "vx-table");
+    table.innerHTML = "<tr><th>#</th><th>bank entry</th><th>label</th><th>cosine</th><th>share of the vote</th></tr>" +
+      p.neighbours.map((n, i) => `<tr><td>${i + 1}</td><td class="mono">${esc(n.source)}</td><td>${esc(n.label)}</td>` +
+        `<td class="num">${n.similarity.toFixed(3)}</td><td class="num">${pct(weights[i] / total)}</td></tr>`).join("");
+    box.appendChild(table);
+    if (p.neighbours.some((n) => n.similarity > 0.999)) {
+      box.appendChild(el("div", "vx-note", "The nearest entry is this very image (cosine 1): the bank was " +
+        "built from the sample gallery, views included. Try your own photo for a fair test."));
+    }
+  }
+}
+
+export class PredictionNotes {
+  constructor(app, box) {
+    const p = app.model.ov.prediction;
+    box.innerHTML = `<h3>Prediction <span class="mono">top 5 of ${p.classes}</span></h3>`;
+    const bars = el("div", "vx-bars");
+    bars.dataset.part = "prediction";
+    bars.innerHTML = p.top.map((t) => `<div class="vx-bar"><span>${esc(t.label)}</span>` +
+      `<span class="vx-bar-track"><span class="vx-bar-fill" style="display:block;width:${(100 * t.probability).toFixed(1)}%"></span></span>` +
+      `<span class="mono">${pct(t.probability)}</span></div>`).join("");
+    box.appendChild(bars);
+    box.appendChild(el("div", "vx-note", p.head === "knn"
+      ? "Shares of the k-NN vote (weights exp(cos/T) summed per class), not calibrated probabilities."
+      : "Softmax probabilities of the model's logits."));
+    if (!p.open_set.known) {
+      // the model must name a class: say when the picture is unlike all it knows
+      box.appendChild(el("div", "vx-note vx-unknown", `This picture looks like none of what the model knows: ` +
+        `${esc(p.open_set.why)}. The bars are guesses, not an answer.`));
+    }
+  }
+}

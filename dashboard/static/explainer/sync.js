@@ -1,0 +1,67 @@
+/* What the browser tells the host (one rerun of the page's fragment each time): the block
+ * and tour step on screen and what this browser already holds, so that Python sends only
+ * the rest. Only opening another block, moving through the tour and the query · key panel
+ * coming into view talk to the server; hovering and playing never do. */
+
+const SETTLE_MS = 180;  // a run of clicks or scrubbing asks once, for where it ends
+
+export class Sync {
+  constructor(app) {
+    this.app = app;
+    this.timer = null;
+    this.asked = 0;
+    this.vectorsAsked = null;  // the detail whose q and k were asked for
+    this.qkVisible = false;  // the query · key panel is in view
+  }
+
+  /** Ask Python for a block's detail (one fragment rerun), unless it is here already. */
+  requestBlock(block) {
+    if (this.app.details.has(block)) return;
+    this.later();
+  }
+
+  /** Ask for the shown block's q and k while its query · key panel is in view. */
+  requestVectors() {
+    const detail = this.app.details.get(this.app.state.block);
+    if (!this.qkVisible || !detail || detail.vectors || this.vectorsAsked === detail ||
+        this.app.state.playing) return;  // playing never talks to the server
+    this.later();
+  }
+
+  later() {
+    clearTimeout(this.timer);
+    this.timer = setTimeout(() => this.sendView(), SETTLE_MS);
+  }
+
+  /** Send now, instead of any request waiting to settle. */
+  sendNow(extra = {}) {
+    clearTimeout(this.timer);
+    this.sendView(extra);
+  }
+
+  blocksWithVectors() {
+    return [...this.app.details].filter(([, d]) => d.vectors).map(([block]) => block);
+  }
+
+  /** Tell Python what is on screen and what this browser holds (so it sends only the rest). */
+  sendView(extra = {}) {
+    const app = this.app;
+    if (!app.send) return;
+    // asked once per detail; a view sent with the panel out of sight asks nothing
+    const detail = app.details.get(app.state.block);
+    this.vectorsAsked = this.qkVisible && detail && !detail.vectors ? detail : null;
+    app.send.setStateValue("view", { block: app.state.block, tour: app.state.tour,
+      have: app.signature, blocks: [...app.details.keys()], qk: this.blocksWithVectors(),
+      want_qk: !!this.qkVisible, ...extra });
+  }
+
+  /** Python believed this browser held the overview (a page element remounted it): ask
+   * again, saying it holds nothing (three times at most). */
+  requestEverything() {
+    this.asked += 1;
+    const app = this.app;
+    if (!app.send || this.asked > 3) return;
+    app.root.textContent = "Loading the ViT Explainer…";
+    app.send.setStateValue("view", { block: null, tour: null, have: null, blocks: [], ask: this.asked });
+  }
+}
