@@ -38,10 +38,10 @@ def module_imports(path: Path) -> list[str]:
     return [match[2] for match in MODULE_IMPORT.finditer(path.read_text(encoding="utf-8"))]
 
 
-def module_order(folder: str, entry: str = "main.js") -> list[str]:
-    """The modules `entry` loads from dashboard/static/<folder>/, each after the modules it
-    imports, `entry` last. A missing file or an import cycle is a ValueError."""
-    base, order, visiting = STATIC / folder, [], []
+def module_order(folder: str, entry: str = "main.js", root: Path | None = None) -> list[str]:
+    """The modules `entry` loads from <root>/<folder>/ (root: dashboard/static), each after
+    the modules it imports, `entry` last. A missing file or an import cycle is a ValueError."""
+    base, order, visiting = (root or STATIC) / folder, [], []
 
     def visit(name: str) -> None:
         if name in order:

@@ -41,6 +41,7 @@ from typing import Callable
 
 import numpy as np
 
+from dashboard import assets
 from dashboard.explainer_tour import resolve_steps
 from xai_core import __version__, explainer
 from xai_core.capture import transformer_blocks
@@ -53,7 +54,6 @@ from xai_core.pipeline import head_of, prepare
 LESSON_FORMAT = 1
 HERE = Path(__file__).resolve().parent
 MODULE_DIR = HERE / "static" / "explainer"  # the component as ES modules (entry main.js)
-SINGLE_MODULE = HERE / "static" / "explainer.js"  # the component as one module
 COMPONENT_CSS = HERE / "explainer" / "explainer.css"
 HOST_JS = HERE / "lesson" / "host.js"
 PAGE_CSS = HERE / "lesson" / "lesson.css"
@@ -90,35 +90,15 @@ def sample_title(sample_id: str) -> str:
 # --- the component's code ----------------------------------------------------------------------
 
 def component_modules() -> list[dict]:
-    """The component's ES modules in dependency order (each after those it imports), each
-    {"name", "parts"}: its source cut at every `"./x.js"` specifier, odd parts naming the
-    module imported there. The module folder when it exists, else the single file."""
-    if (MODULE_DIR / ENTRY).is_file():
-        sources = {path.name: path.read_text(encoding="utf-8")
-                   for path in sorted(MODULE_DIR.glob("*.js"))}
-    else:
-        sources = {ENTRY: SINGLE_MODULE.read_text(encoding="utf-8")}
-    ordered: list[dict] = []
-    visiting: list[str] = []
-
-    def visit(name: str) -> None:
-        if name in visiting:
-            raise LessonError("The Explainer's modules import each other in a circle: "
-                              + " -> ".join(visiting[visiting.index(name):] + [name]) + ".")
-        if any(module["name"] == name for module in ordered):
-            return
-        if name not in sources:
-            raise LessonError(f"The Explainer's module {visiting[-1]} imports ./{name}, "
-                              f"which is not in {MODULE_DIR.name}/.")
-        visiting.append(name)
-        parts = split_specifiers(sources[name])
-        for dependency in parts[1::2]:
-            visit(dependency)
-        visiting.pop()
-        ordered.append({"name": name, "parts": parts})
-
-    visit(ENTRY)
-    return ordered
+    """The component's ES modules in dependency order (`assets.module_order`, as the live
+    loader links them), each {"name", "parts"}: its source cut at every `"./x.js"`
+    specifier, odd parts naming the module imported there."""
+    try:
+        names = assets.module_order(MODULE_DIR.name, ENTRY, root=MODULE_DIR.parent)
+    except ValueError as error:
+        raise LessonError(f"The Explainer's modules cannot be packed: {error}.") from None
+    return [{"name": name, "parts": split_specifiers((MODULE_DIR / name).read_text(encoding="utf-8"))}
+            for name in names]
 
 
 def split_specifiers(source: str) -> list[str]:

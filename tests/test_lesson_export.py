@@ -95,7 +95,7 @@ def test_modules_come_each_after_those_it_imports(tmp_path, monkeypatch):
 @pytest.mark.parametrize("sources, words", [
     ({"main.js": 'import { a } from "./a.js";', "a.js": 'import { m } from "./main.js";'},
      "main.js -> a.js -> main.js"),
-    ({"main.js": 'import { a } from "./gone.js";'}, "imports ./gone.js"),
+    ({"main.js": 'import { a } from "./gone.js";'}, "gone.js is imported but does not exist"),
 ])
 def test_a_cycle_or_a_missing_module_is_refused(tmp_path, monkeypatch, sources, words):
     write_modules(tmp_path / "explainer", sources)
@@ -104,17 +104,7 @@ def test_a_cycle_or_a_missing_module_is_refused(tmp_path, monkeypatch, sources, 
         lesson_export.component_modules()
 
 
-def test_without_the_module_folder_the_single_file_is_the_entry(tmp_path, monkeypatch):
-    single = tmp_path / "explainer.js"
-    single.write_text("export default function mount() { return '\u00b7'; }\n")
-    monkeypatch.setattr(lesson_export, "MODULE_DIR", tmp_path / "absent")
-    monkeypatch.setattr(lesson_export, "SINGLE_MODULE", single)
-    modules = lesson_export.component_modules()
-    assert [m["name"] for m in modules] == ["main.js"]
-    assert "".join(modules[0]["parts"]) == single.read_text(encoding="utf-8")
-
-
-def test_the_repository_has_the_component_in_one_of_the_two_forms():
+def test_the_repository_component_is_packed_entry_last():
     modules = lesson_export.component_modules()
     assert modules[-1]["name"] == "main.js"
     assert "export default function mount" in "".join(modules[-1]["parts"])
