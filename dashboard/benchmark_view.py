@@ -95,8 +95,9 @@ def show_benchmark(settings, rows) -> None:
         ties = [[literal.text(name) for name in group]
                 for group in bench_summary.rank_tie_groups(table["methods"])]
         if ties:
+            groups = "; ".join(f"{group[0]} ~ {', '.join(group[1:])}" for group in ties)
             st.caption("Rank intervals overlap (~), so the data do not support the order "
-                       f"between: {'; '.join(f'{g[0]} ~ {chr(44).join(g[1:])}' for g in ties)}.")
+                       f"between: {groups}.")
     curves = bench_summary.mean_curves(rows, settings.steps)
     for model_id in sorted({model for model, _ in curves}):
         ui.show_figure(mean_curves_figure(curves, model_id), key=f"cmp_bench_curves_{model_id}")
