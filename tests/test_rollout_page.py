@@ -38,6 +38,12 @@ def test_page_4_on_dinov2_all_controls():
     sink_head = int(scores[0].argmax())
     sink_patch = int(keys[0, sink_head]) - 1
     assert app.selectbox(key="p4_start").value == "auto"
+    # the controls are the method's declared options: its range, not one of the page's own
+    declared = rollout.explain.option("discard")
+    discard = app.slider(key="p4_discard")
+    assert (discard.min, discard.max, discard.value) == (declared.low, declared.high,
+                                                         declared.default) == (0, 0.99, 0)
+    assert app.selectbox(key="p4_fusion").options == list(rollout.FUSIONS)
     assert chart_keys(app) == {"p4_rollout", "p4_raw", "p4_gae"}  # the rollout view alone
     first = chart(app, "Rollout, blocks 1–11<br>(mean")
     auto_map = rollout.attention_rollout(capture, 1).query_row()[0]

@@ -41,8 +41,8 @@ Progress = Callable[[float, str], None]  # (fraction done, what runs now)
 
 
 def default_box(width: int, height: int) -> list[int]:
-    """DEFAULT_BOX in pixels of a width x height input."""
-    return [round(f * size) for f, size in zip(DEFAULT_BOX, (width, height, width, height))]
+    """DEFAULT_BOX in whole pixels of a width x height input (rounded down)."""
+    return [int(f * size) for f, size in zip(DEFAULT_BOX, (width, height, width, height))]
 
 
 @dataclass(frozen=True)
