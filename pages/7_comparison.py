@@ -260,8 +260,10 @@ def export_view(cmp: Comparison) -> None:
 
 
 image = state.current_image()
+if image is None:
+    st.stop()
 models = [m for m in (state.current_vit(), state.current_cnn()) if m is not None]
-if image is None or not models:
+if not models:
     st.stop()
 sections = []
 for column, model in zip(st.columns(len(models)), models):
