@@ -304,6 +304,7 @@ def _option_widget(method, option, model, values: dict, widget_key: str, look: O
                             default=min(max(default, low), high), step=1, **kwargs)
     keep_valid(widget_key, Interval(limits["low"], limits["high"]), default)
     draw = where.slider if look.slider else where.number_input
+    kwargs.setdefault("persist_state", "session")  # kept across pages, as a linked widget is
     return draw(label, float(limits["low"]), float(limits["high"]), step=look.step,
                 key=widget_key, **kwargs)
 
