@@ -326,3 +326,33 @@ def test_the_comparison_exports_what_its_views_computed_without_a_new_pass():
         again.figures()
     assert (counter.forwards, counter.backwards) == (0, 0)
     assert again.manifest == bundle
+
+
+def test_png_export_stacks_each_figure_the_same_warm_cold_or_kept():
+    """The stacked PNG is each figure's own render, top to bottom: rendered in the warm
+    browser, kept by content (a figure asked again is not rendered again), or after the
+    browser was closed (a new one starts)."""
+    import plotly.graph_objects as go
+
+    from xai_core.figures import export
+
+    assert export.find_browser() is not None  # this machine has Chromium (make system-deps)
+    first, second = go.Figure(go.Heatmap(z=[[0, 1], [2, 3]])), go.Figure(go.Bar(y=[3, 1, 2]))
+    drawn = []
+    original = export._render
+    export._render = lambda figures, width: drawn.append(len(figures)) or original(figures, width)
+    try:
+        alone = [np.asarray(Image.open(io.BytesIO(export.comparison_png([f], width=400))))
+                 for f in (first, second)]
+        both = np.asarray(Image.open(io.BytesIO(export.comparison_png([first, second],
+                                                                      width=400))))
+        export._close_browser()
+        export.PNG_CACHE.clear()
+        cold = np.asarray(Image.open(io.BytesIO(export.comparison_png([first, second],
+                                                                      width=400))))
+    finally:
+        export._render = original
+    assert drawn == [1, 1, 0, 2]  # the pair was kept: no render; after clearing, both
+    assert [a.shape[1] for a in alone] == [400, 400] and not np.array_equal(*alone)
+    np.testing.assert_array_equal(both, np.concatenate(alone))
+    np.testing.assert_array_equal(cold, both)

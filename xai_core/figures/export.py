@@ -6,6 +6,8 @@ import hashlib
 import io
 import os
 import shutil
+import threading
+import warnings
 
 import plotly.graph_objects as go
 from PIL import Image
@@ -37,8 +39,8 @@ PNG_CACHE = BoundedCache(max_entries=64, max_bytes=48 * 2**20)
 
 
 def comparison_png(figures: list[go.Figure], width: int = 1400) -> bytes:
-    """Render every figure not rendered before with kaleido (one browser session for all of
-    them) and stack the images top to bottom into one PNG."""
+    """Render every figure not rendered before with kaleido (one call for all of them, in a
+    browser kept warm between renders) and stack the images top to bottom into one PNG."""
     if find_browser() is None:
         raise ExportUnavailable(
             "PNG export needs a Chromium browser on the server for kaleido, and none was found "
@@ -56,21 +58,53 @@ def comparison_png(figures: list[go.Figure], width: int = 1400) -> bytes:
 
 
 def _render(figures: list[go.Figure], width: int) -> list[bytes]:
-    """Each figure as PNG bytes, in one kaleido call (its browser start is most of the time)."""
+    """Each figure as PNG bytes, in one kaleido call through the warm browser."""
     import tempfile
 
     import plotly.io as pio
 
     if not figures:
         return []
-    with tempfile.TemporaryDirectory() as folder:
+    with _BROWSER_LOCK, tempfile.TemporaryDirectory() as folder:
         files = [os.path.join(folder, f"part{i}.png") for i in range(len(figures))]
+        _keep_browser_warm()
         try:
-            pio.write_images(figures, files, format="png", width=width)
+            with warnings.catch_warnings():  # plotly's kaleido options: the browser has its own
+                warnings.simplefilter("ignore", UserWarning)
+                pio.write_images(figures, files, format="png", width=width)
         except Exception as error:  # kaleido/choreographer report browser failures many ways
+            _close_browser()  # a browser in a bad state: the next render starts a new one
             raise ExportUnavailable(f"The browser could not render the PNG ({error}). "
                                     "The NPZ and JSON downloads still work.") from None
         return [open(f, "rb").read() for f in files]
+
+
+# Starting kaleido's Chromium is most of a render: 7.6 s cold against 2.2 s warm for six
+# figures on this machine, and a render of six figures took no longer warm than one of four
+# (bench/bench_page7_export.py). So the browser stays open for WARM_SECONDS after the last
+# render (kaleido's one sync server per process), then closes, so an idle server does not
+# keep it. One render at a time: kaleido's server answers one caller.
+WARM_SECONDS = 300
+_BROWSER_LOCK = threading.RLock()
+_closer: list[threading.Timer] = []
+
+
+def _keep_browser_warm() -> None:
+    import kaleido
+
+    kaleido.start_sync_server(silence_warnings=True)  # nothing to do when it runs
+    for timer in _closer:
+        timer.cancel()
+    _closer[:] = [threading.Timer(WARM_SECONDS, _close_browser)]
+    _closer[0].daemon = True
+    _closer[0].start()
+
+
+def _close_browser() -> None:
+    import kaleido
+
+    with _BROWSER_LOCK:
+        kaleido.stop_sync_server(silence_warnings=True)
 
 
 def _stack(parts: list[Image.Image]) -> bytes:
@@ -85,6 +119,6 @@ def _stack(parts: list[Image.Image]) -> bytes:
     return buffer.getvalue()
 
 
-# zlib level of the stacked PNG: `optimize=True` (level 9 and a filter search) took 1.1 s for
-# six figures on this machine for a file 10-20 % smaller; a download does not need that.
+# zlib level of the stacked PNG: `optimize=True` took 1.8 s for the six figures of a comparison
+# after a faithfulness run on this (busy) machine, level 6 0.5 s, for a file 1 % larger.
 STACK_COMPRESSION = 6
