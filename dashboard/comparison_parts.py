@@ -47,8 +47,6 @@ def model_section(model, image) -> compare.ModelSection:
                                 runs, head=head)
 
 
-
-
 def completeness_note(section, run) -> None:
     """Integrated Gradients promises that its map adds up to f(x) - f(reference): say how
     far it misses, and offer more steps when it misses by more than COMPLETENESS_LIMIT."""

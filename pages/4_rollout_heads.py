@@ -58,7 +58,8 @@ def _rollout_controls(eligible, prefix, layout, auto):
         "fusion": ui.OptionWidget("Head fusion", container=columns[0]),
         "discard": ui.OptionWidget("Discard ratio", slider=True, container=columns[1]),
         "start": ui.OptionWidget("Start block", container=columns[2], format_func=lambda s: (
-            f"auto: block {eligible[auto.start]}" if s == rollout.AUTO else f"block {eligible[s]}")),
+            f"auto: block {eligible[auto.start]}" if s == rollout.AUTO
+            else f"block {eligible[s]}")),
         # a fixed range: a slider whose min changed would be a new widget to the browser,
         # which sends back its own first value (start 0 used to reset End to block 0)
         "end": ui.OptionWidget("End block: rollout up to here", slider=True, format="%d",
@@ -290,7 +291,8 @@ with ui.friendly_errors(), shared_forwards():
     if view == "rollout":
         rollout_view(inputs)
     elif view == "sinks":
-        rollout_views.sinks_section(inputs.capture, inputs.analysis, model, inputs.model_image, inputs.marks)
+        rollout_views.sinks_section(inputs.capture, inputs.analysis, model, inputs.model_image,
+                                    inputs.marks)
     else:
         rollout_views.heads_grid(model, image, inputs.layout, inputs.eligible, inputs.prefix,
                    inputs.model_image, inputs.marks)
