@@ -3,13 +3,14 @@
 Issue 28: after "Run faithfulness metrics" (defaults) the Export view took 210 s more and the
 PNG 185 s more, because the run's curves had been pushed out of the 24-entry capture cache
 and were computed again. They now have a cache of their own. A later measurement still had
-the PNG at 16.1 s after a run against 7.7 s without. Nothing was computed again (no pass);
-what differed was kaleido: every render started its Chromium (7.6 s cold for four figures,
-9.4 s for six, on this machine) and stacked with `optimize` (1.8 s for six). Now the browser
-stays warm between renders (2.2 s for six figures, 2.3 s for four: the run's two curve
-figures cost nothing you can see), each figure's PNG is kept by its content, the export's
-curve figures are the Faithfulness view's own, and the stack is saved at zlib level 6
-(0.5 s). A session's first render still starts the browser.
+the PNG at 16.1 s after a run against 7.7 s without. Profiled (timers in the script thread):
+nothing is computed again (no pass; the export's Python takes 0.2 s); the time is kaleido's.
+Every render started Chromium (5-7 s), drew the figures one after another (warm: the
+practical matrix 1.8 s, each other figure 0.5-0.7 s, so the run's two curve figures add about
+1.2 s), and stacked them with `optimize` (1.8 s for six, 0.5 s at zlib level 6). Now the
+browser stays warm between renders with three tabs (the curves are drawn beside the matrix),
+each figure's PNG is kept by its content, the export's curve figures are the Faithfulness
+view's own, and the stack is saved at level 6. A first render still starts the browser.
 
 This prints, on fresh images (every default method, 5 steps, perturbation on): the Export
 view and the PNG (every figure drawn, in a new browser and in the warm one) without a run

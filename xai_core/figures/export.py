@@ -79,12 +79,16 @@ def _render(figures: list[go.Figure], width: int) -> list[bytes]:
         return [open(f, "rb").read() for f in files]
 
 
-# Starting kaleido's Chromium is most of a render: 7.6 s cold against 2.2 s warm for six
-# figures on this machine, and a render of six figures took no longer warm than one of four
-# (bench/bench_page7_export.py). So the browser stays open for WARM_SECONDS after the last
+# Starting kaleido's Chromium was most of a render (7.6 s cold against 2.2 s warm for six
+# small figures on this machine), so the browser stays open for WARM_SECONDS after the last
 # render (kaleido's one sync server per process), then closes, so an idle server does not
-# keep it. One render at a time: kaleido's server answers one caller.
+# keep it. Warm, each figure costs its own drawing: page 7's practical matrix 1.8 s, a curve
+# or agreement figure 0.5-0.7 s, so a faithfulness run's two curve figures added about 1.2 s
+# drawn one after another; in TABS tabs they are drawn beside the matrix (six figures in 7.4
+# and 9.5 s against 9.8 and 15.5 s in one tab, on this machine under a load of 14: noisy;
+# bench/bench_page7_export.py). One render at a time: kaleido's server answers one caller.
 WARM_SECONDS = 300
+TABS = 3
 _BROWSER_LOCK = threading.RLock()
 _closer: list[threading.Timer] = []
 
@@ -92,7 +96,7 @@ _closer: list[threading.Timer] = []
 def _keep_browser_warm() -> None:
     import kaleido
 
-    kaleido.start_sync_server(silence_warnings=True)  # nothing to do when it runs
+    kaleido.start_sync_server(n=TABS, silence_warnings=True)  # nothing to do when it runs
     for timer in _closer:
         timer.cancel()
     _closer[:] = [threading.Timer(WARM_SECONDS, _close_browser)]
