@@ -12,7 +12,7 @@ from streamlit.testing.v1 import AppTest
 from xai_core import pipeline
 from xai_core.analysis.sinks import SINK_THRESHOLD
 from xai_core.images import load_sample
-from xai_core.methods import gae, rollout
+from xai_core.methods import gae, rollout, sinks
 from xai_core.models import get_model
 
 DEIT = {"vit_model": "deit-s16-distilled", "vit_random": True}
@@ -50,8 +50,12 @@ def test_page_4_on_dinov2_all_controls():
     np.testing.assert_allclose(plotly_array(first["data"][1]["z"]), auto_map, rtol=1e-6)
     assert auto_map.max() / auto_map.sum() < 0.04
     captions = element_text(app, "caption")
-    assert (f"Left out: block 0, where head {sink_head} sends 100% of its attention"
-            in captions and f"patch {sink_patch} (row" in captions)
+    auto = rollout.auto_start(sinks.explain(model, image).detail)  # what start=auto read
+    assert [entry["block"] for entry in auto.left_out] == [0]
+    named = auto.left_out[0]["sink_heads"][0]  # the head the caption names first
+    assert (named["head"], named["key_index"] - 1) == (sink_head, sink_patch)
+    assert named["score"] >= 0.995  # "100 %" of its attention
+    assert auto.summary() in captions  # its sentence: worded in test_auto_start_summary
     assert "GAE for 'cat'" in str(chart_specs(app))
     assert "Share of the row on prefix tokens" in captions
     assert not [t for spec in chart_specs(app) for t in spec["data"]
@@ -131,6 +135,17 @@ def test_page_4_on_dinov2_all_controls():
                                capture.blocks[5].acts["attn"][0, 3, 101, 1:].numpy(), rtol=1e-6)
     mosaic = chart(app, "patch 100 → patches")
     assert len(plotly_array(mosaic["data"][1]["customdata"])) == 12 * 6
+
+
+def test_auto_start_summary():
+    """The one wording test of `AutoStart.summary` (page 4's caption under rollout)."""
+    model, image = get_model("dinov2-s14"), load_sample("chelsea")
+    scores, keys = sink_columns(pipeline.vit_capture(model, image))
+    head = int(scores[0].argmax())
+    summary = rollout.auto_start(sinks.explain(model, image).detail).summary()
+    assert summary.startswith(f"Left out: block 0, where head {head} sends 100% of its "
+                              "attention")
+    assert f"patch {int(keys[0, head]) - 1} (row" in summary
 
 
 def test_page_4_register_model_lists_registers_as_possible_sinks():
