@@ -283,7 +283,7 @@ def render_page(model, card_image, manifest: dict, blobs: list[bytes]) -> bytes:
     """The HTML: page chrome, model card and footer as escaped ASCII, the manifest as JSON,
     each picture's packed messages as escaped bytes, the host last."""
     images = manifest["images"]
-    picker = (f'<label class="lesson-pick">Picture <select id="lesson-image">'
+    picker = ('<label class="lesson-pick">Picture <select id="lesson-image">'
               + "".join(f'<option value="{i}">{_text(e["title"])}</option>'
                         for i, e in enumerate(images)) + "</select></label>"
               if len(images) > 1 else

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, Callable
 
 import pandas as pd
 import plotly.graph_objects as go
@@ -221,13 +223,33 @@ def model_caption(model) -> None:
                f"device: {model.device}")
 
 
-def method_options(method, model, key: str) -> dict | None:
-    """One widget per declared option of `method` (xai_core.methods.Method), its range or
-    choices read from `model` and, for a whole number, clipped to what fits the server's
-    budget (xai_core.infra.budget) with the other options as they are; linked by value. Returns
-    the options set away from their defaults, or None after saying why in one sentence
-    when the options asked for (a link) exceed the budget: then the method does not run,
-    and its options go back to their defaults."""
+@dataclass(frozen=True)
+class OptionWidget:
+    """How a page draws one declared option: the widget and its words. The range, default
+    and help stay the method's (`xai_core.methods`): a page never redeclares them."""
+
+    label: str | None = None  # the option's name when None
+    slider: bool = False  # a slider instead of a number box (a number option)
+    format: str | None = None  # the number's printf format ("%d", "%.2f")
+    step: float = 0.05  # a float option's step
+    format_func: Callable | None = None  # how a choice is named
+    container: Any = None  # where it is drawn (a column); the page's flow when None
+    before: Callable[[dict], None] | None = None  # called with the values drawn so far,
+    # before this widget (e.g. move an end block that now lies before its start)
+    extra: dict = field(default_factory=dict)  # other keywords of the widget
+
+
+def method_options(method, model, key: str, only: tuple[str, ...] | None = None,
+                   widgets: dict[str, OptionWidget] | None = None,
+                   every: bool = False) -> dict | None:
+    """One widget per declared option of `method` (xai_core.methods.Method), or of those
+    named in `only`, drawn as `widgets` says (default: a number box or a select box), its
+    range or choices read from `model` and, for a whole number, clipped to what fits the
+    server's budget (xai_core.infra.budget) with the other options as they are; linked by
+    value. Returns the options set away from their defaults (`every`: every option's value,
+    the others at their defaults), or None after saying why in one sentence when the options
+    asked for (a link) exceed the budget: then the method does not run, and its options go
+    back to their defaults."""
     from xai_core.infra import budget
 
     asked = _asked_options(method, key)
@@ -245,27 +267,46 @@ def method_options(method, model, key: str) -> dict | None:
         return None
     changed = {}
     for option in method.options:
-        limits = option.limits(model)
-        default, widget_key = limits["default"], f"{key}_{option.name}"
-        if option.kind == "choice" or option.word is not None:
-            choices = list(limits["choices"]) if option.kind == "choice" else [
-                option.word, *range(limits["low"], limits["high"] + 1)]
-            value = links.choice(st.selectbox, option.name, choices, key=widget_key,
-                                 default=default, help=option.help)
-        elif option.kind == "int":
-            low, high = budget.fitting_range(method, option.name, values, model) or (
-                limits["low"], limits["high"])
-            value = links.number(st.number_input, option.name, low, high, key=widget_key,
-                                 default=min(max(default, low), high), step=1,
-                                 help=option.help + _clipped(limits, low, high))
-        else:
-            keep_valid(widget_key, Interval(limits["low"], limits["high"]), default)
-            value = st.number_input(option.name, float(limits["low"]), float(limits["high"]),
-                                    step=0.05, key=widget_key, help=option.help)
+        if only is not None and option.name not in only:
+            continue
+        look = (widgets or {}).get(option.name, OptionWidget())
+        if look.before is not None:
+            look.before(values)
+        value = _option_widget(method, option, model, values, f"{key}_{option.name}", look)
         values[option.name] = value
-        if value != default:
+        if value != option.limits(model)["default"]:
             changed[option.name] = value
-    return changed
+    return values if every else changed
+
+
+def _option_widget(method, option, model, values: dict, widget_key: str, look: OptionWidget):
+    """Draw one option's widget; returns its value."""
+    from xai_core.infra import budget
+
+    limits = option.limits(model)
+    default, label, where = limits["default"], look.label or option.name, look.container or st
+    kwargs = {"help": option.help, **look.extra}
+    if look.format_func is not None:
+        kwargs["format_func"] = look.format_func
+    if option.kind == "choice" or option.word is not None:
+        choices = list(limits["choices"]) if option.kind == "choice" else [
+            option.word, *range(limits["low"], limits["high"] + 1)]
+        return links.choice(where.selectbox, label, choices, key=widget_key, default=default,
+                            **kwargs)
+    if look.format is not None:
+        kwargs["format"] = look.format
+    if option.kind == "int":
+        low, high = budget.fitting_range(method, option.name, values, model) or (
+            limits["low"], limits["high"])
+        kwargs["help"] += _clipped(limits, low, high)
+        draw = where.slider if look.slider else where.number_input
+        return links.number(draw, label, low, high, key=widget_key,
+                            default=min(max(default, low), high), step=1, **kwargs)
+    keep_valid(widget_key, Interval(limits["low"], limits["high"]), default)
+    draw = where.slider if look.slider else where.number_input
+    kwargs.setdefault("persist_state", "session")  # kept across pages, as a linked widget is
+    return draw(label, float(limits["low"]), float(limits["high"]), step=look.step,
+                key=widget_key, **kwargs)
 
 
 def _asked_options(method, key: str) -> dict:

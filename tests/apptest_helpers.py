@@ -117,3 +117,10 @@ def text_tables(app: AppTest) -> list:
 def _table_cells(line: str) -> list[str]:
     cells = line.strip().removeprefix("|").removesuffix("|").replace("\\|", "\0").split("|")
     return [cell.strip().replace("\0", "|") for cell in cells]
+
+
+def sink_columns(capture):
+    """The sink oracle of pages 3 and 4: (scores, keys) per block and head, the largest mean
+    attention any key receives and that key."""
+    means = np.stack([b.acts["attn"][0].double().mean(1).numpy() for b in capture.blocks])
+    return means.max(-1), means.argmax(-1)

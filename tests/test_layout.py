@@ -287,3 +287,89 @@ def test_the_loader_gets_every_module_after_its_imports_under_one_version(tmp_pa
     (tmp_path / "explainer" / "main.js").write_text('import { b } from "./b.js";\n')
     with pytest.raises(ValueError, match="import cycle: b.js -> a.js -> b.js"):
         assets.module_order("explainer")
+
+
+# --- thin pages ---------------------------------------------------------------------------------
+
+PAGE_LINES = 300  # a page is layout and words; its logic lives in xai_core
+
+
+def test_no_page_file_is_over_300_lines():
+    long = {path.name: n for path in sorted((ROOT / "pages").glob("*.py"))
+            if (n := len(path.read_text().splitlines())) > PAGE_LINES}
+    assert long == {}
+
+
+def method_modules(tree: ast.AST) -> set[str]:
+    """The method modules (`xai_core.methods.<name>`) a file imports."""
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module == "xai_core.methods":
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith(
+                "xai_core.methods."):
+            found.add(node.module.rsplit(".", 1)[1])
+    return found
+
+
+def literal_option_widgets(source: str) -> list[str]:
+    """Widgets that redeclare a method's option: a call whose `key` ends with the name of an
+    option declared by a method module the file imports (`p4_discard`: rollout's discard)
+    and that writes that option's range or choices as literals (a number for both bounds,
+    or a list of constants). The range, default and choices come from the declaration, via
+    `ui.method_options` or the method module's own constants."""
+    from xai_core.methods import METHODS
+
+    tree = ast.parse(source)
+    options = {}
+    for info in METHODS.values():
+        if info.compute.__module__.rsplit(".", 1)[1] in method_modules(tree):
+            options |= {option.name: info.name for option in info.options}
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        key = next((k.value.value for k in node.keywords if k.arg == "key"
+                    and isinstance(k.value, ast.Constant) and isinstance(k.value.value, str)),
+                   None)
+        name = key.rsplit("_", 1)[-1] if key else None
+        if name not in options:
+            continue
+        args = node.args[1:] if _is_widget(node.func) else node.args[2:]  # links.number(draw,
+        bounds = [a for a in args[:2]] + [k.value for k in node.keywords  # label, low, high)
+                                          if k.arg in ("min_value", "max_value")]
+        numbers = [b for b in bounds if isinstance(b, ast.Constant)
+                   and isinstance(b.value, (int, float))]
+        lists = [a for a in args[:1] if isinstance(a, (ast.List, ast.Tuple))
+                 and all(isinstance(e, ast.Constant) for e in a.elts)]
+        if len(numbers) >= 2 or lists:
+            found.append(f"line {node.lineno}: {key} redeclares {options[name]}'s {name}")
+    return found
+
+
+def _is_widget(func: ast.AST) -> bool:
+    """A Streamlit widget call (`st.slider`, `column.slider`), not `links.number(draw, ...)`."""
+    return not (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name)
+                and func.value.id == "links")
+
+
+def test_the_check_finds_a_redeclared_option():
+    """Page 4 before it read the declaration: its own discard range (to 0.95; the method
+    allows 0.99) and a literal fusion list."""
+    page = ("from xai_core.methods import rollout\n"
+            "discard = c2.slider('Discard ratio', 0.0, 0.95, step=0.05, key='p4_discard')\n"
+            "fusion = st.selectbox('Head fusion', ['mean', 'max'], key='p4_fusion')\n"
+            "end = links.number(c4.slider, 'End', 0, 11, key='p4_end', default=11)\n"
+            "kept = c2.slider('Discard ratio', 0.0, 0.95, key='p4_discard_other')\n")
+    assert literal_option_widgets(page) == [
+        "line 2: p4_discard redeclares rollout's discard",
+        "line 3: p4_fusion redeclares rollout's fusion",
+        "line 4: p4_end redeclares rollout's end"]
+    assert literal_option_widgets(page.replace("rollout", "gradcam")) == []  # not its method
+
+
+def test_no_page_redeclares_a_method_option():
+    files = sorted((ROOT / "pages").glob("*.py")) + sorted((ROOT / "dashboard").rglob("*.py"))
+    found = {path.name: hits for path in files
+             if (hits := literal_option_widgets(path.read_text()))}
+    assert found == {}

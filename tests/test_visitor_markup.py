@@ -200,7 +200,7 @@ def test_streamlit_still_has_the_rules_this_test_models():
 # others only test, write or delete keys.
 ADDRESS_USERS = {("dashboard/links.py", "_follow"), ("dashboard/links.py", "_publish"),
                  ("dashboard/ui.py", "_asked_options"), ("dashboard/ui.py", "method_options"),
-                 ("pages/7_comparison.py", "ask_for_steps"),
+                 ("dashboard/comparison_parts.py", "ask_for_steps"),
                  ("dashboard/links.py", "prune"), ("dashboard/ui.py", "view_picker"),
                  ("dashboard/ui.py", "panel_switch"),
                  ("dashboard/explainer_component.py", "linked_view"),

@@ -255,6 +255,7 @@ class ModelSection:
     runs: list[MethodRun]
     curves: dict = field(default_factory=dict)  # (method, metric) -> faithfulness.Curve
     localisation: dict = field(default_factory=dict)  # method -> localisation.Localisation
+    head: object = None  # the head the runs scored (the session's k-NN bank or classifier)
 
 
 def manifest(image, sections: list[ModelSection], settings: dict, agreement: dict | None) -> dict:

@@ -284,3 +284,75 @@ def test_the_prediction_forward_is_the_one_the_gradient_methods_reuse():
     for run in (daam, gae):
         alone = METHODS[run.name](model, image, target=target).map
         np.testing.assert_allclose(run.map, alone, rtol=1e-5, atol=1e-7, err_msg=run.name)
+
+
+def test_the_comparison_exports_what_its_views_computed_without_a_new_pass():
+    """`comparison.Comparison` on a tiny ViT: the export records the curves, the agreement
+    and the localisation asked for, each equal to an independent computation, and asking
+    again (the page's PNG after its Export view) runs no pass through the model."""
+    from scipy.stats import spearmanr
+    from tiny_models import images, tiny_vit
+
+    from xai_core.comparison import (Comparison, ExportRequest, FaithSettings, default_box)
+    from xai_core.metrics.faithfulness import faithfulness
+
+    assert default_box(224, 224) == [56, 56, 168, 168]
+    assert default_box(518, 300) == [518 // 4, 300 // 4, 3 * 518 // 4, 3 * 300 // 4]
+    model = tiny_vit("test-tiny-comparison-export", knn=True)  # an id no other test uses
+    image = images(1)[0]
+    target = pipeline.resolve_target(model, None, image)
+    runs = compare.run_methods(model, image, ["attention", "rollout"], target)
+    section = compare.ModelSection(model, target, model.head.class_names[target], "score", runs,
+                                   head=model.head)
+    comparison = Comparison(image, [section])
+    size = comparison.first_input().size
+    request = ExportRequest(FaithSettings(steps=2, perturb=False), box=default_box(*size))
+    bundle = comparison.export(request).manifest
+    entry = bundle["models"][0]
+    assert set(entry["faithfulness"]) == {f"{m}/{c}" for m in ("attention", "rollout")
+                                          for c in ("deletion", "insertion")}
+    curve = faithfulness(model, image, runs[0].map, "deletion", target, "zeros", 2)
+    assert entry["faithfulness"]["attention/deletion"]["auc"] == pytest.approx(curve.auc)
+    expected = localise(runs[1].map, tuple(model.spec.input_size),
+                        default_box(*size))  # the box typed on this same input
+    assert entry["localisation"]["rollout"]["iou"] == pytest.approx(expected.iou)
+    rho = bundle["agreement"]["spearman"]
+    assert rho[0][1] == pytest.approx(spearmanr(runs[0].map.ravel(),
+                                                runs[1].map.ravel()).statistic)
+    assert bundle["settings"]["faithfulness"] == {"baseline": "zeros", "steps": 2,
+                                                  "perturb": False}
+    with compare.PassCounter(model) as counter:
+        again = Comparison(image, [section]).export(request)
+        again.figures()
+    assert (counter.forwards, counter.backwards) == (0, 0)
+    assert again.manifest == bundle
+
+
+def test_png_export_stacks_each_figure_the_same_warm_cold_or_kept():
+    """The stacked PNG is each figure's own render, top to bottom: rendered in the warm
+    browser, kept by content (a figure asked again is not rendered again), or after the
+    browser was closed (a new one starts)."""
+    import plotly.graph_objects as go
+
+    from xai_core.figures import export
+
+    assert export.find_browser() is not None  # this machine has Chromium (make system-deps)
+    first, second = go.Figure(go.Heatmap(z=[[0, 1], [2, 3]])), go.Figure(go.Bar(y=[3, 1, 2]))
+    drawn = []
+    original = export._render
+    export._render = lambda figures, width: drawn.append(len(figures)) or original(figures, width)
+    try:
+        alone = [np.asarray(Image.open(io.BytesIO(export.comparison_png([f], width=400))))
+                 for f in (first, second)]
+        both = np.asarray(Image.open(io.BytesIO(export.comparison_png([first, second],
+                                                                      width=400))))
+        export._close_browser()
+        export.PNG_CACHE.clear()
+        cold = np.asarray(Image.open(io.BytesIO(export.comparison_png([first, second],
+                                                                      width=400))))
+    finally:
+        export._render = original
+    assert drawn == [1, 1, 0, 2]  # the pair was kept: no render; after clearing, both
+    assert [a.shape[1] for a in alone] == [400, 400] and not np.array_equal(*alone)
+    np.testing.assert_array_equal(both, np.concatenate(alone))
+    np.testing.assert_array_equal(cold, both)

@@ -1,19 +1,19 @@
-"""Pages 3 and 4 in AppTest: both render on the bundled DINOv2 and on a random-weight
-distilled DeiT, every control is exercised, and the charts carry the numbers of
-the methods (checked against formulas computed here)."""
+"""Page 4 (rollout and the heads behind it) in AppTest: it renders on the bundled DINOv2, a
+register model and a random-weight distilled DeiT, every control is exercised, the charts
+carry the numbers of the methods (checked against formulas computed here), and its rollout
+controls are the rollout method's declared options."""
 
 import numpy as np
-import pytest
 import torch
 from apptest_helpers import (chart_keys, chart_specs, chart_title, element_text, open_app,
-                             plotly_array, show)
+                             plotly_array, show, sink_columns)
 from streamlit.testing.v1 import AppTest
 
 from xai_core import pipeline
-from xai_core.images import COLLAGE_ID, SAMPLES, load_sample
-from xai_core.methods import gae, rollout
-from xai_core.models import get_model
 from xai_core.analysis.sinks import SINK_THRESHOLD
+from xai_core.images import load_sample
+from xai_core.methods import METHODS, gae, rollout
+from xai_core.models import get_model
 
 DEIT = {"vit_model": "deit-s16-distilled", "vit_random": True}
 
@@ -29,111 +29,6 @@ def ok(app):
     return app
 
 
-def uniform_reference(grid, patch):
-    r, c = np.divmod(np.arange(grid[0] * grid[1]), grid[1])
-    y, x = r * patch[0], c * patch[1]
-    return np.hypot(y[:, None] - y[None], x[:, None] - x[None]).mean()
-
-
-def independent_mad(capture, prefix, patch):
-    """(blocks, heads) mean attention distance: prefix dropped, rows not renormalised."""
-    rows, cols = capture.layout.grid
-    attn = np.stack([b.acts["attn"][0].double().numpy()[:, prefix:, prefix:]
-                     for b in capture.blocks])
-    centres = np.stack(np.divmod(np.arange(rows * cols), cols), 1) * float(patch)
-    dist = np.linalg.norm(centres[:, None] - centres[None], axis=-1)
-    return (attn * dist).sum(-1).mean(-1)
-
-
-def test_page_3_on_dinov2_all_controls():
-    app = ok(open_app("3_attention_distance.py"))
-    scatter = chart(app, "this image")
-    heads = [t for t in scatter["data"] if t["name"].startswith("head")]
-    assert len(heads) == 6 and all(plotly_array(t["y"]).shape == (12,) for t in heads)
-    capture = pipeline.vit_capture(get_model("dinov2-s14"), load_sample("chelsea"))
-    expected = independent_mad(capture, 1, 14)
-    np.testing.assert_allclose(np.array([plotly_array(t["y"]) for t in heads]).T, expected,
-                               rtol=1e-6)
-    assert scatter["layout"]["shapes"][0]["y0"] == pytest.approx(
-        uniform_reference((16, 16), (14, 14)))
-    # sink heads (score >= 0.5) are ringed where they sit; a patch sink's distance is
-    # little more than every query's distance to that one patch
-    scores, keys = sink_columns(capture)
-    ringed = [t for t in scatter["data"] if t["name"] == "sink head"][0]
-    sink_cells = list(zip(*np.nonzero(scores >= SINK_THRESHOLD)))
-    assert sorted(plotly_array(ringed["y"]).tolist()) == sorted(
-        expected[b, h] for b, h in sink_cells)
-    head = int(scores[0].argmax())
-    assert f"block 0, head {head} → patch {keys[0, head] - 1}" in element_text(app)
-    assert "EfficientNet-Lite0" in element_text(app, "caption")
-    rf = chart(app, "receptive field")
-    assert plotly_array(rf["data"][1]["y"]).tolist() == [3, 7, 19, 67, 147, 339, 787, 851]
-
-    app.radio(key="p3_prefix").set_value("centre").run()
-    ok(app)
-    assert app.checkbox(key="p3_renorm").disabled
-    assert "image centre" in element_text(app, "caption")
-    app.radio(key="p3_prefix").set_value("exclude").run()
-    app.checkbox(key="p3_renorm").check().run()
-    ok(app)
-    assert "renormalised to sum 1" in element_text(app, "caption")
-    show(app, "p3_view", "head")
-    app.selectbox(key="p3_block").set_value(3).run()
-    app.selectbox(key="p3_head").set_value(2).run()
-    app.number_input(key="p3_query").set_value(10).run()
-    ok(app)
-    head_map = chart(app, "Block 3, head 2: where patch 10 looks")
-    np.testing.assert_allclose(plotly_array(head_map["data"][1]["z"]).ravel(),
-                               capture.blocks[3].acts["attn"][0, 2, 11, 1:].numpy(), rtol=1e-6)
-
-
-def test_page_3_scatter_click_opens_that_head():
-    app = ok(open_app("3_attention_distance.py"))
-    assert {c["layout"]["title"]["text"] for c in chart_specs(app)} == {
-        "Mean attention distance, this image", "A CNN's receptive field grows with depth"}
-    app.session_state["p3_scatter"] = {"selection": {"points": [{"customdata": [4, 1]}]}}
-    app.run()
-    ok(app)
-    assert app.segmented_control(key="p3_view").value == "head"
-    assert (app.selectbox(key="p3_block").value, app.selectbox(key="p3_head").value) == (4, 1)
-    capture = pipeline.vit_capture(get_model("dinov2-s14"), load_sample("chelsea"))
-    query = app.number_input(key="p3_query").value
-    head_map = chart(app, f"Block 4, head 1: where patch {query} looks")
-    np.testing.assert_allclose(plotly_array(head_map["data"][1]["z"]).ravel(),
-                               capture.blocks[4].acts["attn"][0, 1, query + 1, 1:].numpy(),
-                               rtol=1e-6)
-    assert app.query_params == {"p3_view": "head", "p3_block": "4", "p3_head": "1"}
-
-
-def test_page_3_random_deit_with_gallery():
-    app = ok(open_app("3_attention_distance.py", **DEIT))
-    assert "RANDOM WEIGHTS" in element_text(app, "error")
-    show(app, "p3_view", "head")
-    assert "[CLS]" in element_text(app, "caption") and "[DIST]" in element_text(app, "caption")
-    show(app, "p3_view", "gallery")
-    ok(app)
-    averaged = chart(app, "Mean over 9 images")
-    assert all("error_y" in t for t in averaged["data"] if t["name"].startswith("head"))
-    assert "Measured over 9 images" in element_text(app)
-    model = get_model("deit-s16-distilled", random_weights=True)
-    per_image = np.stack([independent_mad(pipeline.vit_capture(model, load_sample(s)), 2, 16)
-                          for s in [*SAMPLES, COLLAGE_ID]])
-    heads = [t for t in averaged["data"] if t["name"].startswith("head")]
-    np.testing.assert_allclose(np.array([plotly_array(t["y"]) for t in heads]).T,
-                               per_image.mean(0), rtol=1e-6)
-    np.testing.assert_allclose(np.array([plotly_array(t["error_y"]["array"]) for t in heads]).T,
-                               per_image.std(0), rtol=1e-5, atol=1e-9)
-    variation = chart(app, "varies between images")
-    np.testing.assert_allclose(plotly_array(variation["data"][0]["z"]), per_image.std(0).T,
-                               rtol=1e-5, atol=1e-9)
-
-
-def sink_columns(capture):
-    """(scores, keys) per block and head: the largest mean attention any key receives."""
-    means = np.stack([b.acts["attn"][0].double().mean(1).numpy() for b in capture.blocks])
-    return means.max(-1), means.argmax(-1)
-
-
 def test_page_4_on_dinov2_all_controls():
     app = ok(open_app("4_rollout_heads.py"))
     model, image = get_model("dinov2-s14"), load_sample("chelsea")
@@ -143,14 +38,24 @@ def test_page_4_on_dinov2_all_controls():
     sink_head = int(scores[0].argmax())
     sink_patch = int(keys[0, sink_head]) - 1
     assert app.selectbox(key="p4_start").value == "auto"
+    # the controls are the method's declared options: its range, not one of the page's own
+    declared = rollout.explain.option("discard")
+    discard = app.slider(key="p4_discard")
+    assert (discard.min, discard.max, discard.value) == (declared.low, declared.high,
+                                                         declared.default) == (0, 0.99, 0)
+    assert app.selectbox(key="p4_fusion").options == list(rollout.FUSIONS)
     assert chart_keys(app) == {"p4_rollout", "p4_raw", "p4_gae"}  # the rollout view alone
     first = chart(app, "Rollout, blocks 1–11<br>(mean")
     auto_map = rollout.attention_rollout(capture, 1).query_row()[0]
     np.testing.assert_allclose(plotly_array(first["data"][1]["z"]), auto_map, rtol=1e-6)
     assert auto_map.max() / auto_map.sum() < 0.04
     captions = element_text(app, "caption")
-    assert (f"Left out: block 0, where head {sink_head} sends 100% of its attention"
-            in captions and f"patch {sink_patch} (row" in captions)
+    auto = rollout.auto_start(METHODS["sinks"](model, image).detail)  # what start=auto read
+    assert [entry["block"] for entry in auto.left_out] == [0]
+    named = auto.left_out[0]["sink_heads"][0]  # the head the caption names first
+    assert (named["head"], named["key_index"] - 1) == (sink_head, sink_patch)
+    assert named["score"] >= 0.995  # "100 %" of its attention
+    assert auto.summary() in captions  # its sentence: worded in test_auto_start_summary
     assert "GAE for 'cat'" in str(chart_specs(app))
     assert "Share of the row on prefix tokens" in captions
     assert not [t for spec in chart_specs(app) for t in spec["data"]
@@ -230,6 +135,17 @@ def test_page_4_on_dinov2_all_controls():
                                capture.blocks[5].acts["attn"][0, 3, 101, 1:].numpy(), rtol=1e-6)
     mosaic = chart(app, "patch 100 → patches")
     assert len(plotly_array(mosaic["data"][1]["customdata"])) == 12 * 6
+
+
+def test_auto_start_summary():
+    """The one wording test of `AutoStart.summary` (page 4's caption under rollout)."""
+    model, image = get_model("dinov2-s14"), load_sample("chelsea")
+    scores, keys = sink_columns(pipeline.vit_capture(model, image))
+    head = int(scores[0].argmax())
+    summary = rollout.auto_start(METHODS["sinks"](model, image).detail).summary()
+    assert summary.startswith(f"Left out: block 0, where head {head} sends 100% of its "
+                              "attention")
+    assert f"patch {int(keys[0, head]) - 1} (row" in summary
 
 
 def test_page_4_register_model_lists_registers_as_possible_sinks():

@@ -6,7 +6,8 @@ import json
 
 import numpy as np
 import pytest
-from apptest_helpers import chart_specs, chart_title, element_text, open_app, plotly_array
+from apptest_helpers import (chart_keys, chart_specs, chart_title, element_text, open_app,
+                             plotly_array)
 
 from xai_core.benchmark.plan import Settings
 from xai_core.benchmark.run import run_benchmark
@@ -66,6 +67,45 @@ def test_a_small_run_from_the_page():
     assert not app.exception, app.exception
     assert not app.error, [e.value for e in app.error]
     assert "Done." in app.get("progress")[-1].proto.text
-    titles = [chart_title(s) for s in chart_specs(app)]
-    assert "efficientnet-lite0 · deletion (lower is better)" in titles
-    assert "dinov2-s14 · insertion (higher is better)" in titles  # its random floor alone
+    ranked = {key for key in chart_keys(app) if key.startswith("cmp_bench_rank_")}
+    assert ranked == {f"cmp_bench_rank_{model}_{metric}"  # a ranking per model and metric;
+                      for model in ("efficientnet-lite0", "dinov2-s14")  # the ViT: its
+                      for metric in ("deletion", "insertion")}  # random floor alone
+
+
+def test_a_small_run_is_one_request_of_the_budget(monkeypatch):
+    """Counted by hand for coffee, Grad-CAM, deletion + insertion at 10 steps: on the CNN a
+    prediction (1), Grad-CAM (1 forward + 1 backward) and a curve per metric for Grad-CAM and
+    the random floor (2 x 2 x (9 perturbed + the image + the baseline)); on the ViT, where
+    Grad-CAM does not fit, the prediction and the random floor's curves."""
+    from xai_core.benchmark import small
+    from xai_core.infra.budget import ENV_PASSES, OverBudget
+
+    run = small.SmallRun(("dinov2-s14", "efficientnet-lite0"), ("coffee",), ("gradcam",), 10)
+    cnn = 1 + 2 + 2 * 2 * 11
+    vit = 1 + 2 * 11
+    assert run.passes() == cnn + vit == 70
+    monkeypatch.setenv(ENV_PASSES, "70")
+    small.check_budget(run)  # exactly the budget: allowed
+    monkeypatch.setenv(ENV_PASSES, "69")
+    with pytest.raises(OverBudget) as refused:
+        small.check_budget(run)
+    # 6 * steps + 10 passes: 9 steps (64) fit, 10 (70) do not
+    assert run.passes(9) == 64 and "70 passes" in str(refused.value)
+    assert "69 passes" in str(refused.value) and "Steps to 9" in str(refused.value)
+
+
+def test_a_small_run_over_the_budget_is_refused_before_it_runs(monkeypatch):
+    from xai_core.benchmark import run as bench_run
+    from xai_core.infra.budget import ENV_PASSES
+
+    started = []
+    monkeypatch.setattr(bench_run, "run_benchmark", lambda *a, **k: started.append(a))
+    monkeypatch.setenv(ENV_PASSES, "69")
+    app = open_app(PAGE, timeout=600, cmp_bench_source="run", cmp_bench_images=["coffee"],
+                   cmp_bench_methods=["gradcam"], cmp_bench_steps=10, **CHEAP)
+    app.button(key="cmp_bench_run").click().run()
+    assert not app.exception, app.exception
+    assert started == [] and not app.get("progress")  # nothing ran, no bar
+    refusal = element_text(app, "error")
+    assert "70 passes" in refusal and "69 passes" in refusal and "Steps to 9" in refusal
