@@ -171,3 +171,33 @@ def test_cli_json(capsys, found):
     assert tokens["learner"] == found.removals["tokens"].learner
     assert tokens["random"]["low"][1] == found.removals["tokens"].random_interval()[1, 0]
     assert payload["closest"]["method"] == found.closest_method()[0]
+
+
+def test_docs_numbers_are_recomputed(dinov2):
+    """Every row of docs/interventions.md's table on the eight sample images, recomputed: the
+    strongest sink head, the score change with it off, and Spearman's rho of the head
+    importance grid with the sink score, entropy and rollout weight."""
+    from pathlib import Path
+
+    from scipy.stats import spearmanr
+
+    from xai_core import interventions as I
+    from xai_core import lab
+    from xai_core.analysis.sinks import analyse_sinks
+    from xai_core.images import SAMPLES
+    from xai_core.pipeline import vit_capture
+
+    docs = (Path(__file__).resolve().parent.parent / "docs" / "interventions.md").read_text()
+    for sample in SAMPLES:
+        image = load_sample(sample)
+        analysis = analyse_sinks(vit_capture(dinov2, image))
+        sink = analysis.strongest()
+        block = analysis.blocks.index(sink.block)
+        off = I.intervene(dinov2, image, maps=False, heads_off=f"{block}.{sink.head}").target
+        grid = I.head_importance(dinov2, image)
+        rho = [spearmanr(grid.drops.ravel(), story.ravel())[0] for story in
+               (analysis.scores, analysis.entropy, lab.rollout_weights(dinov2, image))]
+        row = (f"| `{sample}` | {off['label']} | {block}.{sink.head} ({sink.score:.2f}) | "
+               f"{off['before']:.4f} | {off['change']:+.4f} | "
+               + " | ".join(f"{r:+.2f}" for r in rho) + " |")
+        assert row in docs, row

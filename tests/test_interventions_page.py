@@ -125,7 +125,7 @@ def test_rollout_weights_are_rollouts_patch_mass_through_each_head(dinov2, image
 
     weights = lab.rollout_weights(dinov2, image)
     plain = attention_rollout(capture).query_row(None)[0].sum()
-    assert patch_mass() == pytest.approx(plain, rel=1e-9)
+    assert patch_mass() == pytest.approx(plain, rel=1e-6)  # the method reads float32
     for block, changed_head in [(0, 5), (6, 2), (11, 0)]:
         assert patch_mass(block) - patch_mass() == pytest.approx(weights[block, changed_head],
                                                                  rel=1e-6)
