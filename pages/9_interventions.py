@@ -57,7 +57,7 @@ def show_outcome(model, image, target, head, given: dict) -> None:
                 f"(**{change['change']:+.4f}**). Top class before: "
                 f"{literal.text(outcome.before[0].label)}; after: "
                 f"{literal.text(outcome.after[0].label)}.")
-    unit = "probability" if head.kind == "imagenet" else "k-NN class probability"
+    unit = "softmax probability" if head.kind == "imagenet" else "k-NN vote share"
     ui.show_figure(figs.before_after_bars(outcome.before, outcome.after, unit), key="iv_bars")
     if not outcome.maps:
         st.caption(f"Maps are not recomputed here: {outcome.maps_skipped}.")
@@ -252,7 +252,7 @@ def predict_view(model, image, target, head) -> None:
     rows = lab.reveal_rows(found)
     for removal in removals:
         mine = found.removals[removal].learner
-        st.markdown(f"**{REMOVE[removal].capitalize()}**: your {ui.count(k, 'patch')} "
+        st.markdown(f"**{REMOVE[removal].capitalize()}**: your {k} patch{'' if k == 1 else 'es'} "
                     f"drop the score by **{mine:+.4f}**.")
         ui.show_figure(figs.reveal_figure(rows, removal, found.score_kind),
                        key=f"iv_reveal_{removal}")

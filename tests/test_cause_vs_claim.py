@@ -201,3 +201,13 @@ def test_docs_numbers_are_recomputed(dinov2):
                f"{off['before']:.4f} | {off['change']:+.4f} | "
                + " | ".join(f"{r:+.2f}" for r in rho) + " |")
         assert row in docs, row
+
+    found = C.cause_vs_claim(dinov2, load_sample("chelsea"))
+    assert found.ks[-1] == 32 and found.draws == 20 and found.seed == 0
+    for removal, part in found.removals.items():
+        low, high = part.random_interval()[-1]
+        row = (f"| {removal} | {part.random_mean()[-1]:+.4f} [{low:+.4f}, {high:+.4f}] | "
+               + " | ".join(f"{part.methods[name][-1]:+.4f}" for name in (
+                   "attention", "daam", "rollout", "gae", "input-x-gradient", "legrad",
+                   "saliency", "vit-gradcam")) + " |")
+        assert row in docs, row
