@@ -9,7 +9,6 @@ from xai_core import interventions as iv
 from xai_core import lab, pipeline
 from xai_core.capture import model_layout
 from xai_core.figures import interventions as figs
-from xai_core.figures.matrices import block_head_heatmap
 from xai_core.metrics.faithfulness import BASELINE_NAMES, BASELINES
 from xai_core.readout import readout
 
@@ -190,11 +189,7 @@ def importance_view(model, image, target, head) -> None:
                                   should_stop=ui.stop_check())
     stories = lab.importance_stories(model, image, grid)
     unit = figs.short_score(grid.score_kind)
-    hover = [[f"block {b}, head {h}: drop {grid.drops[b, h]:+.4f}" for h in
-              range(grid.drops.shape[1])] for b in range(grid.drops.shape[0])]
-    ui.show_figure(block_head_heatmap(
-        grid.drops, list(range(grid.drops.shape[0])), "Score drop with each head off",
-        f"drop ({unit})", hover, **figs.grid_drop_scale(grid.drops)), key="iv_grid")
+    ui.show_figure(figs.importance_grid(grid.drops, grid.score_kind), key="iv_grid")
     ui.show_figure(figs.stories_figure(stories.drops, stories.stories, stories.rho,
                                        grid.score_kind), key="iv_stories")
     st.markdown("Over the heads, Spearman's rank correlation of the drop with each story: "

@@ -18,6 +18,9 @@ from .style import DIVERGING, LINE_COLOURS, plain_text, symmetric_bound
 MAP_NAMES = {"attention": "attention (last block)", "rollout": "rollout", "gae": "GAE",
              "vit-gradcam": "ViT Grad-CAM"}
 SCALED = "min-max scaled per map (0-1)"
+STORY_AXES = {"sink score": "sink score (share of a head's attention on one key)",
+              "entropy (nats)": "entropy (nats, mean over queries)",
+              "rollout weight": "rollout weight (share of rollout's [CLS] row)"}
 
 
 def short_score(score_kind: str) -> str:
@@ -97,7 +100,7 @@ def stories_figure(drops: np.ndarray, stories: dict[str, np.ndarray], rho: dict[
             hovertemplate="block %{customdata[0]}, head %{customdata[1]}<br>"
                           f"{name} %{{x:.3f}}<br>drop %{{y:+.4f}}<extra></extra>"),
             row=1, col=col)
-        figure.update_xaxes(title=name, row=1, col=col)
+        figure.update_xaxes(title=STORY_AXES.get(name, name), row=1, col=col)
     figure.update_yaxes(title=f"drop ({short_score(score_kind)})", row=1, col=1)
     figure.update_layout(height=height, margin=dict(l=10, r=10, t=40, b=10))
     return figure
@@ -167,7 +170,17 @@ def reveal_figure(rows: list[dict], removal: str, score_kind: str,
     return figure
 
 
-def grid_drop_scale(drops: np.ndarray) -> dict:
-    """A head-importance grid's colours: diverging, centred on 0."""
+def importance_grid(drops: np.ndarray, score_kind: str) -> go.Figure:
+    """The blocks x heads grid of drops (`matrices.block_head_heatmap`), diverging colours
+    centred on 0; hovering names the cell (this grid opens nothing on a click)."""
+    from .matrices import block_head_heatmap
+
     bound = symmetric_bound(drops)
-    return dict(zmin=-bound, zmax=bound, colorscale=DIVERGING)
+    hover = [[f"block {b}, head {h}: drop {drops[b, h]:+.4f}" for h in range(drops.shape[1])]
+             for b in range(drops.shape[0])]
+    figure = block_head_heatmap(drops, list(range(drops.shape[0])),
+                                "Score drop with each head off",
+                                f"drop ({short_score(score_kind)})", hover, zmin=-bound,
+                                zmax=bound, colorscale=DIVERGING)
+    figure.update_traces(hovertemplate="%{text}<extra></extra>", selector=dict(type="scatter"))
+    return figure
