@@ -272,7 +272,7 @@ class ClaimTest:
     removals: dict[str, Removal]
     chosen: dict[str, np.ndarray]  # method -> its patch ranking (best first)
     failed: dict[str, str] = field(default_factory=dict)  # method -> why it has no map
-    images: int = 0
+    images: int = 0  # images through the model (one per distinct patch set)
     seconds: float = 0.0
 
     def agreement(self) -> dict[str, float]:
@@ -363,11 +363,16 @@ def _measure(model, image, target: int, head, values: dict, should_stop) -> Clai
             rows.append(("learner", len(learner), learner))
         drops = np.empty(len(rows))
         for k in sorted({k for _, k, _ in rows}):  # one sequence length per batch
-            at = [i for i, row in enumerate(rows) if row[1] == k]
-            out = _outputs(model, pixels, removal, [rows[i][2] for i in at], reference,
+            # choosers that picked the same patches share one image (methods often agree)
+            sets = {}
+            for i, row in enumerate(rows):
+                if row[1] == k:
+                    sets.setdefault(tuple(row[2].tolist()), []).append(i)
+            out = _outputs(model, pixels, removal, [np.array(p) for p in sets], reference,
                            should_stop)
-            drops[at] = score - scorer(out)
-        images += len(rows)
+            for same, drop in zip(sets.values(), score - scorer(out)):
+                drops[same] = drop
+            images += len(sets)
         by_k = {(name, k): drop for (name, k, _), drop in zip(rows, drops)}
         removals[removal] = Removal(
             removal, {name: np.array([by_k[name, k] for k in values["ks"]])
