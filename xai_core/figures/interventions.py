@@ -48,7 +48,7 @@ def maps_before_after(image: Image.Image, before: dict, after: dict,
     """Row 1 the plain forward's maps, row 2 the same maps under the intervention, each
     min-max scaled on its own."""
     names = [name for name in MAP_NAMES if name in before and name in after]
-    titles = [f"{MAP_NAMES[n]}: before" for n in names] + [f"after" for _ in names]
+    titles = [f"{MAP_NAMES[n]}: before" for n in names] + ["after"] * len(names)
     figure = make_subplots(rows=2, cols=len(names), subplot_titles=titles,
                            vertical_spacing=0.08, horizontal_spacing=0.01)
     for row, maps in enumerate((before, after), start=1):
