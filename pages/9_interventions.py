@@ -208,9 +208,12 @@ def claims_view(model, image, target, head) -> None:
         baseline = links.choice(st.selectbox, "Masked pixels show", list(BASELINES),
                                 key="iv_claim_baseline", default="blur",
                                 format_func=BASELINE_NAMES.get)
+    revealed = st.session_state.get("iv_revealed", (None, ()))
+    mine = revealed[1] if revealed[0] == model.label else ()  # the picks you revealed: a star
     with st.spinner("Removing each method's top patches and random ones..."):
         found = claims.cause_vs_claim(model, image, target=target, head=head, removals=remove,
-                                      baseline=baseline, should_stop=ui.stop_check())
+                                      baseline=baseline, learner=mine,
+                                      should_stop=ui.stop_check())
     ui.show_figure(figs.claims_figure(found, remove), key="iv_claims")
     part, top = found.removals[remove], len(found.ks) - 1
     high = part.random_interval()[top, 1]
@@ -236,8 +239,8 @@ def predict_view(model, image, target, head) -> None:
     if len(picked) < k:
         return
     if st.button("Reveal", key="iv_reveal", type="primary"):
-        st.session_state["iv_revealed"] = tuple(picked)
-    if st.session_state.get("iv_revealed") != tuple(picked):
+        st.session_state["iv_revealed"] = (model.label, tuple(picked))
+    if st.session_state.get("iv_revealed") != (model.label, tuple(picked)):
         return
     removals = ("tokens", "pixels") if model.spec.family == "vit" else ("pixels",)
     with st.spinner("Removing your patches, each method's and random ones..."):

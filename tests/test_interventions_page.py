@@ -181,6 +181,12 @@ def test_predict_then_reveal_shows_the_learners_drop(dinov2, image):
     assert ((f"agreed with you most: **{name}** ({share:.0%}" in text) if share > 0
             else "None of the methods" in text)
     assert "shared patches / k" in text
+    show(app, "iv_view", "claims")  # the revealed picks join the curves as a star
+    curves = claims.cause_vs_claim(dinov2, image, removals="tokens", learner=(100, 101, 117))
+    star = next(t for t in spec_of(app, "iv_claims")["data"] if t.get("name") == "your patches")
+    assert list(plotly_array(star["x"])) == [3]
+    assert plotly_array(star["y"])[0] == pytest.approx(curves.removals["tokens"].learner)
+    assert curves.removals["tokens"].learner == pytest.approx(found.removals["tokens"].learner)
 
 
 def test_links_open_the_view_they_name_and_a_bad_view_is_refused():
