@@ -72,6 +72,7 @@ INTERACTIONS = {
     "6_daam_flow.py": ("daam_view=channels", "slider", "daam_channel_block"),
     "7_comparison.py": ("cmp_view=agree", "slider", "cmp_topk"),
     "8_text_attention.py": ("", "slider", "text_layer"),
+    "9_interventions.py": ("iv_view=readout", "slider", "iv_readout_block"),
 }
 INTERACTIVE_JS = """() => {
     const app = document.querySelector("[data-testid='stApp']");

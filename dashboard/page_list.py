@@ -16,6 +16,7 @@ PAGE_LIST = [  # (file in pages/, title, icon); a page appears once its file exi
     ("6_daam_flow.py", "6 · DAAM flow", ":material/animation:"),
     ("7_comparison.py", "7 · Comparison matrix", ":material/table_chart:"),
     ("8_text_attention.py", "8 · Text attention", ":material/text_fields:"),
+    ("9_interventions.py", "9 · Interventions", ":material/science:"),
 ]
 
 

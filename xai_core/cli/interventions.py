@@ -8,12 +8,14 @@ from pathlib import Path
 
 import numpy as np
 
-from .common import CliError, emit, labelled, load_image, load_model, parse_sets, run_meta, save_npz
+from .common import (CliError, add_budget_flag, emit, labelled, load_image, load_model,
+                     parse_sets, run_meta, save_npz)
 
 
 def add_interventions_commands(add) -> None:
     add_head_importance_command(add)
     add_readout_command(add)
+    add_cause_vs_claim_command(add)
     add("interventions", cmd_interventions, "list the interventions with their values and "
                                             "conventions", image=False)
     sub = add("intervene", cmd_intervene, "top-5 and the target's score before and after "
@@ -144,3 +146,62 @@ def cmd_readout(args) -> None:
             f"{result.label} {result.target_scores[k]:.4f}" for k, row in enumerate(result.top)]
     rows.append(f"the answer holds from block {result.first_block} on ({result.score_kind})")
     emit(args, payload, labelled(model, "\n".join(rows)))
+
+
+def add_cause_vs_claim_command(add) -> None:
+    sub = add("cause-vs-claim", cmd_cause_vs_claim,
+              "score drop when each method's top-k patches are removed, against k random "
+              "patches and your own")
+    sub.add_argument("--target", help="class index or name (default: the top prediction)")
+    sub.add_argument("--remove", help="tokens, pixels or tokens,pixels (default: both on a "
+                                      "ViT, pixels on a CNN)")
+    sub.add_argument("--baseline", default="blur", help="what masked pixels show (the "
+                                                        "benchmark's baselines)")
+    sub.add_argument("--k", default="1,2,4,8,16,32", help="patch counts, comma-separated")
+    sub.add_argument("--draws", default="20", help="random draws per k (20-200)")
+    sub.add_argument("--seed", default="0", help="seed of the random draws")
+    sub.add_argument("--methods", help="comma-separated (default: page 7's ticked methods)")
+    sub.add_argument("--learner", default="", help="your patches (0-based, raster order), "
+                                                   "e.g. 3,7-9")
+    add_budget_flag(sub)
+
+
+def cmd_cause_vs_claim(args) -> None:
+    from ..cause_vs_claim import cause_vs_claim, check_budget, check_request
+    from ..interventions import model_shell
+
+    shell = model_shell(args.model)
+    removals = (args.remove.split(",") if args.remove
+                else ("tokens", "pixels") if shell.spec.family == "vit" else ("pixels",))
+    learner = args.learner
+    methods = args.methods.split(",") if args.methods else None
+    request = dict(removals=removals, ks=args.k, draws=args.draws, seed=args.seed,
+                   learner=learner, methods=methods, baseline=args.baseline)
+    check_budget(check_request(shell, **request), shell)  # refused before the weights load
+    model, image = load_model(args), load_image(args.image)
+    if model.head is None:
+        raise CliError(f"{model.spec.display_name} has no class score to change.")
+    found = cause_vs_claim(model, image, target=args.target, **request)
+    payload = {**found.as_dict(), "model": model.spec.id, "random_weights": model.random_weights}
+    emit(args, payload, labelled(model, _claims_text(found)))
+
+
+def _claims_text(found) -> str:
+    rows = [f"target {found.label} ({found.target}): {found.score_kind} {found.score:.4f}; "
+            f"drop = score before - after, at k = {', '.join(map(str, found.ks))}"]
+    for name, removal in found.removals.items():
+        rows.append(f"-- {name} ({removal.removal}):")
+        for method, drops in removal.methods.items():
+            rows.append(f"{method:18} " + " ".join(f"{d:+.4f}" for d in drops))
+        low_high = removal.random_interval()
+        rows.append(f"{'random (mean)':18} " + " ".join(f"{d:+.4f}"
+                                                        for d in removal.random_mean()))
+        rows.append(f"{'random 95% t':18} " + " ".join(f"[{lo:+.4f},{hi:+.4f}]"
+                                                       for lo, hi in low_high))
+        if removal.learner is not None:
+            rows.append(f"your {len(found.learner)} patches: {removal.learner:+.4f}")
+    closest = found.closest_method()
+    if closest is not None:
+        rows.append(f"closest to your choice: {closest[0]} ({closest[1]:.0%} of your patches)")
+    rows += [f"{name}: {why}" for name, why in found.failed.items()]
+    return "\n".join(rows)

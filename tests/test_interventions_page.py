@@ -1,0 +1,233 @@
+"""Page 9 (Interventions) in AppTest: every view on DINOv2, its deep links, the CNN's pixel-only
+views, and the random-weight DeiT-distilled and reg4 layouts. The numbers the page prints are
+checked against the core's results and hand computations (rollout weights by linearity)."""
+
+import numpy as np
+import pytest
+from apptest_helpers import (ENTRY, chart_keys, chart_specs, element_text, no_problems,
+                             open_app, plotly_array, show)
+from scipy.stats import spearmanr
+from streamlit.testing.v1 import AppTest
+
+from xai_core import cause_vs_claim as claims
+from xai_core import interventions as iv
+from xai_core import lab
+from xai_core.analysis.sinks import analyse_sinks
+from xai_core.images import load_sample
+from xai_core.maps import min_max
+from xai_core.methods.rollout import attention_rollout
+from xai_core.models import get_model
+from xai_core.pipeline import vit_capture
+from xai_core.readout import readout
+
+PAGE = "9_interventions.py"
+
+
+@pytest.fixture(scope="module")
+def dinov2():
+    return get_model("dinov2-s14")
+
+
+@pytest.fixture(scope="module")
+def image():
+    return load_sample("chelsea")
+
+
+def open_link(**params) -> AppTest:
+    app = AppTest.from_file(ENTRY, default_timeout=600)
+    for key, value in params.items():
+        app.query_params[key] = value
+    app.run()
+    return app.switch_page(f"../pages/{PAGE}").run()
+
+
+def spec_of(app, key: str) -> dict:
+    keys = [chart.key for chart in app.get("bidi_component")
+            if chart.proto.component_name == "vit_lens.chart"]
+    return chart_specs(app)[keys.index(key)]
+
+
+def test_heads_view_switches_the_measured_sink_head_off_first(dinov2, image):
+    app = open_app(PAGE, timeout=600)
+    no_problems(app)
+    sink = analyse_sinks(vit_capture(dinov2, image)).strongest()
+    outcome = iv.intervene(dinov2, image, heads_off=f"{sink.block}.{sink.head}")
+    text = element_text(app)
+    assert f"block {sink.block}, head {sink.head} as the strongest" in text
+    assert f"(**{outcome.target['change']:+.4f}**)" in text
+    assert app.multiselect(key="iv_heads").value == [f"{sink.block}.{sink.head}"]
+    bars = spec_of(app, "iv_bars")["data"]
+    np.testing.assert_allclose(plotly_array(bars[1]["x"])[::-1],
+                               [p.probability for p in outcome.after], rtol=1e-6)
+    maps = spec_of(app, "iv_maps")
+    heatmaps = [t for t in maps["data"] if t["type"] == "heatmap"]
+    np.testing.assert_allclose(plotly_array(heatmaps[4]["z"]),
+                               min_max(outcome.maps["attention"]), atol=1e-6)
+    assert heatmaps[3]["colorbar"]["title"]["text"] == "min-max scaled per map (0-1)"
+    app.radio(key="iv_fill").set_value("mean").run()
+    mean = iv.intervene(dinov2, image, heads_off=f"{sink.block}.{sink.head}", heads_fill="mean")
+    assert f"(**{mean.target['change']:+.4f}**)" in element_text(app)
+    assert app.query_params["iv_fill"] == "mean"
+
+
+def test_tokens_positions_and_attention_views(dinov2, image):
+    app = show(open_app(PAGE, timeout=600), "iv_view", "tokens")
+    assert "Click patches" in element_text(app, "info") and chart_keys(app) == {"iv_patch_pick"}
+    app.multiselect(key="iv_patches").set_value([0, 1, 2, 40]).run()
+    dropped = iv.intervene(dinov2, image, maps=False, tokens_drop="0-2,40")
+    assert f"(**{dropped.target['change']:+.4f}**)" in element_text(app)
+    assert "Maps are not recomputed here" in element_text(app, "caption")
+    assert app.query_params["iv_patches"] == "0,1,2,40"
+    app.radio(key="iv_remove").set_value("pixels").run()
+    masked = iv.intervene(dinov2, image, maps=False, patches_mask="0-2,40", mask_baseline="blur")
+    assert f"(**{masked.target['change']:+.4f}**)" in element_text(app)
+    assert {"iv_bars", "iv_maps"} <= chart_keys(app)
+    show(app, "iv_view", "positions")
+    shuffled = iv.intervene(dinov2, image, maps=False, positions="shuffle", seed=0)
+    assert f"(**{shuffled.target['change']:+.4f}**)" in element_text(app)
+    show(app, "iv_view", "attention")
+    every = iv.intervene(dinov2, image, maps=False, sink_off="0-11")
+    assert f"(**{every.target['change']:+.4f}**)" in element_text(app)
+    app.radio(key="iv_change").set_value("registers_off").run()
+    assert "has no register tokens" in element_text(app, "info")
+    no_problems(app)
+
+
+def test_readout_view_and_its_block_link(dinov2, image):
+    app = open_link(iv_view="readout", iv_readout_block="3")
+    no_problems(app)
+    found = readout(dinov2, image)
+    assert f"from block {found.first_block} on" in element_text(app)
+    assert app.slider(key="iv_readout_block").value == 3
+    line = spec_of(app, "iv_readout")["data"][0]
+    np.testing.assert_allclose(plotly_array(line["y"]), found.target_scores, rtol=1e-6)
+    patches = spec_of(app, "iv_readout_map")
+    heat = next(t for t in patches["data"] if t["type"] == "heatmap")
+    np.testing.assert_allclose(plotly_array(heat["z"]), found.patch_scores[3], rtol=1e-5)
+    assert heat["colorbar"]["title"]["text"] == "k-NN class score"
+
+
+def test_rollout_weights_are_rollouts_patch_mass_through_each_head(dinov2, image):
+    """Rollout's [CLS] row is linear in each head's attention (factor (mean + I) / 2): doubling
+    head h of block b adds exactly that head's weight to the row's mass on the patches."""
+    capture = vit_capture(dinov2, image)
+    attns = [b.acts["attn"][0].double().numpy() for b in capture.blocks if b.kind == "self"]
+    tokens, heads = attns[0].shape[-1], attns[0].shape[0]
+
+    def patch_mass(changed=None):
+        running = np.eye(tokens)
+        for index, attn in enumerate(attns):
+            attn = attn.copy()
+            if changed == index:
+                attn[changed_head] *= 2
+            running = ((attn.sum(0) / heads + np.eye(tokens)) / 2) @ running
+        return running[0, 1:].sum()
+
+    weights = lab.rollout_weights(dinov2, image)
+    plain = attention_rollout(capture).query_row(None)[0].sum()
+    assert patch_mass() == pytest.approx(plain, rel=1e-6)  # the method reads float32
+    for block, changed_head in [(0, 5), (6, 2), (11, 0)]:
+        assert patch_mass(block) - patch_mass() == pytest.approx(weights[block, changed_head],
+                                                                 rel=1e-6)
+
+
+def test_importance_view_states_the_rank_correlations(dinov2, image):
+    app = show(open_app(PAGE, timeout=600), "iv_view", "importance")
+    no_problems(app)
+    grid = iv.head_importance(dinov2, image)
+    weights = lab.rollout_weights(dinov2, image)
+    text = element_text(app)
+    for story, values in (("sink score", grid.sink_scores), ("entropy (nats)", grid.entropy),
+                          ("rollout weight", weights)):
+        rho = spearmanr(grid.drops.ravel(), values.ravel())[0]
+        assert f"{story} and a head's importance: {lab.rho_words(rho)}" in text
+        assert f"(ρ = {rho:+.2f})" in lab.rho_words(rho)
+    cells = next(t for t in spec_of(app, "iv_grid")["data"] if t["type"] == "heatmap")
+    np.testing.assert_allclose(plotly_array(cells["z"]), grid.drops, rtol=1e-6)
+    assert cells["colorbar"]["title"]["text"] == "drop (k-NN class score)"
+
+
+def test_cause_vs_claim_view(dinov2, image):
+    app = open_link(iv_view="claims")
+    no_problems(app)
+    found = claims.cause_vs_claim(dinov2, image, removals="tokens")
+    traces = {t.get("name"): t for t in spec_of(app, "iv_claims")["data"]}
+    assert len(found.removals["tokens"].methods) == 8
+    for name, drops in found.removals["tokens"].methods.items():
+        np.testing.assert_allclose(plotly_array(traces[name]["y"]), drops, rtol=1e-6)
+    np.testing.assert_allclose(plotly_array(traces["random (mean)"]["y"]),
+                               found.removals["tokens"].random_mean(), rtol=1e-6)
+    high = found.removals["tokens"].random_interval()[-1, 1]
+    assert f"interval (up to {high:+.4f})" in element_text(app)
+
+
+def test_predict_then_reveal_shows_the_learners_drop(dinov2, image):
+    app = open_link(iv_view="predict", iv_k="3")
+    no_problems(app)
+    assert "Picked: 0 of 3" in element_text(app) and not app.button
+    assert chart_keys(app) == {"iv_predict_pick"}  # no map before the reveal
+    app.session_state["iv_picked"] = [100, 101, 117]
+    app.run()
+    app.button(key="iv_reveal").click().run()
+    no_problems(app)
+    found = claims.cause_vs_claim(dinov2, image, ks=(3,), learner=(100, 101, 117))
+    text = element_text(app)
+    for removal in ("tokens", "pixels"):
+        assert f"your 3 patches drop the score by **{found.removals[removal].learner:+.4f}**" \
+            in text
+        bars = spec_of(app, f"iv_reveal_{removal}")["data"][0]
+        assert plotly_array(bars["y"])[0] == pytest.approx(found.removals[removal].learner)
+    name, share = found.closest_method()
+    assert ((f"agreed with you most: **{name}** ({share:.0%}" in text) if share > 0
+            else "None of the methods" in text)
+    assert "shared patches / k" in text
+    show(app, "iv_view", "claims")  # the revealed picks join the curves as a star
+    curves = claims.cause_vs_claim(dinov2, image, removals="tokens", learner=(100, 101, 117))
+    star = next(t for t in spec_of(app, "iv_claims")["data"] if t.get("name") == "your patches")
+    assert list(plotly_array(star["x"])) == [3]
+    assert plotly_array(star["y"])[0] == pytest.approx(curves.removals["tokens"].learner)
+    assert curves.removals["tokens"].learner == pytest.approx(found.removals["tokens"].learner)
+
+
+def test_links_open_the_view_they_name_and_a_bad_view_is_refused():
+    app = open_link(iv_heads="2.1,3.4")
+    assert app.segmented_control(key="iv_view").value == "heads"
+    assert app.multiselect(key="iv_heads").value == ["2.1", "3.4"]
+    app = open_link(iv_positions="zero")
+    assert app.segmented_control(key="iv_view").value == "positions"
+    assert app.radio(key="iv_positions").value == "zero"
+    assert app.query_params["iv_view"] == "positions"
+    bad = open_link(iv_view="nope")
+    assert "which is not a choice here" in element_text(bad, "warning")
+    assert bad.segmented_control(key="iv_view").value == "heads"
+
+
+def test_the_cnn_takes_pixels_and_says_why_not_for_tokens_and_heads():
+    app = open_link(iv_model="cnn")
+    assert "is a CNN: it has no heads" in element_text(app, "info")
+    show(app, "iv_view", "tokens")
+    assert app.radio(key="iv_remove").options == ["mask the pixels"]
+    app.multiselect(key="iv_patches").set_value([0, 15]).run()
+    model, image = get_model("efficientnet-lite0"), load_sample("chelsea")
+    masked = iv.intervene(model, image, maps=False, patches_mask="0,15")
+    assert f"(**{masked.target['change']:+.4f}**)" in element_text(app)
+    show(app, "iv_view", "claims")
+    no_problems(app)
+    assert app.radio(key="iv_claim_remove").options == ["mask the pixels"]
+    assert "iv_claims" in chart_keys(app)
+
+
+@pytest.mark.parametrize("model_id, registers", [("deit-s16-distilled", False),
+                                                 ("dinov2-s14-reg4", True)])
+def test_random_weight_layouts(model_id, registers):
+    app = open_app(PAGE, timeout=600, vit_model=model_id, vit_random=True)
+    assert not app.exception, app.exception
+    assert "RANDOM WEIGHTS" in element_text(app, "caption")
+    assert {"iv_bars", "iv_maps"} <= chart_keys(app)
+    show(app, "iv_view", "attention")
+    app.radio(key="iv_change").set_value("registers_off").run()
+    assert not app.exception, app.exception
+    if registers:
+        assert "iv_bars" in chart_keys(app)
+    else:
+        assert "has no register tokens" in element_text(app, "info")
