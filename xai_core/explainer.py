@@ -352,6 +352,7 @@ def _sink_facts(model, image) -> tuple[dict, int]:
     sink = lambda s: {"block": s.block, "head": s.head, "score": round(s.score, 4),  # noqa: E731
                       "key": s.key_name, "on_patch": s.on_patch}
     facts = {"strongest": sink(strongest),
+             "heads": [sink(s) for s in analysis.sink_heads()],  # every sink head
              "dominated": [analysis.blocks[p] for p in analysis.sink_dominated()],
              "left_out": [{"block": entry["block"],
                            "heads": [{"head": h["head"], "score": h["score"], "key": h["key"]}
