@@ -108,12 +108,13 @@ def block_head_heatmap(values: np.ndarray, blocks: list[int], title: str, colorb
 
 @reused
 def agreement_heatmap(names: list[str], values: np.ndarray, title: str, zmin: float = -1,
-                      zmax: float = 1, colorscale: str = "RdBu") -> go.Figure:
+                      zmax: float = 1, colorscale: str = "RdBu",
+                      scale_title: str = "agreement") -> go.Figure:
     text = [["" if np.isnan(v) else f"{v:.2f}" for v in row] for row in values]
     figure = go.Figure(go.Heatmap(
         z=values, x=names, y=names, zmin=zmin, zmax=zmax, colorscale=colorscale, text=text,
         texttemplate="%{text}", hovertemplate="%{y} vs %{x}: %{z:.3f}<extra></extra>",
-        colorbar=dict(thickness=12)))
+        colorbar=dict(thickness=12, title=scale_title)))
     figure.update_layout(title=title, height=120 + 45 * len(names),
                          margin=dict(l=10, r=10, t=50, b=10))
     figure.update_yaxes(autorange="reversed")
@@ -189,7 +190,7 @@ def per_head_maps(cell: Cell, height: int = 240) -> go.Figure:
     for h in range(heads):
         figure.add_trace(go.Heatmap(z=np.asarray(cell.per_head[h], np.float32), zmin=-bound, zmax=bound,
                                     colorscale=DIVERGING, showscale=(h == heads - 1),
-                                    colorbar=dict(thickness=10),
+                                    colorbar=dict(thickness=10, title="weighted sum"),
                                     hovertemplate="row %{y}, col %{x}<br>%{z:.3g}<extra></extra>"),
                          row=1, col=h + 1)
         suffix = "" if h == 0 else str(h + 1)

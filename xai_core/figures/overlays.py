@@ -22,6 +22,7 @@ from .style import DIVERGING, HEATMAP_SCALE, LINE_COLOURS, symmetric_bound
 
 FRAME_MS = 700
 DISPLAY_SIDE = 56
+MIN_MAX = "min-max (0-1)"  # the colour bar of maps each scaled to their own range
 
 
 def _panel(row: int | None, col: int | None) -> dict:
@@ -70,24 +71,27 @@ def image_figure(image: Image.Image, title: str | None = None, height: int = 420
 def grid_heatmap(values: np.ndarray, patch_size: tuple[int, int], opacity: float = 0.55,
                  zmin: float | None = None, zmax: float | None = None,
                  colorscale: str | list = HEATMAP_SCALE, name: str = "map",
-                 hovertemplate: str | None = None) -> go.Heatmap:
-    """A (rows, cols) patch-level map placed over the image's pixel coordinates."""
+                 hovertemplate: str | None = None, scale_title: str = "map value") -> go.Heatmap:
+    """A (rows, cols) patch-level map placed over the image's pixel coordinates; its colour
+    bar is titled with the quantity drawn (`scale_title`)."""
     ph, pw = patch_size
     return go.Heatmap(
         z=np.asarray(values, dtype=np.float32), x0=pw / 2, dx=pw, y0=ph / 2, dy=ph,
         opacity=opacity, colorscale=colorscale, zmin=zmin, zmax=zmax, name=name,
         hovertemplate=hovertemplate or "row %{y}, col %{x}<br>value %{z:.4g}<extra></extra>",
-        colorbar=dict(thickness=12))
+        # plain decimals: an SI suffix ("250µ") reads as a unit the map does not have
+        colorbar=dict(thickness=12, title=scale_title, exponentformat="none"))
 
 
 def overlay_figure(image: Image.Image, values: np.ndarray, patch_size: tuple[float, float],
                    title: str | None = None, opacity: float = 0.55, height: int = 420,
                    zmin: float | None = None, zmax: float | None = None,
-                   colorscale: str | list = HEATMAP_SCALE) -> go.Figure:
+                   colorscale: str | list = HEATMAP_SCALE,
+                   scale_title: str = "map value") -> go.Figure:
     """One map over the image, in a figure of its own."""
     figure = go.Figure()
     add_overlay(figure, image, values, patch_size, opacity=opacity, zmin=zmin,
-                zmax=zmax, colorscale=colorscale)
+                zmax=zmax, colorscale=colorscale, scale_title=scale_title)
     return _titled(figure, title, height)
 
 
@@ -107,12 +111,13 @@ def patch_grid_lines(figure: go.Figure, grid: tuple[int, int], patch_size: tuple
 def token_map_figure(image, values: np.ndarray, patch_size: tuple[int, int], title: str,
                      marks=(), query: int | None = None, grid: tuple[int, int] | None = None,
                      clickable: bool = False, height: int = 380, zmin=None,
-                     zmax=None, sink_keys=()) -> go.Figure:
+                     zmax=None, sink_keys=(), scale_title: str = "attention weight") -> go.Figure:
     """A patch-level map over the image, with high-norm tokens marked (x), attention-sink
     keys ringed (`sink_keys`: (patch index, hover text) pairs; needs `grid`) and the query
-    patch (star); `clickable` adds invisible patch markers for clicks."""
+    patch (star); `clickable` adds invisible patch markers for clicks. `scale_title`: the
+    quantity drawn (attention by default: rows of attention or rollout)."""
     figure = overlay_figure(image, values, patch_size, title, height=height, zmin=zmin,
-                            zmax=zmax)
+                            zmax=zmax, scale_title=scale_title)
     ph, pw = patch_size
     if sink_keys and grid is not None:
         rows_cols = [divmod(patch, grid[1]) for patch, _ in sink_keys]
@@ -154,7 +159,7 @@ def difference_figure(image, difference: np.ndarray, patch_size: tuple[int, int]
     """A signed patch map (e.g. convention A minus convention B), symmetric colours."""
     bound = symmetric_bound(difference)
     figure = overlay_figure(image, difference, patch_size, title, height=height,
-                            zmin=-bound, zmax=bound)
+                            zmin=-bound, zmax=bound, scale_title="difference")
     figure.data[-1].update(colorscale="RdBu", reversescale=True, opacity=0.75)
     return figure
 
@@ -167,7 +172,7 @@ def query_attention_figure(model_image: Image.Image, values: np.ndarray,
     outlined, with click targets on every patch."""
     grid = values.shape
     figure = overlay_figure(model_image, values, patch_size, title, opacity=0.6, height=height,
-                            zmin=0)
+                            zmin=0, scale_title="attention weight")
     figure.data[1].update(hoverinfo="skip")
     if query is not None:
         ph, pw = patch_size
@@ -197,14 +202,16 @@ def coarse(values: np.ndarray, side: int = DISPLAY_SIDE) -> tuple[np.ndarray, tu
 @reused
 def overlay(image: Image.Image, values: np.ndarray, cell_size: tuple[float, float], title: str,
             diverging: bool = False, zmin: float | None = None, zmax: float | None = None,
-            height: int = 340, opacity: float = 0.55) -> go.Figure:
+            height: int = 340, opacity: float = 0.55,
+            scale_title: str = "Grad-CAM value") -> go.Figure:
     """Page 5's map over the model input at feature-map (or patch) resolution; `diverging`
     centres a blue-red scale on 0."""
     if diverging:
         bound = symmetric_bound(values)
         zmin, zmax = -bound, bound
     return overlay_figure(image, values, cell_size, title, opacity, height, zmin, zmax,
-                          colorscale=DIVERGING if diverging else HEATMAP_SCALE)
+                          colorscale=DIVERGING if diverging else HEATMAP_SCALE,
+                          scale_title=scale_title)
 
 
 def cell_overlay(image: Image.Image, cell: Cell, patch_size: tuple[int, int],
@@ -226,7 +233,9 @@ def map_row(image: Image.Image, maps: list[tuple[str, np.ndarray]], height: int 
     for i, (_, values) in enumerate(maps, start=1):
         small, cell = coarse(min_max(values) if shared_scale else values)
         add_overlay(figure, image, small, cell, row=1, col=i, max_side=side, zmin=0, zmax=1,
-                    hovertemplate="%{z:.2f}<extra></extra>").update(showscale=(i == count))
+                    hovertemplate="%{z:.2f}<extra></extra>",
+                    scale_title=MIN_MAX if shared_scale else "map value",
+                    ).update(showscale=(i == count))
     figure.update_layout(height=height, margin=dict(l=0, r=0, t=50, b=0))
     return figure
 
@@ -254,7 +263,7 @@ def flow_figure(image: Image.Image, L: np.ndarray, D: np.ndarray, patch_size: tu
                 zmax=1.0, name="L_b", hovertemplate=hover).update(showscale=False)
     add_overlay(figure, image, D[start], patch_size, row=1, col=2, max_side=side,
                 opacity=opacity, zmin=0.0,
-                zmax=1.0, name="D_b", hovertemplate=hover)
+                zmax=1.0, name="D_b", hovertemplate=hover, scale_title="display value (0-1)")
     names = list(short_labels)
     figure.frames = [go.Frame(name=name, traces=[1, 3], data=[
         go.Heatmap(z=np.asarray(L[i], dtype=np.float32)),
@@ -295,11 +304,13 @@ def map_row_figure(image: Image.Image, maps: list[np.ndarray], titles: list[str]
         if signed:
             shown, scale = np.asarray(values) / symmetric_bound(values), dict(
                 zmin=-1.0, zmax=1.0, colorscale=DIVERGING,
+                scale_title="share of largest |value|",
                 hovertemplate="row %{y}, col %{x}<br>%{z:.3f} of the largest |value|"
                               "<extra></extra>")
         else:
             shown, scale = min_max(values), dict(
-                zmin=0.0, zmax=1.0, hovertemplate="row %{y}, col %{x}<br>%{z:.3f}<extra></extra>")
+                zmin=0.0, zmax=1.0, scale_title=MIN_MAX,
+                hovertemplate="row %{y}, col %{x}<br>%{z:.3f}<extra></extra>")
         add_overlay(figure, image, shown, patch_size, row=1, col=i, opacity=opacity,
                     max_side=side, **scale).update(showscale=(i == len(maps)))
     figure.update_layout(height=height, margin=dict(l=0, r=0, t=50, b=0))
@@ -344,7 +355,7 @@ def practical_matrix(rows: list[tuple[str, Image.Image, list[tuple[str, np.ndarr
                         ).update(coloraxis="coloraxis2" if (r - 1, name) in greyed
                                  else "coloraxis")
     figure.update_layout(coloraxis=dict(colorscale=HEATMAP_SCALE, cmin=0, cmax=1,
-                                        colorbar=dict(title="min-max", thickness=12)),
+                                        colorbar=dict(title=MIN_MAX, thickness=12)),
                          height=height_per_row * len(rows) + 40, margin=dict(l=0, r=0, t=40, b=0))
     if greyed:
         figure.update_layout(coloraxis2=dict(colorscale=GREYED_SCALE, cmin=0, cmax=1,
