@@ -220,3 +220,26 @@ def test_each_colour_bar_and_axis_names_its_quantity(captured, name):
     figure = recipes(captured)[name](builders()[name])
     assert isinstance(figure, go.Figure)
     assert unlabelled_parts(figure) == [], name
+
+
+def test_the_practical_matrix_wraps_its_maps_and_its_row_label(captured):
+    """Thirteen maps take three lines of at most MAPS_PER_LINE beside one input picture (a
+    line's empty panels hidden), and "ViT: tiger cat" is printed on two lines, so a phone
+    gets thumbnails of a sixth of its width, not a fourteenth."""
+    from xai_core.figures.overlays import MAPS_PER_LINE, practical_matrix
+    _, _, _, model_image = captured
+    grid_map = RNG.random((8, 8))
+    figure = practical_matrix([("ViT: tiger cat", model_image,
+                                [(f"m{i}", grid_map) for i in range(13)])])
+    lines = -(-13 // MAPS_PER_LINE)
+    overlays = [t for t in figure.data if t.type == "heatmap"]
+    assert len(overlays) == 13 and len([t for t in figure.data if t.type == "image"]) == 14
+    titles = [a.text for a in figure.layout.annotations]
+    assert titles[0] == "ViT<br>tiger cat" and [f"m{i}" for i in range(13)] == [
+        t for t in titles if t.startswith("m")]
+    columns = MAPS_PER_LINE + 1
+    axes = [figure.layout[f"xaxis{'' if i == 1 else i}"] for i in range(1, lines * columns + 1)]
+    shown = [a.visible is not False for a in axes]
+    assert sum(shown) == 0  # every panel of pictures hides its axes
+    used = {t.xaxis for t in figure.data}
+    assert len(used) == 14 and len(axes) == lines * columns  # 4 empty panels draw nothing

@@ -239,15 +239,18 @@ def multihead_figure(weights: list[np.ndarray], labels, height: int = 300) -> go
     return figure
 
 
-def _mosaic(tiles: np.ndarray, columns: int, gap: int, fill: float) -> np.ndarray:
-    """(n, h, w, ...) tiles side by side in rows of `columns`, `gap` apart."""
+def _mosaic(tiles: np.ndarray, columns: int, gap: int, fill: float,
+            row_gap: int | None = None) -> np.ndarray:
+    """(n, h, w, ...) tiles side by side in rows of `columns`, `gap` apart (rows `row_gap`
+    apart: room for a label under each tile)."""
     count, h, w = tiles.shape[:3]
-    rows = -(-count // columns)
-    out = np.full((rows * (h + gap) - gap, columns * (w + gap) - gap, *tiles.shape[3:]), fill,
-                  dtype=float)
+    rows, row_gap = -(-count // columns), gap if row_gap is None else row_gap
+    out = np.full((rows * (h + row_gap) - row_gap, columns * (w + gap) - gap,
+                   *tiles.shape[3:]), fill, dtype=float)
     for i in range(count):
         r, c = divmod(i, columns)
-        out[r * (h + gap):r * (h + gap) + h, c * (w + gap):c * (w + gap) + w] = tiles[i]
+        top, left = r * (h + row_gap), c * (w + gap)
+        out[top:top + h, left:left + w] = tiles[i]
     return out
 
 
@@ -256,10 +259,12 @@ def embedding_pca_figure(tiles: np.ndarray, explained: np.ndarray, columns: int 
                          height: int = 420) -> go.Figure:
     """The classic figure: the first principal components of the embedding filters as RGB."""
     count, h, w = tiles.shape[:3]
-    gap = max(1, w // 5)
-    mosaic = _mosaic(tiles, columns, gap, 1.0)
-    notes = [dict(x=(i % columns) * (w + gap) + w / 2, y=(i // columns) * (h + gap) + h,
-                  yanchor="top", text=f"PC{i + 1} {explained[i]:.1%}", showarrow=False,
+    # each label sits in the gap under its tile: half a tile high, so it stays clear of the
+    # next row's tiles at any width (390 px phone: 50 px tiles, 25 px for a 9 px label)
+    gap, row_gap = max(1, w // 5), max(2, h // 2)
+    mosaic = _mosaic(tiles, columns, gap, 1.0, row_gap)
+    notes = [dict(x=(i % columns) * (w + gap) + w / 2, y=(i // columns) * (h + row_gap) + h,
+                  yanchor="top", text=f"PC{i + 1}: {explained[i]:.0%}", showarrow=False,
                   font=dict(size=9)) for i in range(count)]
     tiles_image = Image.fromarray(np.round(mosaic * 255).astype(np.uint8))
     figure = go.Figure(image_trace(tiles_image, max_side=max(tiles_image.size), lossless=True))

@@ -275,6 +275,8 @@ def flow_figure(image: Image.Image, L: np.ndarray, D: np.ndarray, patch_size: tu
     figure.update_layout(
         height=height, title=dict(text=labels[start], x=0.5),
         margin=dict(l=0, r=0, t=70, b=10),
+        # the buttons on a row of their own, the slider under them: side by side, the
+        # buttons covered the slider's first labels on a narrow screen
         updatemenus=[dict(type="buttons", direction="left", x=0.0, y=-0.02, xanchor="left",
                           yanchor="top", showactive=False, buttons=[
                               dict(label="▶ Play", method="animate",
@@ -284,8 +286,8 @@ def flow_figure(image: Image.Image, L: np.ndarray, D: np.ndarray, patch_size: tu
                               dict(label="❚❚ Pause", method="animate",
                                    args=[[None], dict(frame=dict(duration=0, redraw=False),
                                                       mode="immediate")])])],
-        sliders=[dict(active=start, x=0.16, len=0.84, y=-0.02, yanchor="top", pad=dict(b=12),
-                      currentvalue=dict(prefix="", xanchor="right"),  # clear of the buttons
+        sliders=[dict(active=start, x=0.0, len=1.0, y=-0.02, yanchor="top",
+                      pad=dict(t=48, b=12), currentvalue=dict(prefix="", xanchor="right"),
                       steps=[dict(label=name, method="animate", args=[[name], still])
                              for name in names])])
     return figure
@@ -325,38 +327,69 @@ def _cell_size(image: Image.Image, grid: tuple[int, int]) -> tuple[float, float]
 GREYED_SCALE = [[0.0, "rgb(40, 40, 40)"], [1.0, "rgb(200, 200, 200)"]]
 
 
+# Maps beside the input on one line of the practical matrix: a model with more methods takes
+# more lines. Fourteen side by side left 25 px thumbnails and 9 px labels on a phone and ran
+# the method names together at 1280 px.
+MAPS_PER_LINE = 5
+
+
+def _matrix_lines(rows: list, per_line: int) -> list[tuple[int, str | None, list]]:
+    """(model row, its label on the line's first panel or None, the maps on the line)."""
+    lines = []
+    for r, (label, _, maps) in enumerate(rows):
+        for start in range(0, max(1, len(maps)), per_line):
+            lines.append((r, label if start == 0 else None, maps[start:start + per_line]))
+    return lines
+
+
+def _hide_panel(figure: go.Figure, row: int, col: int) -> None:
+    figure.update_xaxes(visible=False, row=row, col=col)
+    figure.update_yaxes(visible=False, row=row, col=col)
+
+
 @reused
 def practical_matrix(rows: list[tuple[str, Image.Image, list[tuple[str, np.ndarray]]]],
                      opacity: float = 0.6, height_per_row: int = 260,
                      greyed: dict[tuple[int, str], float] | None = None) -> go.Figure:
-    """One row per model: its input image, then every method's map over it, on one scale.
-    `rows` = [(row label, model image, [(method name, grid map), ...]), ...]. A map in
-    `greyed` ((row index, method name) -> its seed stability) is drawn in greys, faint, its
-    title saying why."""
+    """One model per block of lines: its input image, then every method's map over it
+    (at most MAPS_PER_LINE a line), on one scale. `rows` = [(row label, model image,
+    [(method name, grid map), ...]), ...]; a label "family: class" goes on two lines. A map
+    in `greyed` ((row index, method name) -> its seed stability) is drawn in greys, faint,
+    its title saying why."""
     greyed = greyed or {}
-    columns = max(1, max(len(maps) for _, _, maps in rows)) + 1
+    per_line = max(1, min(MAPS_PER_LINE, max(len(maps) for _, _, maps in rows)))
+    columns = per_line + 1
+    lines = _matrix_lines(rows, per_line)
     titles = []
-    for r, (label, _, maps) in enumerate(rows):
-        titles += [label] + [f"{name} (unstable, rho {greyed[(r, name)]:.2f})"
-                             if (r, name) in greyed else name for name, _ in maps]
-        titles += [""] * (columns - 1 - len(maps))
-    figure = make_subplots(rows=len(rows), cols=columns, subplot_titles=titles,
-                           horizontal_spacing=0.01, vertical_spacing=0.08)
-    for r, (_, image, maps) in enumerate(rows, start=1):
+    for r, label, maps in lines:
+        titles += ["<br>".join(label.split(": ", 1)) if label else ""]
+        titles += [f"{name} (unstable, rho {greyed[(r, name)]:.2f})" if (r, name) in greyed
+                   else name for name, _ in maps]
+        titles += [""] * (per_line - len(maps))
+    figure = make_subplots(rows=len(lines), cols=columns, subplot_titles=titles,
+                           horizontal_spacing=0.01, vertical_spacing=0.3 / len(lines))
+    for line, (r, label, maps) in enumerate(lines, start=1):
+        image = rows[r][1]
         side = panel_side(image, columns, height_per_row)
-        add_image(figure, image, r, 1, side)
+        if label is None:
+            _hide_panel(figure, line, 1)
+        else:
+            add_image(figure, image, line, 1, side)
         for c, (name, values) in enumerate(maps, start=2):
             values = coarse(values)[0]  # pixel-level maps: area-averaged for sending only
-            add_overlay(figure, image, min_max(values), _cell_size(image, values.shape), r, c,
-                        max_side=side, opacity=opacity / 2 if (r - 1, name) in greyed
+            add_overlay(figure, image, min_max(values), _cell_size(image, values.shape), line, c,
+                        max_side=side, opacity=opacity / 2 if (r, name) in greyed
                         else opacity, name=name,
                         hovertemplate=f"{name}<br>row %{{y}}, col %{{x}}"
                                       "<br>normalised %{z:.2f}<extra></extra>",
-                        ).update(coloraxis="coloraxis2" if (r - 1, name) in greyed
+                        ).update(coloraxis="coloraxis2" if (r, name) in greyed
                                  else "coloraxis")
+        for c in range(len(maps) + 2, columns + 1):
+            _hide_panel(figure, line, c)
     figure.update_layout(coloraxis=dict(colorscale=HEATMAP_SCALE, cmin=0, cmax=1,
                                         colorbar=dict(title=MIN_MAX, thickness=12)),
-                         height=height_per_row * len(rows) + 40, margin=dict(l=0, r=0, t=40, b=0))
+                         height=height_per_row * len(lines) + 40,
+                         margin=dict(l=0, r=0, t=40, b=0))
     if greyed:
         figure.update_layout(coloraxis2=dict(colorscale=GREYED_SCALE, cmin=0, cmax=1,
                                              showscale=False))
