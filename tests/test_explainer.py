@@ -6,6 +6,7 @@ blocks); the residual stream it shows adds up; the tour is data naming real cont
 import base64
 import io
 import json
+import math
 import re
 import struct
 from pathlib import Path
@@ -207,6 +208,30 @@ def test_block_detail_and_vectors_reconstruct_attention_queries_and_keys(case):
         assert "q" not in detail and "k" not in detail  # they travel only when wanted
         context = record.acts["context"][0].double().norm(dim=-1).numpy()
         assert_within_f16(context, detail["norms"]["context"], f"block {index} context")
+
+
+def test_block_detail_says_why_the_length_jumps_at_each_layer_norm(case):
+    """The note beside the LayerNorm cards quotes sqrt(width), the norm's ‖γ‖ and the median
+    token length before and after it, each recomputed here: the LayerNorm redone by hand
+    (mean 0, standard deviation 1 over the channels, then γ and β) gives the captured output."""
+    model, image, capture, _ = case
+    for index in detail_blocks(capture):
+        block = transformer_blocks(model.module)[index][1]
+        acts = capture.blocks[index].acts
+        x_mid = explainer.residual_stream(block, acts)[1]
+        norm = block.norm2
+        centred = x_mid - x_mid.mean(-1, keepdim=True)
+        by_hand = (centred / (centred.pow(2).mean(-1, keepdim=True) + norm.eps).sqrt()
+                   * norm.weight.double() + norm.bias.double())
+        torch.testing.assert_close(by_hand, acts["ln2"][0].double(), rtol=1e-4, atol=1e-4)
+        note = as_sent(explainer.block_payload(model, image, index))["norm_notes"]["ln2"]
+        width = x_mid.shape[-1]
+        numbers = [float(n) for n in re.findall(r"(?<![\w√])(\d+(?:\.\d+)?)", note)]
+        expected = [width, math.sqrt(width), float(norm.weight.double().norm()),
+                    float(by_hand.norm(dim=-1).median()), float(x_mid.norm(dim=-1).median())]
+        assert numbers[:3] == [0, 1, width]  # "mean 0 and standard deviation 1 over its 384"
+        # three significant figures; the medians of an even count may sit between two tokens
+        np.testing.assert_allclose(numbers[3:], expected[1:], rtol=0.03)
 
 
 def test_residual_stream_adds_up_across_blocks(case):
