@@ -79,8 +79,11 @@ def grid_heatmap(values: np.ndarray, patch_size: tuple[int, int], opacity: float
         z=np.asarray(values, dtype=np.float32), x0=pw / 2, dx=pw, y0=ph / 2, dy=ph,
         opacity=opacity, colorscale=colorscale, zmin=zmin, zmax=zmax, name=name,
         hovertemplate=hovertemplate or "row %{y}, col %{x}<br>value %{z:.4g}<extra></extra>",
-        # plain decimals: an SI suffix ("250µ") reads as a unit the map does not have
-        colorbar=dict(thickness=12, title=scale_title, exponentformat="none"))
+        # plain decimals: an SI suffix ("250µ") reads as a unit the map does not have; the
+        # title along the bar in small type (presentation type made it taller than a narrow
+        # column's plot), not over it, where it ran into the figure's title
+        colorbar=dict(thickness=12, exponentformat="none",
+                      title=dict(text=scale_title, side="right", font=dict(size=11))))
 
 
 def overlay_figure(image: Image.Image, values: np.ndarray, patch_size: tuple[float, float],
@@ -287,7 +290,8 @@ def flow_figure(image: Image.Image, L: np.ndarray, D: np.ndarray, patch_size: tu
                                    args=[[None], dict(frame=dict(duration=0, redraw=False),
                                                       mode="immediate")])])],
         sliders=[dict(active=start, x=0.0, len=1.0, y=-0.02, yanchor="top",
-                      pad=dict(t=48, b=12), currentvalue=dict(prefix="", xanchor="right"),
+                      pad=dict(t=48, b=12, l=28, r=28),  # the end labels stay inside
+                      currentvalue=dict(prefix="", xanchor="right"),
                       steps=[dict(label=name, method="animate", args=[[name], still])
                              for name in names])])
     return figure
@@ -306,7 +310,7 @@ def map_row_figure(image: Image.Image, maps: list[np.ndarray], titles: list[str]
         if signed:
             shown, scale = np.asarray(values) / symmetric_bound(values), dict(
                 zmin=-1.0, zmax=1.0, colorscale=DIVERGING,
-                scale_title="share of largest |value|",
+                scale_title="share of max |value|",
                 hovertemplate="row %{y}, col %{x}<br>%{z:.3f} of the largest |value|"
                               "<extra></extra>")
         else:
