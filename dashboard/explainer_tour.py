@@ -20,23 +20,28 @@ import numpy as np
 from dashboard import literal
 from dashboard.page_list import PAGE_LIST
 from xai_core.capture import centre_patch as capture_centre_patch
-from xai_core.explainer import OVERLAYS, STAGE_IDS, decode
 from xai_core.analysis.entropy import entropy
+from xai_core.explainer import decode
 from xai_core.analysis.sinks import SINK_THRESHOLD
 from xai_core.analysis.token_marks import HIGH_NORM_GAP, HIGH_NORM_RATIO
 
 # resolved against the model's blocks; sink: the block of the strongest sink head
 BLOCKS = ("first", "middle", "last", "last_self", "sink")
-# sharpest: the lowest-entropy [CLS] row in that block; sink: the strongest sink head
-HEADS = ("mean", "first", "sharpest", "sink")
+# sharpest: the lowest-entropy [CLS] row in that block; sink: the strongest sink head;
+# nearest: the head with the smallest mean attention distance among the block's heads that
+# are not sink heads (xai_core.analysis.sinks: a sink head's map is its sink key whatever
+# the query)
+HEADS = ("mean", "first", "sharpest", "sink", "nearest")
 # centre: the patch in the middle of the grid; longest: the patch token with the largest
 # norm / median (a flagged high-norm token when there is one, xai_core.analysis.token_marks)
 PATCHES = (None, "centre", "longest")
 PARTS = ("pipeline", "image", "sequence", "overlay", "heads", "player", "detail", "steps",
          "matrix", "qk")  # plus "stage:<id>" for one box of the pipeline
+# Texts say "point at or tap" where they ask for a hover: they read right with a mouse and on
+# a touch screen.
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Step:
     title: str
     text: str
@@ -50,116 +55,127 @@ class Step:
 
 
 TOUR: list[Step] = [
-    Step("One picture in, one answer out",
-         "This page follows **one forward pass** of {model} on this picture, from the pixels "
-         "on the left to the answer on the right: {top_answer}. {random_note}"
-         "Every shape and number you see comes from this model and this very run. Move with "
-         "Next and Back, or with the ← → keys; hover anything at any time.",
-         "image", "last", "mean", None, "attention", ("pipeline",), "1_tokenization.py"),
-    Step("What the model sees",
-         "{picture_sentence} With three colour channels (red, green, blue) that is "
-         "{H}×{W}×3 = **{pixels} numbers**, and nothing else: no file name, no caption.",
-         "image", "last", "mean", None, "attention", ("stage:image", "detail"),
-         "1_tokenization.py"),
-    Step("Cut into patches",
-         "A transformer reads sequences, so the image is cut into square tiles of "
-         "{P}×{P} pixels: N = HW/P² = {H}·{W}/{P}² = **{patches} patches** in a "
-         "{rows}×{cols} grid. Hover the image: the tile under your pointer is shown enlarged.",
-         "patches", "first", "mean", "centre", "attention", ("stage:patches", "image", "detail"),
-         "1_tokenization.py"),
-    Step("Patches become tokens",
-         "Each patch's {P}·{P}·3 = {flat} numbers are multiplied by one learned matrix E "
-         "({flat}×{D}), giving a **token**: a list of {D} numbers. {prefix_sentence} So this "
-         "picture became **{token_sentence}**. In the token strip above the picture, hover a "
-         "token to find its patch, or a patch to find its token.",
-         "tokens", "first", "mean", "centre", "attention", ("stage:tokens", "sequence"),
-         "1_tokenization.py"),
-    Step("Where did each patch come from?",
-         "Attention on its own treats the tokens as an unordered set: shuffle the patches and "
-         "it computes the same thing. So a learned **position vector** (one per slot, table "
-         "{pos_table}) is added to every token before the first block. The small map beside "
-         "this text shows each patch token's length ‖x‖ (the size of its {D} numbers taken "
-         "together) as it enters the first block. Blocks and heads are numbered from 0 here, "
-         "as on the other pages.",
-         "tokens", "first", "mean", "centre", "attention", ("detail",), "1_tokenization.py"),
-    Step("Inside a block",
-         "{blocks_sentence} Every block does the same two moves: **attention** (tokens "
-         "exchange information) and an **MLP** (each token is processed on its own), each "
-         "added back onto its input. The ten cards show each step with its real shape; each "
-         "small map shows every patch token's length ‖x‖ after that step.",
-         "blocks", "first", "mean", "centre", "attention", ("stage:blocks", "steps"),
-         "2_self_attention.py"),
-    Step("Queries and keys",
-         "In each head every token makes a **query** q (what am I looking for?) and a **key** "
-         "k (what do I offer?), {d} numbers each: {heads} heads × {d} = {D}. Their match is "
-         "the dot product q·k, divided by √{d} = {sqrt_d} so the scores do not grow with the "
-         "vector length. Below: q of the marked patch, k of the key it likes best, and the "
-         "{d} products that add up to the score.",
-         "blocks", "first", "first", "centre", "attention", ("qk",), "2_self_attention.py"),
-    Step("Softmax turns scores into attention",
-         "Softmax turns one query's scores against all {tokens_block} keys into weights that "
-         "are positive and **sum to 1**: one row of the attention matrix. Hover a patch of "
-         "the image: its row is drawn over the picture at once. Does the marked patch look "
-         "mostly at its neighbours in this early block, or far away?",
-         "blocks", "first", "first", "centre", "attention", ("image", "matrix"),
-         "2_self_attention.py"),
-    Step("Many heads ask different questions",
-         "Each block has {heads} heads, each with its own queries and keys. Hover the head "
-         "chips under the image: do the heads of {middle_label} look at the same places? "
-         "Head {sharpest} has the most focused {middle_row} here: its attention is packed into "
-         "the fewest patches. The "
-         "outputs of all heads are put side by side ({heads}×{d} = {D}) and mixed by one "
-         "projection.",
-         "blocks", "middle", "mean", None, "attention", ("image", "heads"), "4_rollout_heads.py"),
-    Step("Near and far: how far the heads look",
-         "Click a patch to pin it and drag the block slider: how far does its attention "
-         "reach? {distance_sentence} A CNN cannot mix near and far in one layer: its view "
-         "grows a little with every layer.",
-         "blocks", "first", "mean", "centre", "attention", ("image", "player"),
-         "3_attention_distance.py"),
-    Step("Attention sinks",
-         "{sink_sentence}",
-         "blocks", "sink", "sink", None, "attention", ("image", "heads", "matrix"),
-         "4_rollout_heads.py"),
-    Step("The residual stream",
-         "A block never replaces its input; it **adds** to it: x + attention(x), then "
-         "x + MLP(x). This running sum is the residual stream. The chart shows the tokens' "
-         "lengths ‖x‖ after every block: {growth_sentence} {outlier_sentence}",
-         "norm", "last_self", "mean", "longest", "attention", ("stage:norm", "detail"),
-         "4_rollout_heads.py"),
-    Step("What [CLS] gathers, block by block",
-         "{cls_sentence} Press ▶ to watch it block by block, or hover the block thumbnails "
-         "in the pipeline: where does it spread out, and where does it settle?",
-         "blocks", "last", "mean", None, "attention", ("image", "player", "stage:blocks"),
-         "4_rollout_heads.py"),
-    Step("Rollout: attention through all blocks",
-         "One block's attention ignores the blocks before it and the residual path. "
-         "**Attention rollout** (Abnar & Zuidema) averages the heads, adds the identity for "
-         "the residual, normalises each row and multiplies the blocks in order. {rollout_start} "
-         "Press ▶ to see it accumulate up to {rollout_last}.",
-         "blocks", "last_self", "mean", None, "rollout", ("image", "overlay"),
-         "4_rollout_heads.py"),
-    Step("DAAM: where the decision is built",
-         "{daam_sentence}",
-         "blocks", "last", "mean", None, "daam", ("image", "overlay", "player"),
-         "6_daam_flow.py"),
-    Step("From tokens to one feature",
-         "After the last block a final LayerNorm rescales every token. {summary_sentence} "
-         "{feature_sentence}",
-         "feature", "last", "mean", None, "attention", ("stage:norm", "stage:feature", "detail"),
-         "6_daam_flow.py"),
-    Step("The prediction",
-         "{head_sentence} {prediction_sentence} {answer_note}Try your own photo in the "
-         "sidebar: every number on this page follows it.",
-         "top5", "last", "mean", None, "attention", ("stage:head", "stage:top5", "detail"),
-         "7_comparison.py"),
-    Step("Looking is not the same as deciding",
-         "Attention shows where information was **collected**, not which pixels **changed** "
-         "the answer: the MLPs and norms transform what was gathered, and different attention "
-         "patterns can give the same prediction. Class-specific, gradient-based maps "
-         "(Grad-CAM) and tests that delete the top-ranked pixels and watch the score drop "
-         "answer that second question.",
-         "blocks", "last", "mean", None, "attention", ("image",), "5_gradcam.py"),
+    Step(title="One picture in, one answer out",
+         text="This page follows **one forward pass** of {model} on this picture, from the "
+              "pixels on the left to the answer on the right: {top_answer}. {random_note}"
+              "Every shape and number you see comes from this model and this very run. Move "
+              "with Next and Back, or with the ← → keys; point at or tap anything at any time.",
+         stage="image", block="last", head="mean", patch=None, overlay="attention",
+         spot=("pipeline",), page="1_tokenization.py"),
+    Step(title="What the model sees",
+         text="{picture_sentence} With three colour channels (red, green, blue) that is "
+              "{H}×{W}×3 = **{pixels} numbers**, and nothing else: no file name, no caption.",
+         stage="image", block="last", head="mean", patch=None, overlay="attention",
+         spot=("stage:image", "detail"), page="1_tokenization.py"),
+    Step(title="Cut into patches",
+         text="A transformer reads sequences, so the image is cut into square tiles of "
+              "{P}×{P} pixels: N = HW/P² = {H}·{W}/{P}² = **{patches} patches** in a "
+              "{rows}×{cols} grid. Point at or tap a tile of the image: the Patches panel "
+              "shows that tile enlarged, pixel by pixel.",
+         stage="patches", block="first", head="mean", patch="centre", overlay="attention",
+         spot=("stage:patches", "image", "detail"), page="1_tokenization.py"),
+    Step(title="Patches become tokens",
+         text="Each patch's {P}·{P}·3 = {flat} numbers are multiplied by one learned matrix "
+              "E ({flat}×{D}), giving a **token**: a list of {D} numbers. {prefix_sentence} So "
+              "this picture became **{token_sentence}**. In the token strip above the picture, "
+              "point at or tap a token to find its patch, or a patch to find its token.",
+         stage="tokens", block="first", head="mean", patch="centre", overlay="attention",
+         spot=("stage:tokens", "sequence"), page="1_tokenization.py"),
+    Step(title="Each token is told where it was",
+         text="Attention on its own treats the tokens as an unordered set: shuffle the "
+              "patches and it computes the same thing. So a learned **position vector** (one "
+              "per slot, table {pos_table}) is added to every token before the first block. "
+              "The vectors themselves are not drawn here: the small map beside this text shows "
+              "each patch token's length ‖x‖ (its {D} numbers taken together) with its "
+              "position vector added, as it enters the first block. Go deeper to page 1, view "
+              "4, to see which positions the model learned to treat as alike. Blocks and "
+              "heads are numbered from 0 here, as on the other pages.",
+         stage="tokens", block="first", head="mean", patch="centre", overlay="attention",
+         spot=("detail",), page="1_tokenization.py"),
+    Step(title="Inside a block",
+         text="{blocks_sentence} Every block does the same two moves: **attention** (tokens "
+              "exchange information) and an **MLP** (each token is processed on its own), each "
+              "added back onto its input. The ten cards show each step with its real shape; "
+              "each small map shows every patch token's length ‖x‖ after that step.",
+         # head 0, as the next two steps: the mean of block 0's heads can be a sink's patch
+         stage="blocks", block="first", head="first", patch="centre", overlay="attention",
+         spot=("stage:blocks", "steps"), page="2_self_attention.py"),
+    Step(title="Queries and keys",
+         text="In each head every token makes a **query** q (what am I looking for?) and a "
+              "**key** k (what do I offer?), {d} numbers each: {heads} heads × {d} = {D}. "
+              "Their match is the dot product q·k, divided by √{d} = {sqrt_d} so the scores do "
+              "not grow with the vector length. Below: q of the marked patch, k of the key it "
+              "likes best, and the {d} products that add up to the score.",
+         stage="blocks", block="first", head="first", patch="centre", overlay="attention",
+         spot=("qk",), page="2_self_attention.py"),
+    Step(title="Softmax turns scores into attention",
+         text="Softmax turns one query's scores against all {tokens_block} keys into weights "
+              "that are positive and **sum to 1**: one row of the attention matrix. Point at "
+              "or tap a patch of the image: its row is drawn over the picture at once. Does "
+              "the marked patch look mostly at its neighbours in this early block, or far "
+              "away?",
+         stage="blocks", block="first", head="first", patch="centre", overlay="attention",
+         spot=("image", "matrix"), page="2_self_attention.py"),
+    Step(title="Many heads ask different questions",
+         text="Each block has {heads} heads, each with its own queries and keys. Point at or "
+              "tap the head chips under the image: do the heads of {middle_label} look at the "
+              "same places? Head {sharpest} has the most focused {middle_row} here: its "
+              "attention is packed into the fewest patches. The outputs of all heads are put "
+              "side by side ({heads}×{d} = {D}) and mixed by one projection.",
+         stage="blocks", block="middle", head="mean", patch=None, overlay="attention",
+         spot=("image", "heads"), page="4_rollout_heads.py"),
+    Step(title="Attention sinks",
+         text="{sink_sentence}",
+         stage="blocks", block="sink", head="sink", patch=None, overlay="attention",
+         spot=("image", "heads", "matrix"), page="4_rollout_heads.py"),
+    # after the sinks: the first block's mean of heads can be one sink patch, so distance is
+    # taught on a head that is not a sink, and the step says which heads it leaves out
+    Step(title="Near and far: how far the heads look",
+         text="{near_head_sentence} Tap or click a patch to pin it and drag the block slider "
+              "under the picture: how far does its attention reach? {distance_sentence} A CNN "
+              "cannot mix near and far in one layer: its view grows a little with every layer.",
+         stage="blocks", block="first", head="nearest", patch="centre", overlay="attention",
+         spot=("image", "player"), page="3_attention_distance.py"),
+    Step(title="The residual stream",
+         text="A block never replaces its input; it **adds** to it: x + attention(x), then "
+              "x + MLP(x). This running sum is the residual stream. The chart shows the "
+              "tokens' lengths ‖x‖ after every block: {growth_sentence} {outlier_sentence}",
+         stage="norm", block="last_self", head="mean", patch="longest", overlay="attention",
+         spot=("stage:norm", "detail"), page="4_rollout_heads.py"),
+    Step(title="What [CLS] gathers, block by block",
+         text="{cls_sentence} Press ▶ under the picture to watch it block by block, or drag "
+              "the block slider beside it: where does it spread out, and where does it settle?",
+         stage="blocks", block="last", head="mean", patch=None, overlay="attention",
+         spot=("image", "player"), page="4_rollout_heads.py"),
+    Step(title="Rollout: attention through all blocks",
+         text="One block's attention ignores the blocks before it and the residual path. "
+              "**Attention rollout** (Abnar & Zuidema) averages the heads, adds the identity "
+              "for the residual, normalises each row and multiplies the blocks in order. "
+              "{rollout_start} Press ▶ to see it accumulate up to {rollout_last}.",
+         stage="blocks", block="last_self", head="mean", patch=None, overlay="rollout",
+         spot=("image", "overlay"), page="4_rollout_heads.py"),
+    Step(title="DAAM: where the decision is built",
+         text="{daam_sentence}",
+         stage="blocks", block="last", head="mean", patch=None, overlay="daam",
+         spot=("image", "overlay", "player"), page="6_daam_flow.py"),
+    Step(title="From tokens to one feature",
+         text="After the last block a final LayerNorm rescales every token. "
+              "{summary_sentence} {feature_sentence}",
+         stage="feature", block="last", head="mean", patch=None, overlay="attention",
+         spot=("stage:norm", "stage:feature", "detail"), page="6_daam_flow.py"),
+    Step(title="The prediction",
+         text="{head_sentence} {prediction_sentence} {answer_note}Try your own photo in the "
+              "sidebar: every number on this page follows it.",
+         stage="top5", block="last", head="mean", patch=None, overlay="attention",
+         spot=("stage:head", "stage:top5", "detail"), page="7_comparison.py"),
+    Step(title="Looking is not the same as deciding",
+         text="Attention shows where information was **collected**, not which pixels "
+              "**changed** the answer: the MLPs and norms transform what was gathered, and "
+              "different attention patterns can give the same prediction. Class-specific, "
+              "gradient-based maps (Grad-CAM) and tests that delete the top-ranked pixels and "
+              "watch the score drop answer that second question.",
+         stage="blocks", block="last", head="mean", patch=None, overlay="attention",
+         spot=("image",), page="5_gradcam.py"),
 ]
 
 
@@ -199,7 +215,41 @@ def resolve_head(choice: str, overview: dict, block: int) -> int:
     if choice == "sink":
         strongest = overview["sinks"]["strongest"]
         return strongest["head"] if strongest["block"] == block else -1
+    if choice == "nearest":
+        return nearest_head(overview, block)
     return int(np.argmin([entropy(row / row.sum()) for row in query_row_values(overview, block)]))
+
+
+def sink_heads(overview: dict, block: int) -> dict[int, dict]:
+    """The sink heads of one block (head -> its sink facts), from the sink analysis."""
+    return {s["head"]: s for s in overview["sinks"]["heads"] if s["block"] == block}
+
+
+def _head_distances(overview: dict, block: int) -> list[float] | None:
+    """Mean attention distance (px) of each head of a self-attention block, or None."""
+    measured = overview["distance"]
+    if block not in measured["blocks"]:
+        return None
+    return measured["mad"][measured["blocks"].index(block)]
+
+
+def kept_heads(overview: dict, block: int) -> list[int]:
+    """The heads whose distance means something: not sink heads. A sink head's map is its
+    sink key whatever the query, and attention to a prefix token adds no distance (page 3's
+    convention), so either kind would read as a distance the head does not look. All heads
+    when every one is a sink."""
+    heads = range(len(_head_distances(overview, block)))
+    sinks = sink_heads(overview, block)
+    return [h for h in heads if h not in sinks] or list(heads)
+
+
+def nearest_head(overview: dict, block: int) -> int:
+    """The non-sink head of the block with the smallest mean attention distance (-1, the
+    mean of the heads, in a block that has no distance: class attention)."""
+    mad = _head_distances(overview, block)
+    if mad is None:
+        return -1
+    return min(kept_heads(overview, block), key=lambda h: mad[h])
 
 
 def tour_facts(overview: dict) -> dict[str, str]:
@@ -233,6 +283,7 @@ def tour_facts(overview: dict) -> dict[str, str]:
         "outlier_sentence": _outlier_sentence(overview),
         "sink_sentence": _sink_sentence(overview),
         "distance_sentence": _distance_sentence(overview),
+        "near_head_sentence": _near_head_sentence(overview),
         "rollout_start": _rollout_start(overview),
         "cls_sentence": _cls_sentence(late, dims),
         "rollout_last": blocks[resolve_block("last_self", overview)]["label"].lower(),
@@ -369,14 +420,17 @@ def _outlier_sentence(overview: dict) -> str:
 
 
 def _distance_sentence(overview: dict) -> str:
-    """How far the first and last self-attention blocks' heads look on this image, next to
-    what the ViT papers report (said only as far as the measurement bears it out)."""
+    """How far the non-sink heads of the first and last self-attention blocks look on this
+    image, next to what the ViT papers report (said only as far as the measurement bears it
+    out)."""
     measured = overview["distance"]
-    blocks, mad, even = measured["blocks"], measured["mad"], measured["reference"]
+    blocks, even = measured["blocks"], measured["reference"]
     name = lambda i: overview["blocks"][blocks[i]]["label"].lower()  # noqa: E731
+    kept = [[measured["mad"][i][h] for h in kept_heads(overview, block)]
+            for i, block in enumerate(blocks)]
 
     def span(i: int) -> str:
-        low, high = round(min(mad[i])), round(max(mad[i]))
+        low, high = round(min(kept[i])), round(max(kept[i]))
         return f"{low}–{high} px" if low != high else f"about {low} px"
 
     text = f"On this image the heads of {name(0)} look {span(0)} from their query"
@@ -385,7 +439,7 @@ def _distance_sentence(overview: dict) -> str:
     text += f", in page 3's mean attention distance (evenly spread attention: {even:.0f} px)."
     if len(blocks) == 1:
         return text
-    near_first, near_last = min(mad[0]), min(mad[-1])
+    near_first, near_last = min(kept[0]), min(kept[-1])
     patch = overview["layout"]["patch"][0]  # a difference under one patch is not a trend
     text += (" The ViT papers report early blocks mixing near- and far-looking heads, late "
              "blocks only far-looking ones; ")
@@ -397,6 +451,25 @@ def _distance_sentence(overview: dict) -> str:
                        f"as far ({near_first:.0f} and {near_last:.0f} px, under a patch apart).")
     return text + (f"not here: {name(-1)}'s nearest head ({near_last:.0f} px) looks nearer "
                    f"than {name(0)}'s ({near_first:.0f} px).")
+
+
+def _near_head_sentence(overview: dict) -> str:
+    """Which head the distance step draws, and which sink heads it leaves out and why."""
+    block = resolve_block("first", overview)
+    label = overview["blocks"][block]["label"]
+    head = nearest_head(overview, block)
+    if head < 0:
+        return f"The picture shows the mean of the heads of {label.lower()}."
+    text = f"The picture shows head {head} of {label.lower()}, its nearest-looking head."
+    sinks = sink_heads(overview, block)
+    if not sinks or len(sinks) == len(_head_distances(overview, block)):
+        return text
+    left_out = "; ".join(
+        f"head {h} ({percent(s['score'])} to {s['key']}: "
+        + ("its map is that patch whatever you pin)" if s["on_patch"] else
+           "a token with no place on the picture, so no distance)")
+        for h, s in sorted(sinks.items()))
+    return f"{text} Left out here and below, as sinks (last step): {left_out}."
 
 
 def _sink_sentence(overview: dict) -> str:
@@ -411,7 +484,7 @@ def _sink_sentence(overview: dict) -> str:
     text = (f"In {block}, head {strongest['head']} sends {share} of every query's attention, "
             f"on average, to one key: {strongest['key']}. Such a key is an **attention sink**: "
             "the head copies nearly the same value into every token, whatever the image shows "
-            "there. Hover the heads of this block to compare.")
+            "there. Point at or tap the other heads of this block to compare.")
     if overview["sinks"]["left_out"]:
         text += (" A sink on a patch would light up that patch in attention rollout, so the "
                  "rollout here starts after it.")
@@ -419,14 +492,19 @@ def _sink_sentence(overview: dict) -> str:
 
 
 def _rollout_start(overview: dict) -> str:
+    """Where rollout starts, with the start=auto rule said in words (not cited)."""
     left_out = overview["sinks"]["left_out"]
     if not left_out:
         return "It starts at the first block."
     first = overview["rollout"]["blocks"][0]
     sink_step = 1 + [step.title for step in TOUR].index("Attention sinks")
-    return (f"Here it starts at block {first}: the blocks before it are left out because of "
-            f"the attention sink of step {sink_step} (the app's start=auto rule, explained on "
-            "page 4).")
+    last = left_out[-1]["block"]  # the rule ends the left-out run at a sink block
+    blocks = (f"block {last} is" if len(left_out) == 1
+              else f"blocks {left_out[0]['block']}–{last} are")
+    return (f"Here it starts at block {first}: {blocks} left out, because block {last} has a "
+            f"head that is an attention sink on a patch (step {sink_step}), which rollout "
+            "would carry forward as one bright patch whatever the image shows. The rule: "
+            "start one block after the last such block in the first half of the blocks.")
 
 
 def _cls_sentence(late: bool, dims: dict) -> str:

@@ -135,7 +135,8 @@ def _one_head(model, image, capture, result) -> None:
                              values=result.per_query[position, head],
                              patch_size=layout.patch_size, query=query, grid=layout.grid,
                              marks=marks, title=f"Every query's distance (px); head mean "
-                                   f"{result.mad[position, head]:.1f} px"),
+                                   f"{result.mad[position, head]:.1f} px",
+                             scale_title="distance (px)"),
             key="p3_head_dist")
 
 

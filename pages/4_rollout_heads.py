@@ -217,7 +217,7 @@ def gae_panel(inputs: RolloutInputs, query: int, row: int | None) -> None:
         ui.show_figure(token_map_figure(
             inputs.model_image, gae_map, layout.patch_size,
             f"GAE for '{literal.figure(head.class_names[target][:28])}'", marks=inputs.marks,
-            query=row, grid=layout.grid), key="p4_gae")
+            query=row, grid=layout.grid, scale_title="relevance"), key="p4_gae")
         st.caption(f"Chefer's gradient-weighted attention: per block, the positive part of "
                    f"gradient × attention, heads averaged, accumulated through the residual "
                    f"stream (R ← R + Ā·R, no row normalisation). Gradient of "

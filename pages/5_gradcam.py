@@ -7,7 +7,7 @@ from xai_core import pipeline
 from xai_core.capture import shared_forwards
 from xai_core.figures.curves import alpha_bars
 from xai_core.figures.matrices import per_head_maps, taxonomy_mosaic
-from xai_core.figures.overlays import cell_overlay, coarse, map_row, overlay
+from xai_core.figures.overlays import MIN_MAX, cell_overlay, coarse, map_row, overlay
 from xai_core.methods import METHODS, gradcam
 from xai_core.methods.saliency import saliency_for_display
 from xai_core.methods.vit_gradcam import (HEAD_MODES, HEAD_NAMES, LOCATION_NAMES, LOCATIONS,
@@ -72,7 +72,7 @@ def steps_view(model, image, target: int, layer: str) -> None:
     with c:
         small, cell = coarse(steps.upsampled)
         ui.show_figure(overlay(model_image, small, cell, "4 · Bilinear upsampling, min-max",
-                               zmin=0, zmax=1), key="gc_up")
+                               zmin=0, zmax=1, scale_title=MIN_MAX), key="gc_up")
     library = gradcam.cam_family(model, image, target, layer, ("Grad-CAM",))[0]
     difference = float(abs(library.map - steps.upsampled).max())
     st.caption(

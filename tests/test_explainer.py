@@ -6,6 +6,7 @@ blocks); the residual stream it shows adds up; the tour is data naming real cont
 import base64
 import io
 import json
+import math
 import re
 import struct
 from pathlib import Path
@@ -210,6 +211,30 @@ def test_block_detail_and_vectors_reconstruct_attention_queries_and_keys(case):
         assert_within_f16(context, detail["norms"]["context"], f"block {index} context")
 
 
+def test_block_detail_says_why_the_length_jumps_at_each_layer_norm(case):
+    """The note beside the LayerNorm cards quotes sqrt(width), the norm's ‖γ‖ and the median
+    token length before and after it, each recomputed here: the LayerNorm redone by hand
+    (mean 0, standard deviation 1 over the channels, then γ and β) gives the captured output."""
+    model, image, capture, _ = case
+    for index in detail_blocks(capture):
+        block = transformer_blocks(model.module)[index][1]
+        acts = capture.blocks[index].acts
+        x_mid = explainer.residual_stream(block, acts)[1]
+        norm = block.norm2
+        centred = x_mid - x_mid.mean(-1, keepdim=True)
+        by_hand = (centred / (centred.pow(2).mean(-1, keepdim=True) + norm.eps).sqrt()
+                   * norm.weight.double() + norm.bias.double())
+        torch.testing.assert_close(by_hand, acts["ln2"][0].double(), rtol=1e-4, atol=1e-4)
+        note = as_sent(explainer.block_payload(model, image, index))["norm_notes"]["ln2"]
+        width = x_mid.shape[-1]
+        numbers = [float(n) for n in re.findall(r"(?<![\w√])(\d+(?:\.\d+)?)", note)]
+        expected = [width, math.sqrt(width), float(norm.weight.double().norm()),
+                    float(by_hand.norm(dim=-1).median()), float(x_mid.norm(dim=-1).median())]
+        assert numbers[:3] == [0, 1, width]  # "mean 0 and standard deviation 1 over its 384"
+        # three significant figures; the medians of an even count may sit between two tokens
+        np.testing.assert_allclose(numbers[3:], expected[1:], rtol=0.03)
+
+
 def test_residual_stream_adds_up_across_blocks(case):
     """x_in of block b (recovered from its output minus the LayerScale'd branches) equals
     the output of block b - 1: an identity the payload's residual view relies on."""
@@ -367,32 +392,111 @@ def test_sink_and_residual_steps_point_at_measured_tokens():
     assert residual["patch"] == int(ratios.max(0).values.argmax())
 
 
-def test_distance_step_quotes_the_measured_heads(case):
-    """The near-and-far step says how far the heads of the first and last self-attention
-    blocks look, recomputed here from the captured attention by the Keras reference formula,
-    and repeats the papers' pattern only where the numbers bear it out (DINOv2's last block
-    on chelsea: nearest head 65 px, block 0's 44)."""
-    model, _, capture, overview = case
-    text = {s["title"]: s["text"] for s in tour.resolve_steps(overview)}[
-        "Near and far: how far the heads look"]
-    width = capture.layout.patch_size[0]
+def captured_sink_heads(record) -> dict[int, int]:
+    """head -> sink key of every sink head of one block, recomputed from the captured
+    attention: the key with the largest mean received attention takes at least half."""
+    received = record.acts["attn"][0].double().mean(1)  # (heads, keys)
+    score, key = received.max(-1)
+    return {h: int(key[h]) for h in range(len(score)) if score[h] >= 0.5}
 
-    def heads(record) -> np.ndarray:
+
+def test_distance_step_quotes_the_measured_heads(case):
+    """The near-and-far step comes after the sink step, draws the first block's nearest
+    head that is not a sink head, names each sink head it leaves out, and says how far the
+    other heads of the first and last self-attention blocks look, recomputed here from the
+    captured attention by the Keras reference formula; it repeats the papers' pattern only
+    where the numbers bear it out. (DINOv2 on chelsea: block 0's head 5 sends all of its
+    attention to one patch and head 4 over half to [CLS]: both left out.)"""
+    model, _, capture, overview = case
+    titles = [step.title for step in tour.TOUR]
+    assert titles.index("Near and far: how far the heads look") > titles.index("Attention sinks")
+    step = {s["title"]: s for s in tour.resolve_steps(overview)}[
+        "Near and far: how far the heads look"]
+    text, width = step["text"], capture.layout.patch_size[0]
+
+    def kept(record) -> tuple[np.ndarray, list[int], dict[int, int]]:
         attention = record.acts["attn"].double().numpy()
-        return keras_mean_attention_distance(width, attention, record.num_prefix_tokens)[0]
+        mad = keras_mean_attention_distance(width, attention, record.num_prefix_tokens)[0]
+        sinks = captured_sink_heads(record)
+        heads = [h for h in range(len(mad)) if h not in sinks] or list(range(len(mad)))
+        return mad[heads], heads, sinks
 
     selfs = [b for b in capture.blocks if b.kind == "self"]
-    first, last = heads(selfs[0]), heads(selfs[-1])
+    (first, first_heads, sinks), (last, _, _) = kept(selfs[0]), kept(selfs[-1])
+    assert step["block"] == selfs[0].index
+    assert step["head"] == first_heads[int(first.argmin())]
+    assert re.search(rf"shows head {step['head']} of block {selfs[0].index}\b", text)
+    prefix = capture.layout.num_prefix_tokens
+    for head, key in sinks.items():  # each left-out head named with its sink key
+        named = (f"patch {key - prefix} (row" if key >= prefix
+                 else overview["layout"]["prefix_names"][key])
+        assert re.search(rf"head {head} \([^)]*{re.escape(named)}", text), (head, named)
     for record, mad in ((selfs[0], first), (selfs[-1], last)):
         low, high = round(mad.min()), round(mad.max())
         said = f"{low}–{high} px" if low != high else f"about {low} px"
-        assert f"block {record.index} look {said}" in text or \
-            f"block {record.index} {said}" in text, (record.index, said, text)
+        assert re.search(rf"block {record.index} (look )?{said}", text), (said, text)
     even = brute_force_mean_pairwise(capture.layout.grid, capture.layout.patch_size)
-    assert f"(evenly spread attention: {even:.0f} px)" in text
+    assert int(re.search(r"evenly spread attention: (\d+) px", text).group(1)) == round(even)
     assert ("not here" in text) == (last.min() < first.min() + width)  # a patch: a trend
-    if model.spec.id == "dinov2-s14":  # both branches are exercised: the trained model's
-        assert "not here" not in text  # last block looks farther, random weights' do not
+    if model.spec.id == "dinov2-s14":
+        assert sinks == {4: 0, 5: prefix + 3}  # [CLS] and patch 3 (row 0, col 3)
+
+
+def synthetic_overview(first: list[float], last: list[float], sinks: list[dict]) -> dict:
+    """The payload fields the distance sentences read, for two blocks of made-up heads."""
+    return {"blocks": [{"index": 0, "label": "Block 0", "kind": "self"},
+                       {"index": 1, "label": "Block 1", "kind": "self"}],
+            "distance": {"blocks": [0, 1], "mad": [first, last], "reference": 100.0},
+            "layout": {"patch": [16, 16]}, "sinks": {"heads": sinks}}
+
+
+@pytest.mark.parametrize("last, verdict", [([70.0, 90.0], "farther"),
+                                           ([35.0, 90.0], "about as far"),
+                                           ([10.0, 90.0], "nearer")])
+def test_distance_sentence_leaves_sink_heads_out_of_every_number(last, verdict):
+    """Block 0's head 2 is a sink into a prefix token: attention there counts no distance,
+    so its 5 px would pass for the nearest head. Left out, block 0's nearest is 30 px, and
+    block 1's nearest head (the trend is read from one patch, 16 px, apart) is farther,
+    about as far, or nearer."""
+    sink = {"block": 0, "head": 2, "score": 0.6, "key": "[CLS]", "on_patch": False}
+    overview = synthetic_overview([30.0, 80.0, 5.0], last, [sink])
+    assert tour.nearest_head(overview, 0) == 0 and tour.kept_heads(overview, 0) == [0, 1]
+    text = tour._distance_sentence(overview)
+    assert re.search(r"block 0 look 30–80 px", text)
+    quoted = [int(n) for pair in re.findall(r"\((\d+)(?: and (\d+))? px", text)
+              for n in pair if n]  # the nearest heads' distances, in brackets
+    assert 5 not in quoted and 30 in quoted and int(last[0]) in quoted
+    assert ("not here" in text) == (verdict != "farther")
+    assert verdict in text
+    said = tour._near_head_sentence(overview)
+    assert re.search(r"head 0 of block 0", said) and "head 2 (60.0% to [CLS]" in said
+    # every head a sink: none is left out (nothing would be left to draw)
+    everyone = [dict(sink, head=h) for h in range(3)]
+    assert tour.kept_heads(synthetic_overview([30.0, 80.0, 5.0], last, everyone), 0) == [0, 1, 2]
+
+
+def test_tour_step_is_built_by_keywords_and_asks_for_no_hover():
+    """`Step` takes keywords only (nine fields by position were easy to swap); every step
+    that asks the learner to point at something says it so that it reads on a touch screen
+    too (no bare "hover"); no step cites a rule it does not state (page 4's start=auto)."""
+    first = tour.TOUR[0]
+    fields = {name: getattr(first, name) for name in first.__dataclass_fields__}
+    with pytest.raises(TypeError):
+        tour.Step(*fields.values())
+    assert tour.Step(**fields) == first
+    model, image = get_model("dinov2-s14"), load_sample("chelsea")
+    steps = tour.resolve_steps(as_sent(explainer.overview_payload(model, image)))
+    for step in steps:
+        assert "hover" not in step["text"].lower(), step["title"]
+        assert "page 4's" not in step["text"] and "start=auto" not in step["text"]
+    rollout = next(s for s in steps if s["overlay"] == "rollout")
+    start = auto_start(sink_method.explain(model, image).detail)
+    left_out = [entry["block"] for entry in start.left_out]
+    assert left_out == [0]  # block 0's head 5 is a sink on a patch
+    first_kept = pipeline.vit_capture(model, image).self_attention_blocks()[start.start].index
+    assert re.search(rf"starts at block {first_kept}: block 0 is left out", rollout["text"])
+    sink_step = 1 + [s["title"] for s in steps].index("Attention sinks")
+    assert f"(step {sink_step})" in rollout["text"]
 
 
 # --- the wire format ----------------------------------------------------------------------------

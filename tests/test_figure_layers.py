@@ -17,7 +17,7 @@ import pytest
 from PIL import Image
 
 from xai_core.analysis import toy_attention as toy
-from xai_core.figures import layers, reuse
+from xai_core.figures import layers, overlays, reuse
 from xai_core.figures.matrices import head_mosaic, multihead_figure, position_mosaic_figure
 from xai_core.figures.overlays import map_row_figure, overlay_figure, practical_matrix
 from xai_core.figures.style import DIVERGING, HEATMAP_SCALE
@@ -59,21 +59,24 @@ def test_a_photo_layer_covers_exactly_its_pixel_coordinates(size):
 
 
 def test_a_photo_repeated_in_small_panels_is_sent_at_panel_size():
-    """Eight panels side by side get PAGE_WIDTH / 8 screen pixels each: every copy of the
-    photo goes at that size (not 224), still spanning the panel's full pixel range."""
-    image = photo(224, 224)
+    """The input and seven maps, MAPS_PER_LINE panels beside the input a line: each panel
+    gets PAGE_WIDTH / columns screen pixels, and every copy of the photo goes at that size
+    (not 448), still spanning the panel's full pixel range."""
+    image = photo(448, 448)  # larger than a panel of the matrix (PAGE_WIDTH / 6)
     maps = [(f"m{i}", np.random.default_rng(i).random((14, 14))) for i in range(7)]
     figure = practical_matrix([("row", image, maps)], height_per_row=260)
     photos = [t for t in figure.data if t.type == "image"]
     assert len(photos) == 8
-    side = int(np.ceil(layers.PAGE_WIDTH / 8))
-    assert layers.panel_side(image, 8, 260) == side < 224
+    columns = overlays.MAPS_PER_LINE + 1
+    side = int(np.ceil(layers.PAGE_WIDTH / columns))
+    assert layers.panel_side(image, columns, 260) == side < 448
     for trace in photos:
         sent = decoded(trace.source)
         assert sent.size == (side, side)
-        np.testing.assert_allclose(span(trace, *sent.size), (0, 224, 0, 224), atol=1e-9)
+        np.testing.assert_allclose(span(trace, *sent.size), (0, 448, 0, 448), atol=1e-9)
     # a wide panel (two side by side, 480 high) keeps the photo as it is
-    wide = map_row_figure(image, [maps[0][1], maps[1][1]], ["a", "b"], (16, 16), height=480)
+    wide = map_row_figure(photo(224, 224), [maps[0][1], maps[1][1]], ["a", "b"], (16, 16),
+                          height=480)
     assert {decoded(t.source).size for t in wide.data if t.type == "image"} == {(224, 224)}
 
 

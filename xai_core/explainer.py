@@ -351,6 +351,7 @@ def _sink_facts(model, image) -> tuple[dict, int]:
     sink = lambda s: {"block": s.block, "head": s.head, "score": round(s.score, 4),  # noqa: E731
                       "key": s.key_name, "on_patch": s.on_patch}
     facts = {"strongest": sink(strongest),
+             "heads": [sink(s) for s in analysis.sink_heads()],  # every sink head
              "dominated": [analysis.blocks[p] for p in analysis.sink_dominated()],
              "left_out": [{"block": entry["block"],
                            "heads": [{"head": h["head"], "score": h["score"], "key": h["key"]}
@@ -443,6 +444,25 @@ def _block_record(model, image, block: int):
     return capture.blocks[block]
 
 
+def layer_norm_note(norm: torch.nn.Module | None, before: np.ndarray,
+                    after: np.ndarray) -> str | None:
+    """Why a token's length jumps (or drops) across a LayerNorm, in this block's numbers:
+    the norm sets every token to mean 0 and standard deviation 1 over its channels (length
+    sqrt(C)), then scales each channel by a learned gamma and adds a learned beta. None for a
+    norm without learned weights."""
+    gamma = getattr(norm, "weight", None)
+    if gamma is None:
+        return None
+    gamma = gamma.detach().double()
+    width, size = gamma.numel(), float(gamma.norm())
+    return (f"LayerNorm gives every token mean 0 and standard deviation 1 over its {width} "
+            f"numbers (a length of √{width} ≈ {math.sqrt(width):.3g}, whatever it had), then "
+            f"multiplies each number by a learned weight γ (here ‖γ‖ = {size:.3g}) "
+            f"and adds a learned β: so every token leaves at a similar length (median "
+            f"{float(np.median(after)):.3g}) whatever it came in with (median "
+            f"{float(np.median(before)):.3g}).")
+
+
 def build_block_detail(model, image, block: int) -> dict:
     """One block's full attention, query norms and per-token norms (uncached)."""
     record = _block_record(model, image, block)
@@ -466,6 +486,12 @@ def build_block_detail(model, image, block: int) -> dict:
             "ln2": _norms(acts["ln2"][0]), "mlp": _norms(acts["mlp"][0]),
             "x_out": _norms(x_out)}.items()},
         "context_heads": packed(context_heads, "f16"),
+        # why the lengths jump at each norm (the cards show 1.96 -> 44 at LayerNorm 2)
+        "norm_notes": {
+            "ln1": layer_norm_note(getattr(module_block, "norm1", None), _norms(x_in),
+                                   _norms(acts["ln1"][0])),
+            "ln2": layer_norm_note(getattr(module_block, "norm2", None), _norms(x_mid),
+                                   _norms(acts["ln2"][0]))},
     }
 
 

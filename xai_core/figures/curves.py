@@ -21,7 +21,7 @@ def prediction_bars(labels: list[str], probabilities: list[float], title: str,
                               orientation="h", text=[f"{p:.1%}" for p in probabilities[::-1]],
                               textposition="auto"))
     figure.update_layout(title=title, height=height, margin=dict(l=10, r=10, t=40, b=10),
-                         xaxis=dict(range=[0, 1], tickformat=".0%"))
+                         xaxis=dict(range=[0, 1], tickformat=".0%", title="probability"))
     return figure
 
 
@@ -124,7 +124,7 @@ def curves_figure(curves: dict, title: str, metrics=("deletion", "insertion")) -
                               "<br>score %{y:.4f}<extra></extra>"),
                 row=1, col=c)
         figure.update_xaxes(title="fraction perturbed", tickformat=".0%", row=1, col=c)
-    figure.update_yaxes(title=score_kind.split(" (")[0], row=1, col=1)
+    figure.update_yaxes(title=score_kind.split(" (")[0])  # every panel: one may stand alone
     figure.update_layout(title=title, height=380, margin=dict(l=10, r=10, t=70, b=10),
                          legend=dict(orientation="h", y=-0.25))
     return figure
@@ -160,7 +160,8 @@ def contributions_figure(L: np.ndarray, labels: list[str], height: int = 260) ->
                                             "<extra></extra>"))
     figure.update_layout(height=height, margin=dict(l=10, r=10, t=40, b=10),
                          title="Share of the final map D_B added by each block (raw sums)",
-                         yaxis=dict(tickformat=".0%", rangemode="tozero"))
+                         yaxis=dict(tickformat=".0%", rangemode="tozero",
+                                    title="share of D_B"))
     return figure
 
 
@@ -171,7 +172,7 @@ def weights_figure(weights: np.ndarray, height: int = 220) -> go.Figure:
                               hovertemplate="dimension %{x}<br>w = %{y:.3f}<extra></extra>"))
     figure.update_layout(height=height, margin=dict(l=10, r=10, t=40, b=10), bargap=0,
                          title="Dimension-wise importance weights w (eq. 13)",
-                         xaxis_title="output dimension d")
+                         xaxis_title="output dimension d", yaxis_title="weight w")
     return figure
 
 
@@ -292,7 +293,7 @@ def mean_curves_figure(curves: dict, model_id: str) -> go.Figure:
                 hovertemplate=f"{shown} ({count} images)<br>%{{x:.0%}} perturbed<br>mean score "
                               "%{y:.4f}<extra></extra>"), row=1, col=c)
         figure.update_xaxes(title="fraction perturbed", tickformat=".0%", row=1, col=c)
-    figure.update_yaxes(title="class score, mean over images", row=1, col=1)
+    figure.update_yaxes(title="class score, mean over images")
     figure.update_layout(title=f"{plain_text(model_id)}: curves averaged over images", height=380,
                          margin=dict(l=10, r=10, t=70, b=10), legend=dict(orientation="h", y=-0.3))
     return figure

@@ -108,12 +108,13 @@ def block_head_heatmap(values: np.ndarray, blocks: list[int], title: str, colorb
 
 @reused
 def agreement_heatmap(names: list[str], values: np.ndarray, title: str, zmin: float = -1,
-                      zmax: float = 1, colorscale: str = "RdBu") -> go.Figure:
+                      zmax: float = 1, colorscale: str = "RdBu",
+                      scale_title: str = "agreement") -> go.Figure:
     text = [["" if np.isnan(v) else f"{v:.2f}" for v in row] for row in values]
     figure = go.Figure(go.Heatmap(
         z=values, x=names, y=names, zmin=zmin, zmax=zmax, colorscale=colorscale, text=text,
         texttemplate="%{text}", hovertemplate="%{y} vs %{x}: %{z:.3f}<extra></extra>",
-        colorbar=dict(thickness=12)))
+        colorbar=dict(thickness=12, title=scale_title)))
     figure.update_layout(title=title, height=120 + 45 * len(names),
                          margin=dict(l=10, r=10, t=50, b=10))
     figure.update_yaxes(autorange="reversed")
@@ -189,7 +190,7 @@ def per_head_maps(cell: Cell, height: int = 240) -> go.Figure:
     for h in range(heads):
         figure.add_trace(go.Heatmap(z=np.asarray(cell.per_head[h], np.float32), zmin=-bound, zmax=bound,
                                     colorscale=DIVERGING, showscale=(h == heads - 1),
-                                    colorbar=dict(thickness=10),
+                                    colorbar=dict(thickness=10, title="weighted sum"),
                                     hovertemplate="row %{y}, col %{x}<br>%{z:.3g}<extra></extra>"),
                          row=1, col=h + 1)
         suffix = "" if h == 0 else str(h + 1)
@@ -238,15 +239,18 @@ def multihead_figure(weights: list[np.ndarray], labels, height: int = 300) -> go
     return figure
 
 
-def _mosaic(tiles: np.ndarray, columns: int, gap: int, fill: float) -> np.ndarray:
-    """(n, h, w, ...) tiles side by side in rows of `columns`, `gap` apart."""
+def _mosaic(tiles: np.ndarray, columns: int, gap: int, fill: float,
+            row_gap: int | None = None) -> np.ndarray:
+    """(n, h, w, ...) tiles side by side in rows of `columns`, `gap` apart (rows `row_gap`
+    apart: room for a label under each tile)."""
     count, h, w = tiles.shape[:3]
-    rows = -(-count // columns)
-    out = np.full((rows * (h + gap) - gap, columns * (w + gap) - gap, *tiles.shape[3:]), fill,
-                  dtype=float)
+    rows, row_gap = -(-count // columns), gap if row_gap is None else row_gap
+    out = np.full((rows * (h + row_gap) - row_gap, columns * (w + gap) - gap,
+                   *tiles.shape[3:]), fill, dtype=float)
     for i in range(count):
         r, c = divmod(i, columns)
-        out[r * (h + gap):r * (h + gap) + h, c * (w + gap):c * (w + gap) + w] = tiles[i]
+        top, left = r * (h + row_gap), c * (w + gap)
+        out[top:top + h, left:left + w] = tiles[i]
     return out
 
 
@@ -255,10 +259,12 @@ def embedding_pca_figure(tiles: np.ndarray, explained: np.ndarray, columns: int 
                          height: int = 420) -> go.Figure:
     """The classic figure: the first principal components of the embedding filters as RGB."""
     count, h, w = tiles.shape[:3]
-    gap = max(1, w // 5)
-    mosaic = _mosaic(tiles, columns, gap, 1.0)
-    notes = [dict(x=(i % columns) * (w + gap) + w / 2, y=(i // columns) * (h + gap) + h,
-                  yanchor="top", text=f"PC{i + 1} {explained[i]:.1%}", showarrow=False,
+    # each label sits in the gap under its tile: half a tile high, so it stays clear of the
+    # next row's tiles at any width (390 px phone: 50 px tiles, 25 px for a 9 px label)
+    gap, row_gap = max(1, w // 5), max(2, h // 2)
+    mosaic = _mosaic(tiles, columns, gap, 1.0, row_gap)
+    notes = [dict(x=(i % columns) * (w + gap) + w / 2, y=(i // columns) * (h + row_gap) + h,
+                  yanchor="top", text=f"PC{i + 1}: {explained[i]:.0%}", showarrow=False,
                   font=dict(size=9)) for i in range(count)]
     tiles_image = Image.fromarray(np.round(mosaic * 255).astype(np.uint8))
     figure = go.Figure(image_trace(tiles_image, max_side=max(tiles_image.size), lossless=True))

@@ -22,6 +22,7 @@ from .style import DIVERGING, HEATMAP_SCALE, LINE_COLOURS, symmetric_bound
 
 FRAME_MS = 700
 DISPLAY_SIDE = 56
+MIN_MAX = "min-max (0-1)"  # the colour bar of maps each scaled to their own range
 
 
 def _panel(row: int | None, col: int | None) -> dict:
@@ -70,24 +71,30 @@ def image_figure(image: Image.Image, title: str | None = None, height: int = 420
 def grid_heatmap(values: np.ndarray, patch_size: tuple[int, int], opacity: float = 0.55,
                  zmin: float | None = None, zmax: float | None = None,
                  colorscale: str | list = HEATMAP_SCALE, name: str = "map",
-                 hovertemplate: str | None = None) -> go.Heatmap:
-    """A (rows, cols) patch-level map placed over the image's pixel coordinates."""
+                 hovertemplate: str | None = None, scale_title: str = "map value") -> go.Heatmap:
+    """A (rows, cols) patch-level map placed over the image's pixel coordinates; its colour
+    bar is titled with the quantity drawn (`scale_title`)."""
     ph, pw = patch_size
     return go.Heatmap(
         z=np.asarray(values, dtype=np.float32), x0=pw / 2, dx=pw, y0=ph / 2, dy=ph,
         opacity=opacity, colorscale=colorscale, zmin=zmin, zmax=zmax, name=name,
         hovertemplate=hovertemplate or "row %{y}, col %{x}<br>value %{z:.4g}<extra></extra>",
-        colorbar=dict(thickness=12))
+        # plain decimals: an SI suffix ("250µ") reads as a unit the map does not have; the
+        # title along the bar in small type (presentation type made it taller than a narrow
+        # column's plot), not over it, where it ran into the figure's title
+        colorbar=dict(thickness=12, exponentformat="none",
+                      title=dict(text=scale_title, side="right", font=dict(size=11))))
 
 
 def overlay_figure(image: Image.Image, values: np.ndarray, patch_size: tuple[float, float],
                    title: str | None = None, opacity: float = 0.55, height: int = 420,
                    zmin: float | None = None, zmax: float | None = None,
-                   colorscale: str | list = HEATMAP_SCALE) -> go.Figure:
+                   colorscale: str | list = HEATMAP_SCALE,
+                   scale_title: str = "map value") -> go.Figure:
     """One map over the image, in a figure of its own."""
     figure = go.Figure()
     add_overlay(figure, image, values, patch_size, opacity=opacity, zmin=zmin,
-                zmax=zmax, colorscale=colorscale)
+                zmax=zmax, colorscale=colorscale, scale_title=scale_title)
     return _titled(figure, title, height)
 
 
@@ -107,12 +114,13 @@ def patch_grid_lines(figure: go.Figure, grid: tuple[int, int], patch_size: tuple
 def token_map_figure(image, values: np.ndarray, patch_size: tuple[int, int], title: str,
                      marks=(), query: int | None = None, grid: tuple[int, int] | None = None,
                      clickable: bool = False, height: int = 380, zmin=None,
-                     zmax=None, sink_keys=()) -> go.Figure:
+                     zmax=None, sink_keys=(), scale_title: str = "attention weight") -> go.Figure:
     """A patch-level map over the image, with high-norm tokens marked (x), attention-sink
     keys ringed (`sink_keys`: (patch index, hover text) pairs; needs `grid`) and the query
-    patch (star); `clickable` adds invisible patch markers for clicks."""
+    patch (star); `clickable` adds invisible patch markers for clicks. `scale_title`: the
+    quantity drawn (attention by default: rows of attention or rollout)."""
     figure = overlay_figure(image, values, patch_size, title, height=height, zmin=zmin,
-                            zmax=zmax)
+                            zmax=zmax, scale_title=scale_title)
     ph, pw = patch_size
     if sink_keys and grid is not None:
         rows_cols = [divmod(patch, grid[1]) for patch, _ in sink_keys]
@@ -154,7 +162,7 @@ def difference_figure(image, difference: np.ndarray, patch_size: tuple[int, int]
     """A signed patch map (e.g. convention A minus convention B), symmetric colours."""
     bound = symmetric_bound(difference)
     figure = overlay_figure(image, difference, patch_size, title, height=height,
-                            zmin=-bound, zmax=bound)
+                            zmin=-bound, zmax=bound, scale_title="difference")
     figure.data[-1].update(colorscale="RdBu", reversescale=True, opacity=0.75)
     return figure
 
@@ -167,7 +175,7 @@ def query_attention_figure(model_image: Image.Image, values: np.ndarray,
     outlined, with click targets on every patch."""
     grid = values.shape
     figure = overlay_figure(model_image, values, patch_size, title, opacity=0.6, height=height,
-                            zmin=0)
+                            zmin=0, scale_title="attention weight")
     figure.data[1].update(hoverinfo="skip")
     if query is not None:
         ph, pw = patch_size
@@ -197,14 +205,16 @@ def coarse(values: np.ndarray, side: int = DISPLAY_SIDE) -> tuple[np.ndarray, tu
 @reused
 def overlay(image: Image.Image, values: np.ndarray, cell_size: tuple[float, float], title: str,
             diverging: bool = False, zmin: float | None = None, zmax: float | None = None,
-            height: int = 340, opacity: float = 0.55) -> go.Figure:
+            height: int = 340, opacity: float = 0.55,
+            scale_title: str = "Grad-CAM value") -> go.Figure:
     """Page 5's map over the model input at feature-map (or patch) resolution; `diverging`
     centres a blue-red scale on 0."""
     if diverging:
         bound = symmetric_bound(values)
         zmin, zmax = -bound, bound
     return overlay_figure(image, values, cell_size, title, opacity, height, zmin, zmax,
-                          colorscale=DIVERGING if diverging else HEATMAP_SCALE)
+                          colorscale=DIVERGING if diverging else HEATMAP_SCALE,
+                          scale_title=scale_title)
 
 
 def cell_overlay(image: Image.Image, cell: Cell, patch_size: tuple[int, int],
@@ -226,7 +236,9 @@ def map_row(image: Image.Image, maps: list[tuple[str, np.ndarray]], height: int 
     for i, (_, values) in enumerate(maps, start=1):
         small, cell = coarse(min_max(values) if shared_scale else values)
         add_overlay(figure, image, small, cell, row=1, col=i, max_side=side, zmin=0, zmax=1,
-                    hovertemplate="%{z:.2f}<extra></extra>").update(showscale=(i == count))
+                    hovertemplate="%{z:.2f}<extra></extra>",
+                    scale_title=MIN_MAX if shared_scale else "map value",
+                    ).update(showscale=(i == count))
     figure.update_layout(height=height, margin=dict(l=0, r=0, t=50, b=0))
     return figure
 
@@ -254,7 +266,7 @@ def flow_figure(image: Image.Image, L: np.ndarray, D: np.ndarray, patch_size: tu
                 zmax=1.0, name="L_b", hovertemplate=hover).update(showscale=False)
     add_overlay(figure, image, D[start], patch_size, row=1, col=2, max_side=side,
                 opacity=opacity, zmin=0.0,
-                zmax=1.0, name="D_b", hovertemplate=hover)
+                zmax=1.0, name="D_b", hovertemplate=hover, scale_title="display value (0-1)")
     names = list(short_labels)
     figure.frames = [go.Frame(name=name, traces=[1, 3], data=[
         go.Heatmap(z=np.asarray(L[i], dtype=np.float32)),
@@ -266,6 +278,8 @@ def flow_figure(image: Image.Image, L: np.ndarray, D: np.ndarray, patch_size: tu
     figure.update_layout(
         height=height, title=dict(text=labels[start], x=0.5),
         margin=dict(l=0, r=0, t=70, b=10),
+        # the buttons on a row of their own, the slider under them: side by side, the
+        # buttons covered the slider's first labels on a narrow screen
         updatemenus=[dict(type="buttons", direction="left", x=0.0, y=-0.02, xanchor="left",
                           yanchor="top", showactive=False, buttons=[
                               dict(label="▶ Play", method="animate",
@@ -275,8 +289,9 @@ def flow_figure(image: Image.Image, L: np.ndarray, D: np.ndarray, patch_size: tu
                               dict(label="❚❚ Pause", method="animate",
                                    args=[[None], dict(frame=dict(duration=0, redraw=False),
                                                       mode="immediate")])])],
-        sliders=[dict(active=start, x=0.16, len=0.84, y=-0.02, yanchor="top", pad=dict(b=12),
-                      currentvalue=dict(prefix="", xanchor="right"),  # clear of the buttons
+        sliders=[dict(active=start, x=0.0, len=1.0, y=-0.02, yanchor="top",
+                      pad=dict(t=48, b=12, l=28, r=28),  # the end labels stay inside
+                      currentvalue=dict(prefix="", xanchor="right"),
                       steps=[dict(label=name, method="animate", args=[[name], still])
                              for name in names])])
     return figure
@@ -295,11 +310,13 @@ def map_row_figure(image: Image.Image, maps: list[np.ndarray], titles: list[str]
         if signed:
             shown, scale = np.asarray(values) / symmetric_bound(values), dict(
                 zmin=-1.0, zmax=1.0, colorscale=DIVERGING,
+                scale_title="share of max |value|",
                 hovertemplate="row %{y}, col %{x}<br>%{z:.3f} of the largest |value|"
                               "<extra></extra>")
         else:
             shown, scale = min_max(values), dict(
-                zmin=0.0, zmax=1.0, hovertemplate="row %{y}, col %{x}<br>%{z:.3f}<extra></extra>")
+                zmin=0.0, zmax=1.0, scale_title=MIN_MAX,
+                hovertemplate="row %{y}, col %{x}<br>%{z:.3f}<extra></extra>")
         add_overlay(figure, image, shown, patch_size, row=1, col=i, opacity=opacity,
                     max_side=side, **scale).update(showscale=(i == len(maps)))
     figure.update_layout(height=height, margin=dict(l=0, r=0, t=50, b=0))
@@ -314,38 +331,69 @@ def _cell_size(image: Image.Image, grid: tuple[int, int]) -> tuple[float, float]
 GREYED_SCALE = [[0.0, "rgb(40, 40, 40)"], [1.0, "rgb(200, 200, 200)"]]
 
 
+# Maps beside the input on one line of the practical matrix: a model with more methods takes
+# more lines. Fourteen side by side left 25 px thumbnails and 9 px labels on a phone and ran
+# the method names together at 1280 px.
+MAPS_PER_LINE = 5
+
+
+def _matrix_lines(rows: list, per_line: int) -> list[tuple[int, str | None, list]]:
+    """(model row, its label on the line's first panel or None, the maps on the line)."""
+    lines = []
+    for r, (label, _, maps) in enumerate(rows):
+        for start in range(0, max(1, len(maps)), per_line):
+            lines.append((r, label if start == 0 else None, maps[start:start + per_line]))
+    return lines
+
+
+def _hide_panel(figure: go.Figure, row: int, col: int) -> None:
+    figure.update_xaxes(visible=False, row=row, col=col)
+    figure.update_yaxes(visible=False, row=row, col=col)
+
+
 @reused
 def practical_matrix(rows: list[tuple[str, Image.Image, list[tuple[str, np.ndarray]]]],
                      opacity: float = 0.6, height_per_row: int = 260,
                      greyed: dict[tuple[int, str], float] | None = None) -> go.Figure:
-    """One row per model: its input image, then every method's map over it, on one scale.
-    `rows` = [(row label, model image, [(method name, grid map), ...]), ...]. A map in
-    `greyed` ((row index, method name) -> its seed stability) is drawn in greys, faint, its
-    title saying why."""
+    """One model per block of lines: its input image, then every method's map over it
+    (at most MAPS_PER_LINE a line), on one scale. `rows` = [(row label, model image,
+    [(method name, grid map), ...]), ...]; a label "family: class" goes on two lines. A map
+    in `greyed` ((row index, method name) -> its seed stability) is drawn in greys, faint,
+    its title saying why."""
     greyed = greyed or {}
-    columns = max(1, max(len(maps) for _, _, maps in rows)) + 1
+    per_line = max(1, min(MAPS_PER_LINE, max(len(maps) for _, _, maps in rows)))
+    columns = per_line + 1
+    lines = _matrix_lines(rows, per_line)
     titles = []
-    for r, (label, _, maps) in enumerate(rows):
-        titles += [label] + [f"{name} (unstable, rho {greyed[(r, name)]:.2f})"
-                             if (r, name) in greyed else name for name, _ in maps]
-        titles += [""] * (columns - 1 - len(maps))
-    figure = make_subplots(rows=len(rows), cols=columns, subplot_titles=titles,
-                           horizontal_spacing=0.01, vertical_spacing=0.08)
-    for r, (_, image, maps) in enumerate(rows, start=1):
+    for r, label, maps in lines:
+        titles += ["<br>".join(label.split(": ", 1)) if label else ""]
+        titles += [f"{name} (unstable, rho {greyed[(r, name)]:.2f})" if (r, name) in greyed
+                   else name for name, _ in maps]
+        titles += [""] * (per_line - len(maps))
+    figure = make_subplots(rows=len(lines), cols=columns, subplot_titles=titles,
+                           horizontal_spacing=0.01, vertical_spacing=0.3 / len(lines))
+    for line, (r, label, maps) in enumerate(lines, start=1):
+        image = rows[r][1]
         side = panel_side(image, columns, height_per_row)
-        add_image(figure, image, r, 1, side)
+        if label is None:
+            _hide_panel(figure, line, 1)
+        else:
+            add_image(figure, image, line, 1, side)
         for c, (name, values) in enumerate(maps, start=2):
             values = coarse(values)[0]  # pixel-level maps: area-averaged for sending only
-            add_overlay(figure, image, min_max(values), _cell_size(image, values.shape), r, c,
-                        max_side=side, opacity=opacity / 2 if (r - 1, name) in greyed
+            add_overlay(figure, image, min_max(values), _cell_size(image, values.shape), line, c,
+                        max_side=side, opacity=opacity / 2 if (r, name) in greyed
                         else opacity, name=name,
                         hovertemplate=f"{name}<br>row %{{y}}, col %{{x}}"
                                       "<br>normalised %{z:.2f}<extra></extra>",
-                        ).update(coloraxis="coloraxis2" if (r - 1, name) in greyed
+                        ).update(coloraxis="coloraxis2" if (r, name) in greyed
                                  else "coloraxis")
+        for c in range(len(maps) + 2, columns + 1):
+            _hide_panel(figure, line, c)
     figure.update_layout(coloraxis=dict(colorscale=HEATMAP_SCALE, cmin=0, cmax=1,
-                                        colorbar=dict(title="min-max", thickness=12)),
-                         height=height_per_row * len(rows) + 40, margin=dict(l=0, r=0, t=40, b=0))
+                                        colorbar=dict(title=MIN_MAX, thickness=12)),
+                         height=height_per_row * len(lines) + 40,
+                         margin=dict(l=0, r=0, t=40, b=0))
     if greyed:
         figure.update_layout(coloraxis2=dict(colorscale=GREYED_SCALE, cmin=0, cmax=1,
                                              showscale=False))

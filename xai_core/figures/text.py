@@ -251,6 +251,7 @@ def attention_vs_gradient_figure(tokens, attention: np.ndarray, importance: np.n
     figure.update_layout(title=None, height=height, barmode="group",
                          margin=dict(l=10, r=10, t=40, b=10), legend=dict(orientation="h", y=-0.3))
     figure.update_xaxes(tickangle=-60, **_axis(tokens), row=1, col=1)
+    figure.update_yaxes(title="share of its maximum", row=1, col=1)
     figure.update_xaxes(title="attention", row=1, col=2)
     figure.update_yaxes(title="gradient x input", row=1, col=2)
     return figure
