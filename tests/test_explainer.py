@@ -22,9 +22,8 @@ from dashboard.page_list import PAGES, PAGE_LIST
 from xai_core import explainer, pipeline
 from xai_core.capture import transformer_blocks
 from xai_core.images import fit_to_model, load_sample, load_upload, model_crop_box
-from xai_core.methods import daam as daam_method
+from xai_core.methods import METHODS
 from xai_core.methods.rollout import attention_rollout, auto_start
-from xai_core.methods import sinks as sink_method
 from xai_core.models import get_model
 
 JS = "\n".join(path.read_text() for path in sorted(
@@ -120,7 +119,7 @@ def test_rollout_frames_are_rows_of_the_rollout_matrices(case):
     """Rollout so far, from the block the app's start=auto picks (after the sink-dominated
     blocks, as on page 4) to each self-attention block."""
     model, image, capture, overview = case
-    start = auto_start(sink_method.explain(model, image).detail).start
+    start = auto_start(METHODS["sinks"](model, image).detail).start
     rolled = attention_rollout(capture, start=start)
     frames = overview["rollout"]
     eligible = [b.index for b in capture.self_attention_blocks()]
@@ -140,7 +139,7 @@ def test_daam_frames_accumulate_to_the_daam_map(case):
     model, image, capture, overview = case
     daam = overview["daam"]
     top = overview["prediction"]["top"][0]["index"]
-    result = daam_method.explain(model, image, target=top).detail
+    result = METHODS["daam"](model, image, target=top).detail
     assert daam["target"] == model.head.class_names[top]
     assert daam["blocks"] == result.block_indices
     expected_kind = "class" if any(b.kind == "class" for b in capture.blocks) else "self"
@@ -490,7 +489,7 @@ def test_tour_step_is_built_by_keywords_and_asks_for_no_hover():
         assert "hover" not in step["text"].lower(), step["title"]
         assert "page 4's" not in step["text"] and "start=auto" not in step["text"]
     rollout = next(s for s in steps if s["overlay"] == "rollout")
-    start = auto_start(sink_method.explain(model, image).detail)
+    start = auto_start(METHODS["sinks"](model, image).detail)
     left_out = [entry["block"] for entry in start.left_out]
     assert left_out == [0]  # block 0's head 5 is a sink on a patch
     first_kept = pipeline.vit_capture(model, image).self_attention_blocks()[start.start].index

@@ -21,10 +21,12 @@ from PIL import Image
 from tiny_models import tiny_vit
 
 from xai_core import pipeline
+from xai_core.cause_vs_claim import ClaimTest, Removal
+from xai_core.pipeline import Prediction
 from xai_core.analysis.token_marks import high_norm_tokens
 from xai_core.methods.vit_gradcam import cached_taxonomy
 
-MODULES = ("curves", "matrices", "overlays", "text", "tokens")
+MODULES = ("curves", "matrices", "overlays", "text", "tokenization", "interventions")
 RNG = np.random.default_rng(5)
 
 
@@ -139,7 +141,29 @@ def recipes(captured) -> dict:
                                          "random": (np.linspace(0, 1, 5), np.linspace(1, .5, 5), 3)}}
     stages = [type("Stage", (), dict(rf=rf, stage=f"stage {i}", name=f"layer{i}", kernel=3,
                                      stride=2, jump=2 ** i))() for i, rf in enumerate((7, 19, 43))]
+    top = [Prediction(index=i, label=name, probability=p)
+           for i, (name, p) in enumerate((("cat", 0.6), ("dog", 0.3)))]
+    drops = RNG.random((len(blocks), heads)) - 0.5
+    ks = (1, 2, 4)
+    removal = Removal(removal="tokens", methods={"rollout": RNG.random(3)},
+                      random=RNG.random((5, 3)), learner=0.1)
+    claim = ClaimTest(ks=ks, target=0, label="cat", score_kind="softmax probability of the class",
+                      score=0.6, baseline="blur", draws=5, seed=0, learner=(0, 1),
+                      removals={"tokens": removal}, chosen={"rollout": np.arange(rows * cols)})
+    revealed = [{"removal": "tokens", "chooser": "you", "drop": 0.1},
+                {"removal": "tokens", "chooser": "random", "drop": 0.05, "low": 0.0, "high": 0.1}]
     return {
+        "before_after_bars": lambda f: f(top, top[::-1], "probability"),
+        "maps_before_after": lambda f: f(model_image, {"attention": grid_map},
+                                         {"attention": grid_map[::-1]}, patch),
+        "readout_figure": lambda f: f(RNG.random(len(blocks)), claim.score_kind, 1),
+        "readout_patch_figure": lambda f: f(model_image, grid_map, patch, 0, claim.score_kind),
+        "stories_figure": lambda f: f(drops, {"sink score": mad}, {"sink score": 0.2},
+                                      claim.score_kind),
+        "claims_figure": lambda f: f(claim, "tokens"),
+        "pick_figure": lambda f: f(model_image, (rows, cols), patch, [0, 3]),
+        "reveal_figure": lambda f: f(revealed, "tokens", claim.score_kind),
+        "importance_grid": lambda f: f(drops, claim.score_kind),
         "prediction_bars": lambda f: f(["cat", "dog"], [0.7, 0.2], "Top-2"),
         "distance_scatter": lambda f: f(mad, blocks, 30.0, "Distance"),
         "receptive_field_figure": lambda f: f([1, 3, 5, 7], stages, [1, 2, 4], 64, "RF", "cnn"),

@@ -112,9 +112,6 @@ def test_xai_core_never_imports_streamlit():
 
 README_MAX_LINES = 220  # "README in five minutes": about 200 lines, the rest in docs/
 DOC_WIDTH = 100  # prose and lists; tables and code blocks may be wider
-# Linked from the README but written on other branches (page 9, the lesson export). Empty
-# this once they are merged: a pending file that exists fails the link test below.
-PENDING_DOCS = {"docs/interventions.md"}
 LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)\)")  # [text](target), ![alt](target)
 
 
@@ -148,9 +145,8 @@ def heading_anchors(path: Path) -> set[str]:
     return anchors
 
 
-def broken_links(paths: list[Path], root: Path = ROOT, pending=frozenset()) -> list[str]:
-    """Every relative link (and #anchor into a Markdown file) in `paths` that leads nowhere.
-    A pending file must not exist yet: once it does, it leaves `pending`."""
+def broken_links(paths: list[Path], root: Path = ROOT) -> list[str]:
+    """Every relative link (and #anchor into a Markdown file) in `paths` that leads nowhere."""
     problems = []
     for path in paths:
         prose = " ".join(line for _, line in prose_lines(path.read_text()))  # links may wrap
@@ -159,12 +155,8 @@ def broken_links(paths: list[Path], root: Path = ROOT, pending=frozenset()) -> l
                 continue
             file_part, _, anchor = target.partition("#")
             linked = (path.parent / file_part).resolve() if file_part else path
-            name = linked.relative_to(root).as_posix() if linked.is_relative_to(root) else target
             where = f"{path.relative_to(root)}: {target}"
-            if name in pending:
-                if linked.exists():
-                    problems.append(f"{where}: {name} exists now; remove it from PENDING_DOCS")
-            elif not linked.exists():
+            if not linked.exists():
                 problems.append(f"{where}: no such file")
             elif anchor and linked.suffix == ".md" and anchor not in heading_anchors(linked):
                 problems.append(f"{where}: no heading with that anchor")
@@ -177,24 +169,21 @@ def test_readme_reads_in_five_minutes():
 
 
 def test_every_relative_link_in_the_readme_and_docs_leads_somewhere():
-    assert broken_links(documentation(), pending=PENDING_DOCS) == []
+    assert broken_links(documentation()) == []
 
 
-def test_the_link_check_finds_missing_files_anchors_and_merged_pending_docs(tmp_path):
+def test_the_link_check_finds_missing_files_and_anchors(tmp_path):
     (tmp_path / "docs").mkdir()
     (tmp_path / "docs" / "a.md").write_text("# Big title\n\n## Sinks and `start=auto`\n")
-    (tmp_path / "docs" / "done.md").write_text("# Done\n")
     readme = tmp_path / "README.md"
     readme.write_text(
         "[ok](docs/a.md#sinks-and-startauto) ![pic](docs/a.md) [web](https://example.org/x)\n"
         "[gone](docs/gone.md) [bad anchor](docs/a.md#big) [split\nlink](docs/a.md#big-title)\n"
-        "[later](docs/later.md) [merged](docs/done.md) `METHODS['x'](...)`\n"
+        "`METHODS['x'](...)`\n"
         "```\n[in code](docs/nowhere.md)\n```\n")
-    found = broken_links([readme], root=tmp_path, pending={"docs/later.md", "docs/done.md"})
+    found = broken_links([readme], root=tmp_path)
     assert found == ["README.md: docs/gone.md: no such file",
-                     "README.md: docs/a.md#big: no heading with that anchor",
-                     "README.md: docs/done.md: docs/done.md exists now; remove it from "
-                     "PENDING_DOCS"]
+                     "README.md: docs/a.md#big: no heading with that anchor"]
 
 
 def test_readme_and_docs_are_wrapped_at_100_characters():

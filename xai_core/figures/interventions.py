@@ -11,7 +11,7 @@ from plotly.subplots import make_subplots
 from PIL import Image
 
 from ..maps import min_max
-from .clicks import patch_click_targets
+from .click_targets import patch_click_targets
 from .overlays import add_image, add_overlay, overlay_figure, patch_grid_lines
 from .style import DIVERGING, LINE_COLOURS, plain_text, symmetric_bound
 

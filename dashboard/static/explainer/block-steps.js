@@ -58,7 +58,12 @@ export class BlockDetail {
     box.appendChild(grid);
     box.appendChild(el("div", "vx-note", "Small maps: the length ‖·‖ of every patch token after that step " +
       "(colours min–max per map; one flat colour when all are equal); step 4 shows the query's attention row. " +
-      "Numbers: <b class='vx-step-token'></b>."));
+      "The number under each card is for <b class='vx-step-token'></b>; point at or tap a patch to follow another."));
+    // why the lengths jump at a LayerNorm, in this block's own numbers (xai_core/explainer.py)
+    for (const id of ["ln1", "ln2"]) {
+      const note = detail.norm_notes && detail.norm_notes[id];
+      if (note) box.appendChild(el("div", "vx-note", esc(note)));
+    }
     const attn = el("div", "vx-attn");
     this.matrix = new AttentionMatrix(app, b);
     attn.appendChild(this.matrix.element);
@@ -81,7 +86,7 @@ export class BlockDetail {
     const tokenLabel = this.box.querySelector(".vx-step-token");
     if (tokenLabel) {
       const names = m.ov.layout.prefix_names, [, cols] = m.grid, P = detail.prefix;
-      tokenLabel.textContent = qi === null ? "hover a patch" : qi < P ? names[qi] : patchName(qi - P, cols);
+      tokenLabel.textContent = qi === null ? "point at or tap a patch" : qi < P ? names[qi] : patchName(qi - P, cols);
     }
     this.matrix.draw(detail, head, qi);
     this.qk.draw(detail, head, qi);

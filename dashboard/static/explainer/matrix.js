@@ -3,7 +3,7 @@
  * pointer (yellow column). Hovering it picks both. */
 
 import { el } from "./dom.js";
-import { esc, maxOf } from "./format.js";
+import { maxOf } from "./format.js";
 import { REDRAW } from "./store.js";
 
 export class AttentionMatrix {
@@ -24,7 +24,7 @@ export class AttentionMatrix {
     this.canvas = matrix;
     left.appendChild(matrix);
     left.appendChild(el("div", "vx-note", "Each row scaled to its own largest value (rows are " +
-      `probabilities that sum to 1). Sent to your browser as ${esc(app.model.ov.quantisation.attention)}.`));
+      "probabilities that sum to 1)."));
     this.element = left;
     this.key = null;  // block and head of the painted matrix
     this.image = null;

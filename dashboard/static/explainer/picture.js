@@ -88,9 +88,9 @@ export class Picture {
     if (!map) {
       const [rows, cols] = m.grid, [ph, pw] = m.ov.layout.patch;
       this.caption.innerHTML = st.stage === "patches"
-        ? `The model cuts the image into <b>${rows}×${cols} = ${m.np}</b> patches of ${ph}×${pw} pixels. Hover one.`
+        ? `The model cuts the image into <b>${rows}×${cols} = ${m.np}</b> patches of ${ph}×${pw} pixels. Point at or tap one.`
         : st.stage === "tokens"
-          ? `Each patch becomes one token. Hover the picture or the token strip above: the two are linked.`
+          ? `Each patch becomes one token. Point at or tap the picture or the token strip above: the two are linked.`
           : "What the model sees: the picture resized and cropped. Open a block to colour it by attention.";
       this.canvas.setAttribute("aria-label", this.caption.textContent);
       this.legend.classList.add("hidden");

@@ -75,7 +75,7 @@ export class QKPanel {
       `softmax over all ${detail.nk} keys → <span class="hl">${fmt(recomputed, 3)}</span> (${pct(recomputed)} of the row)` +
       `<br><span class="muted">captured attention: ${fmt(captured(key), 3)}</span></div>` +
       `<div class="vx-note">${detail.talking_heads ? "This model mixes the heads' scores before and after the softmax (talking heads), so one head's softmax is not its final attention. " : ""}` +
-      `Recomputed here from the captured q and k (${esc(m.ov.quantisation.qk)}). Hover the matrix to ` +
+      "Recomputed here from the captured q and k. Point at the matrix to " +
       `pick the key; the image or the sequence to pick the query. Stripes: red positive, blue negative.</div>`;
     paintStripe(box.querySelector('canvas[data-v="q"]'), qv);
     paintStripe(box.querySelector('canvas[data-v="k"]'), kv);

@@ -9,9 +9,9 @@ from dashboard.explainer_component import KEY, TOUR_STEP_KEY
 from dashboard.explainer_tour import TOUR
 from xai_core.images import load_sample
 from xai_core import explainer, pipeline
+from xai_core.methods import METHODS
 from xai_core.methods.rollout import attention_rollout, auto_start
 from xai_core.models import get_model
-from xai_core.methods import sinks as sink_method
 
 PAGE = "../pages/0_vit_explainer.py"
 
@@ -45,7 +45,7 @@ def test_default_page_sends_overview_last_block_and_tour():
     assert data["presentation"] is False
     # rollout frames start where page 4's start=auto starts, on this very image
     model, image = get_model("dinov2-s14"), load_sample("chelsea")
-    start = auto_start(sink_method.explain(model, image).detail).start
+    start = auto_start(METHODS["sinks"](model, image).detail).start
     capture = pipeline.vit_capture(model, image)
     assert overview["rollout"]["blocks"] == attention_rollout(capture, start=start).block_indices
     assert f"{len(TOUR)} steps" in element_text(app, "markdown")
