@@ -252,7 +252,7 @@ def test_an_upload_says_what_the_model_sees_and_that_links_cannot_carry_it():
     assert describe_fit((40, 30), spec.input_size, spec.crop_pct) in sidebar
     assert f"enlarged {256 / 30:.1f}x" in sidebar
     data = explainer_data(app)
-    assert data["link"] == {"sample": {"id": "chelsea", "title": "Chelsea the cat"}}
+    assert data["link"] == {"sample": {"id": "chelsea", "title": SAMPLES["chelsea"].title}}
     assert f"enlarged {256 / 30:.1f}x" in data["tour"]["steps"][1]["text"]
     gallery = ok(open_app("0_vit_explainer.py"))
     assert explainer_data(gallery)["link"] == {"sample": None}
