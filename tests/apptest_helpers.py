@@ -124,3 +124,19 @@ def sink_columns(capture):
     attention any key receives and that key."""
     means = np.stack([b.acts["attn"][0].double().mean(1).numpy() for b in capture.blocks])
     return means.max(-1), means.argmax(-1)
+
+
+def quoting(app: AppTest, kind: str, *quoted: str) -> str:
+    """The first element of one kind ("caption", "markdown", ...) whose numbers begin with
+    `quoted` (as the page formats them): finds a sentence by the data it states, not its
+    wording."""
+    for element in getattr(app, kind):
+        if numbers(str(element.value))[:len(quoted)] == list(quoted):
+            return str(element.value)
+    raise AssertionError(f"no {kind} quotes {quoted}: "
+                         f"{[numbers(str(e.value)) for e in getattr(app, kind)]}")
+
+
+def percent(share: float, digits: int = 1) -> str:
+    """A share as a page writes it with f"{share:.1%}", without the sign: what `numbers` reads."""
+    return f"{share:.{digits}%}".rstrip("%")

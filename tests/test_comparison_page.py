@@ -8,7 +8,8 @@ import json
 import numpy as np
 import pytest
 import torch
-from apptest_helpers import chart_keys, chart_specs, chart_title, open_app, show, text_tables
+from apptest_helpers import (chart_keys, chart_title, keyed_chart, numbers, open_app, show,
+                             text_tables)
 from PIL import Image
 from scipy.stats import spearmanr
 from streamlit.runtime.memory_media_file_storage import MemoryMediaFileStorage
@@ -20,6 +21,7 @@ from xai_core.images import image_sha256, load_sample
 from xai_core.methods import METHODS
 from xai_core.metrics.localisation import localise
 from xai_core.models import get_model
+from xai_core.models.registry import DEFAULT_CNN, get_spec
 
 PAGE = "7_comparison.py"
 
@@ -59,7 +61,8 @@ def test_comparison_page_renders_runs_metrics_and_exports(media):
     assert not app.exception, app.exception
     assert not app.error, [e.value for e in app.error]
     captions = " ".join(c.value for c in app.caption)
-    assert "DINOv2" in captions and "EfficientNet-Lite0" in captions  # both bundled models
+    assert get_model("dinov2-s14").label in captions  # both bundled models, by their labels
+    assert get_model(DEFAULT_CNN).label in captions
     assert chart_keys(app) == {"cmp_matrix"}  # the first view: the theory and the maps
     option_keys = lambda: [w.key for kind in ("number_input", "selectbox")  # noqa: E731
                            for w in app.get(kind) if (w.key or "").startswith("cmp_opt_vit_")]
@@ -92,8 +95,8 @@ def test_comparison_page_renders_runs_metrics_and_exports(media):
     norm = capture.input_grad[0].norm(dim=0).numpy()
     gradient = norm[:rows * ph, :cols * pw].reshape(rows, ph, cols, pw).mean(axis=(1, 3)).ravel()
     show(app, "cmp_view", "agree")
-    titles = [t for t in map(chart_title, chart_specs(app)) if "Spearman ρ" in t]
-    assert titles and f"ρ = {spearmanr(attention, gradient).statistic:.3f}" in titles[0]
+    rho = spearmanr(attention, gradient).statistic
+    assert f"{rho:.3f}" in numbers(chart_title(keyed_chart(app, "cmp_scatter")))
     assert theory.loc["Measured here: map grid", "rollout"] == f"{rows}x{cols}"
     assert "fwd" in theory.loc["Measured here: passes, wall time", "attention"]
 
@@ -138,8 +141,9 @@ def test_comparison_page_renders_runs_metrics_and_exports(media):
 def test_comparison_page_with_an_unavailable_vit_still_shows_the_cnn():
     app = open_app(PAGE, timeout=600, vit_model="vit-b16")
     assert not app.exception, app.exception
-    assert "unavailable" in " ".join(w.value for w in app.warning)
-    assert "EfficientNet-Lite0" in " ".join(c.value for c in app.caption)
+    warned = " ".join(w.value for w in app.warning)  # the ViT's name, said unavailable
+    assert "unavailable" in warned and get_spec("vit-b16").display_name in warned
+    assert get_model(DEFAULT_CNN).label in " ".join(c.value for c in app.caption)
 
 
 def test_measured_cost_counts_the_passes_a_method_really_ran():
@@ -173,7 +177,9 @@ def test_comparison_page_runs_a_method_with_a_non_default_option(media):
     assert app.number_input(key="cmp_opt_vit_attention_query").value == -1  # the default
     theory = text_tables(app)[0]
     assert theory.loc["Options here", "attention"] == "block=3"
-    assert any("attention (block=3)" in str(spec) for spec in chart_specs(app))
+    # the matrix labels the map with the option it ran with
+    assert f"attention ({theory.loc['Options here', 'attention']})" in str(
+        keyed_chart(app, "cmp_matrix"))
     show(app, "cmp_view", "export")
     model, image = get_model("dinov2-s14"), load_sample("coffee")
     archive = np.load(io.BytesIO(media(app, "cmp_dl_npz")))

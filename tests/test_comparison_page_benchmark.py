@@ -6,11 +6,13 @@ import json
 
 import numpy as np
 import pytest
-from apptest_helpers import (chart_keys, chart_specs, chart_title, element_text, open_app,
+from apptest_helpers import (chart_keys, chart_title, element_text, keyed_chart, open_app,
                              plotly_array)
 
 from xai_core.benchmark.plan import Settings
 from xai_core.benchmark.run import run_benchmark
+from xai_core.benchmark.summary import load_results
+from xai_core.infra.errors import OptionError
 
 PAGE = "7_comparison.py"
 CHEAP = dict(image_choice="coffee", cmp_methods_vit=["attention"], cmp_methods_cnn=["gradcam"],
@@ -34,30 +36,32 @@ def test_loaded_results_show_the_summary(results):
     app.get("file_uploader")[0].set_value(("results.json", data, "application/json")).run()
     assert not app.exception, app.exception
     assert not app.error, [e.value for e in app.error]
-    specs = chart_specs(app)
-    for table in summary["tables"]:
-        title = f"{table['model']} · {table['metric']} ({table['better']} is better)"
-        spec = next(s for s in specs if chart_title(s) == title)
+    for table in summary["tables"]:  # one ranking per model and metric, its title says which
+        spec = keyed_chart(app, f"cmp_bench_rank_{table['model']}_{table['metric']}")
+        assert all(word in chart_title(spec) for word in (table["model"], table["metric"],
+                                                          table["better"]))
         trace = spec["data"][0]
         shown = dict(zip(trace["y"], plotly_array(trace["x"])))
         for entry in table["methods"]:
             assert shown[entry["method"]] == pytest.approx(entry["mean"])
         assert list(trace["y"]) == [e["method"] for e in table["methods"]]  # by mean rank
-    curves = next(s for s in specs if "curves averaged over images" in chart_title(s))
+    curves = keyed_chart(app, "cmp_bench_curves_efficientnet-lite0")
     rows = json.loads(data)["rows"]
     coffee_gradcam = [r["scores"] for r in rows if r["method"] == "gradcam"
                       and r["metric"] == "deletion"]
     line = next(t for t in curves["data"] if t["name"] == "gradcam")
     np.testing.assert_allclose(plotly_array(line["y"]), np.mean(coffee_gradcam, axis=0),
                                rtol=1e-6)
-    assert any("metric agreement" in chart_title(s) for s in specs)
+    assert "cmp_bench_agree_efficientnet-lite0" in chart_keys(app)
 
 
 def test_a_file_that_is_not_a_result_gives_a_message():
     app = open_app(PAGE, timeout=600, cmp_bench_source="load", **CHEAP)
     app.get("file_uploader")[0].set_value(("x.json", b'{"rows": 3}', "application/json")).run()
     assert not app.exception
-    assert "not a benchmark results.json" in element_text(app, "error")
+    with pytest.raises(OptionError) as refused:  # the core's refusal, said on the page
+        load_results({"rows": 3})
+    assert str(refused.value) in element_text(app, "error")
 
 
 def test_a_small_run_from_the_page():

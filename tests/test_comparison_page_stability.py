@@ -3,15 +3,24 @@ greyed out with a sentence) and Integrated Gradients' completeness note, against
 library functions that compute them."""
 
 import pytest
-from apptest_helpers import chart_specs, element_text, open_app, text_tables
+from apptest_helpers import keyed_chart, numbers, open_app, percent, quoting, text_tables
+from streamlit.testing.v1 import AppTest
 
 from xai_core import pipeline
 from xai_core.images import load_sample
 from xai_core.methods import METHODS
+from xai_core.methods.integrated_gradients import COMPLETENESS_LIMIT
 from xai_core.metrics.stability import seed_stability
 from xai_core.models import get_model
 
 PAGE = "7_comparison.py"
+
+
+def completeness_numbers(meta: dict, steps: int) -> list[str]:
+    """What the completeness note quotes, in order: f(x) - f(reference), the share it misses
+    by, Captum's convergence delta and the steps."""
+    return [f"{meta['score_change']:.4g}", percent(meta["completeness_error"]),
+            f"{meta['convergence_delta']:.3g}", str(steps)]
 
 
 def test_stability_row_greyed_map_and_completeness_note():
@@ -27,22 +36,18 @@ def test_stability_row_greyed_map_and_completeness_note():
     target = pipeline.resolve_target(cnn, None, image)
     ig = METHODS["integrated-gradients"](cnn, image, target=target, steps=2)
     assert ig.meta["completeness_error"] > 0.05
-    warnings = element_text(app, "warning")
-    assert (f"miss the score change f(x) - f(reference) = {ig.meta['score_change']:.4g} by "
-            f"{ig.meta['completeness_error']:.1%}") in warnings
-    assert "Raise **steps**" in warnings
+    # the note (worded in test_completeness_note_wording) quotes IG's own numbers, and offers
+    # twice the steps
+    quoting(app, "warning", *completeness_numbers(ig.meta, 2), percent(COMPLETENESS_LIMIT, 0))
+    assert numbers(app.button(key="cmp_more_steps_cnn").label) == ["4"]
 
     app.button(key="cmp_more_steps_cnn").click().run()  # the offer: twice the steps
     assert not app.exception, app.exception
     assert app.query_params["cmp_opt_cnn_integrated-gradients_steps"] == "4"
-    error = METHODS["integrated-gradients"](cnn, image, target=target,
-                                            steps=4).meta["completeness_error"]
-    assert error != ig.meta["completeness_error"]
-    if error > 0.05:
-        assert f"by {error:.1%} (Captum's convergence delta" in element_text(app, "warning")
-        assert "at 4 steps)" in element_text(app, "warning")
-    else:
-        assert f"within {error:.1%}" in element_text(app, "caption")
+    meta = METHODS["integrated-gradients"](cnn, image, target=target, steps=4).meta
+    assert meta["completeness_error"] != ig.meta["completeness_error"]
+    quoting(app, "warning" if meta["completeness_error"] > COMPLETENESS_LIMIT else "caption",
+            *completeness_numbers(meta, 4))
 
     app.checkbox(key="cmp_stability").check().run()
     assert not app.exception, app.exception
@@ -53,14 +58,15 @@ def test_stability_row_greyed_map_and_completeness_note():
     assert rho < 0.5
     theory = text_tables(app)[0]
     assert theory.loc["Measured here: seed stability", "kernel-shap"] == f"ViT: {rho:.2f}"
-    assert theory.loc["Measured here: seed stability", "attention"] == "1 (no random draws)"
-    assert (f"this map mostly reflects its random samples (seed-to-seed rank correlation "
-            f"{rho:.2f}); raise samples.") in element_text(app, "warning")
-    matrix = next(s for s in chart_specs(app) if "attention" in str(s["layout"]))
-    titles = [a["text"] for a in matrix["layout"]["annotations"]]
-    assert f"kernel-shap (samples=10) (unstable, rho {rho:.2f})" in titles
+    # attention draws nothing at random: a perfect rank correlation, not a measured one
+    assert numbers(theory.loc["Measured here: seed stability", "attention"]) == ["1"]
+    quoting(app, "warning", "10", f"{rho:.2f}")  # the greyed map named, with its rho
+    matrix = keyed_chart(app, "cmp_matrix")
     greyed = [t for t in matrix["data"] if t.get("coloraxis") == "coloraxis2"]
     assert [t["name"] for t in greyed] == ["kernel-shap (samples=10)"]
+    titles = [a["text"] for a in matrix["layout"]["annotations"]]
+    assert [numbers(t) for t in titles if t.startswith(greyed[0]["name"])] == [
+        ["10", f"{rho:.2f}"]]  # its title quotes rho
     assert pytest.approx(0.3) == greyed[0]["opacity"]
 
 
@@ -86,11 +92,47 @@ def test_the_data_set_view_names_rank_ties_and_too_few_images():
                    cmp_view="dataset")
     app.get("file_uploader")[0].set_value(("results.json", data, "application/json")).run()
     assert not app.exception, app.exception
-    captions = element_text(app, "caption")
-    assert ("the data do not support the order between: "
-            + "; ".join(f"{g[0]} ~ {', '.join(g[1:])}" for g in groups) + ".") in captions
+    captions = [str(c.value) for c in app.caption]
+    # one caption names the tied groups, another the methods not shown above the random floor
+    ties = "; ".join(f"{g[0]} ~ {', '.join(g[1:])}" for g in groups)
     compared = [e["method"] for e in table["methods"] if e["method"] != "random"]
-    assert ("Not shown better than the random floor on insertion: "
-            f"{', '.join(compared)}.") in captions
+    assert [c for c in captions if c.endswith(f": {ties}.")]
+    assert [c for c in captions if c.endswith(f"insertion: {', '.join(compared)}.")]
     verdict = next(e for e in table["methods"] if e["method"] == "gradcam")["vs_random"]
-    assert verdict["verdict"] == "too few images for a verdict (n = 3; 6 needed)"
+    assert not verdict["better_than_random"]  # worded in test_statistics: too few images
+    assert numbers(verdict["verdict"]) == ["3", "6"]  # n = 3, 6 needed
+
+
+def test_completeness_note_wording():
+    """The one wording test of `comparison_parts.completeness_note`: within the limit a
+    caption, beyond it a warning and a button that offers twice the steps."""
+    def script(meta, steps):
+        from types import SimpleNamespace
+
+        from dashboard import comparison_parts
+        from xai_core.methods import METHODS
+        from xai_core.models import get_model
+
+        model = get_model("efficientnet-lite0")  # a run's options: every one, resolved
+        options = METHODS["integrated-gradients"].resolve(model, {"steps": steps})
+        comparison_parts.completeness_note(
+            SimpleNamespace(model=model),
+            SimpleNamespace(name="integrated-gradients", meta=meta, options=options))
+
+    def note(error, steps):
+        meta = {"completeness_error": error, "score_change": 2.5, "convergence_delta": 0.5}
+        app = AppTest.from_function(script, args=(meta, steps), default_timeout=60).run()
+        assert not app.exception, app.exception
+        return app
+
+    within = note(0.01, 8)
+    assert [c.value for c in within.caption] == [
+        "CNN Integrated Gradients: the attributions add up to the score change "
+        "f(x) - f(reference) = 2.5 within 1.0% (convergence delta 0.5, 8 steps)."]
+    missed = note(0.2, 2)
+    assert [w.value for w in missed.warning] == [
+        "CNN Integrated Gradients: the attributions miss the score change f(x) - f(reference) "
+        "= 2.5 by 20.0% (Captum's convergence delta 0.5 at 2 steps), more than 5%: the map "
+        "does not add up. Raise **steps** under 'Change the methods' options' above (the error "
+        "shrinks as steps grow)."]
+    assert [b.label for b in missed.button] == ["Rerun CNN Integrated Gradients with 4 steps"]

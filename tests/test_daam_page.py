@@ -5,8 +5,10 @@ import json
 import re
 
 import numpy as np
-from apptest_helpers import chart_keys, chart_specs, element_text, open_app, plotly_array, show
+from apptest_helpers import (chart_keys, chart_specs, element_text, keyed_chart, open_app,
+                             percent, plotly_array, quoting, show)
 
+from xai_core.methods import METHODS
 from xai_core.methods.daam import DISPLAY_MODES
 
 PAGE = "6_daam_flow.py"
@@ -86,9 +88,7 @@ def test_distilled_deit_random_weights_layout():
     assert token_layout(app) == (2, "[CLS], [DIST]")
     show(app, "daam_view", "sanity")
     assert not app.exception, app.exception
-    rows = [s for s in chart_specs(app) if "trained model" in json.dumps(s["layout"])]
-    assert len(rows) == 1
-    titles = [a["text"] for a in rows[0]["layout"]["annotations"]]
+    titles = [a["text"] for a in keyed_chart(app, "daam_sanity_row")["layout"]["annotations"]]
     # 12 blocks (0-11): randomised from the top down to blocks 11, 8, 5, 2 and 0, with rho.
     assert titles[0] == "trained model" and len(titles) == 6
     assert [t.split(" random")[0] for t in titles[1:]] == [
@@ -127,8 +127,11 @@ def test_dinov2_sink_frame_is_named_and_left_in():
     patch = int(received[head].argmax()) - 1
     assert received[head].max() > 0.99 and patch >= 0
     assert int(maps[0, 0].argmax()) == patch  # the L frame of block 0 shows the sink
-    captions = element_text(app, "caption")  # the one wording test of the sink caption
-    assert (f"Frame “block 0” shows an attention sink, not the object: its brightest patch is "
-            f"patch {patch} (row {patch // 16}, col {patch % 16}), the key that head {head}"
-            in captions)
+    # the caption names frame 0, the sink patch (row, col), the head and its share, and what
+    # that frame and patch take of the final map D_B (from the method's raw L and D)
+    flow = METHODS["daam"](get_model("dinov2-s14"), load_sample("coffee")).detail
+    total = flow.D[-1].sum()
+    quoting(app, "caption", "0", str(patch), str(patch // 16), str(patch % 16), str(head),
+            percent(received[head].max(), 0), "4", percent(flow.L[0].sum() / total),
+            percent(flow.D[-1].ravel()[patch] / total))
     assert int(maps[-1, 1].argmax()) != patch  # the accumulated map is not the sink

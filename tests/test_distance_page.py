@@ -4,21 +4,26 @@ the method (checked against formulas computed here)."""
 
 import numpy as np
 import pytest
-from apptest_helpers import (chart_specs, chart_title, element_text, open_app,
-                             plotly_array, show, sink_columns)
+from apptest_helpers import (chart_keys, chart_title, element_text, keyed_chart, numbers,
+                             open_app, percent, plotly_array, quoting, show, sink_columns)
 
 from xai_core import pipeline
 from xai_core.analysis.sinks import SINK_THRESHOLD
 from xai_core.images import COLLAGE_ID, SAMPLES, load_sample
+from xai_core.methods import distance
+from xai_core.methods.distance import CONVENTION_NAMES
 from xai_core.models import get_model
+from xai_core.models.registry import DEFAULT_CNN
 
 DEIT = {"vit_model": "deit-s16-distilled", "vit_random": True}
 
 
-def chart(app, title_part: str) -> dict:
-    found = [c for c in chart_specs(app) if title_part in chart_title(c)]
-    assert found, f"no chart titled '{title_part}'"
-    return found[0]
+def chart(app, key: str, *title_numbers: str) -> dict:
+    """The chart drawn with `key`, its title quoting `title_numbers` (block, head, ...)."""
+    spec = keyed_chart(app, key)
+    assert numbers(chart_title(spec))[:len(title_numbers)] == list(title_numbers), \
+        chart_title(spec)
+    return spec
 
 
 def ok(app):
@@ -44,7 +49,7 @@ def independent_mad(capture, prefix, patch):
 
 def test_page_3_on_dinov2_all_controls():
     app = ok(open_app("3_attention_distance.py"))
-    scatter = chart(app, "this image")
+    scatter = chart(app, "p3_scatter")
     heads = [t for t in scatter["data"] if t["name"].startswith("head")]
     assert len(heads) == 6 and all(plotly_array(t["y"]).shape == (12,) for t in heads)
     capture = pipeline.vit_capture(get_model("dinov2-s14"), load_sample("chelsea"))
@@ -61,33 +66,37 @@ def test_page_3_on_dinov2_all_controls():
     assert sorted(plotly_array(ringed["y"]).tolist()) == sorted(
         expected[b, h] for b, h in sink_cells)
     head = int(scores[0].argmax())
-    assert f"block 0, head {head} → patch {keys[0, head] - 1}" in element_text(app)
-    assert "EfficientNet-Lite0" in element_text(app, "caption")
-    rf = chart(app, "receptive field")
+    # the note under the scatter names that sink head, its patch and its distance
+    patch = int(keys[0, head]) - 1  # named with its row and column on the 16 x 16 grid
+    quoting(app, "markdown", percent(SINK_THRESHOLD, 0), "4", "0", str(head), str(patch),
+            str(patch // 16), str(patch % 16), f"{expected[0, head]:.0f}")
+    cnn = get_model(DEFAULT_CNN)  # the receptive field is the session's CNN's own
+    caption = [c for c in app.caption if cnn.spec.display_name in str(c.value)][0]
+    assert str(len(distance.cnn_receptive_fields(cnn.module))) in numbers(str(caption.value))
+    rf = chart(app, "p3_rf")
     assert plotly_array(rf["data"][1]["y"]).tolist() == [3, 7, 19, 67, 147, 339, 787, 851]
 
     app.radio(key="p3_prefix").set_value("centre").run()
     ok(app)
     assert app.checkbox(key="p3_renorm").disabled
-    assert "image centre" in element_text(app, "caption")
+    assert CONVENTION_NAMES[("centre", False)] in element_text(app, "caption")
     app.radio(key="p3_prefix").set_value("exclude").run()
     app.checkbox(key="p3_renorm").check().run()
     ok(app)
-    assert "renormalised to sum 1" in element_text(app, "caption")
+    assert CONVENTION_NAMES[("exclude", True)] in element_text(app, "caption")
     show(app, "p3_view", "head")
     app.selectbox(key="p3_block").set_value(3).run()
     app.selectbox(key="p3_head").set_value(2).run()
     app.number_input(key="p3_query").set_value(10).run()
     ok(app)
-    head_map = chart(app, "Block 3, head 2: where patch 10 looks")
+    head_map = chart(app, "p3_head_map", "3", "2", "10")
     np.testing.assert_allclose(plotly_array(head_map["data"][1]["z"]).ravel(),
                                capture.blocks[3].acts["attn"][0, 2, 11, 1:].numpy(), rtol=1e-6)
 
 
 def test_page_3_scatter_click_opens_that_head():
     app = ok(open_app("3_attention_distance.py"))
-    assert {c["layout"]["title"]["text"] for c in chart_specs(app)} == {
-        "Mean attention distance, this image", "A CNN's receptive field grows with depth"}
+    assert chart_keys(app) == {"p3_scatter", "p3_rf"}  # the first view: every head, the CNN
     app.session_state["p3_scatter"] = {"selection": {"points": [{"customdata": [4, 1]}]}}
     app.run()
     ok(app)
@@ -95,7 +104,7 @@ def test_page_3_scatter_click_opens_that_head():
     assert (app.selectbox(key="p3_block").value, app.selectbox(key="p3_head").value) == (4, 1)
     capture = pipeline.vit_capture(get_model("dinov2-s14"), load_sample("chelsea"))
     query = app.number_input(key="p3_query").value
-    head_map = chart(app, f"Block 4, head 1: where patch {query} looks")
+    head_map = chart(app, "p3_head_map", "4", "1", str(query))
     np.testing.assert_allclose(plotly_array(head_map["data"][1]["z"]).ravel(),
                                capture.blocks[4].acts["attn"][0, 1, query + 1, 1:].numpy(),
                                rtol=1e-6)
@@ -109,9 +118,8 @@ def test_page_3_random_deit_with_gallery():
     assert "[CLS]" in element_text(app, "caption") and "[DIST]" in element_text(app, "caption")
     show(app, "p3_view", "gallery")
     ok(app)
-    averaged = chart(app, "Mean over 9 images")
+    averaged = chart(app, "p3_gallery_scatter", "9", "1")  # 9 images, bars ±1 std
     assert all("error_y" in t for t in averaged["data"] if t["name"].startswith("head"))
-    assert "Measured over 9 images" in element_text(app)
     model = get_model("deit-s16-distilled", random_weights=True)
     per_image = np.stack([independent_mad(pipeline.vit_capture(model, load_sample(s)), 2, 16)
                           for s in [*SAMPLES, COLLAGE_ID]])
@@ -120,6 +128,9 @@ def test_page_3_random_deit_with_gallery():
                                per_image.mean(0), rtol=1e-6)
     np.testing.assert_allclose(np.array([plotly_array(t["error_y"]["array"]) for t in heads]).T,
                                per_image.std(0), rtol=1e-5, atol=1e-9)
-    variation = chart(app, "varies between images")
+    # the verdict quotes the median spread between images and between a block's heads
+    quoting(app, "markdown", "9", f"{np.median(per_image.std(0)):.1f}",
+            f"{np.median(per_image.mean(0).std(1)):.1f}")
+    variation = chart(app, "p3_gallery_std")
     np.testing.assert_allclose(plotly_array(variation["data"][0]["z"]), per_image.std(0).T,
                                rtol=1e-5, atol=1e-9)

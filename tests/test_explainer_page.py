@@ -77,10 +77,16 @@ def test_view_link_opens_block_head_patch_and_map_once():
 def test_bad_view_link_names_each_value_and_keeps_the_rest():
     app = open_page({"vx_block": "12", "vx_head": "6", "vx_patch": "7", "vx_map": "gradcam"})
     assert not app.exception, app.exception
-    warned = element_text(app, "warning")
-    for said in ("block `12`", "(blocks: 0-11)", "head `6`", "(heads: mean or 0-5)",
-                 "map `gradcam`", "(maps: attention, rollout, daam)"):
-        assert said in warned, said
+    overview = component_data(app)["overview"]
+    blocks, heads = len(overview["blocks"]), overview["dims"]["heads"]
+    maps = [m for m in explainer.OVERLAYS if "unavailable" not in overview["daam"]
+            or m != "daam"]
+    # one warning per refused value: the value, and what this model has instead
+    warned = {w.value.split("`")[1]: w.value for w in app.warning}
+    assert set(warned) == {"12", "6", "gradcam"}
+    assert f"0-{blocks - 1}" in warned["12"] and blocks == 12
+    assert f"mean or 0-{heads - 1}" in warned["6"] and heads == 6
+    assert ", ".join(maps) in warned["gradcam"] and "daam" in maps
     initial = component_data(app)["initial"]
     assert initial == {"block": 11, "stage": "blocks", "patch": 7}
 

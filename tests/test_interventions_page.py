@@ -5,7 +5,7 @@ checked against the core's results and hand computations (rollout weights by lin
 import numpy as np
 import pytest
 from apptest_helpers import (ENTRY, chart_keys, chart_specs, element_text, no_problems,
-                             open_app, plotly_array, show)
+                             numbers, open_app, percent, plotly_array, quoting, show)
 from scipy.stats import spearmanr
 from streamlit.testing.v1 import AppTest
 
@@ -13,6 +13,7 @@ from xai_core import cause_vs_claim as claims
 from xai_core import interventions as iv
 from xai_core import lab
 from xai_core.analysis.sinks import analyse_sinks
+from xai_core.figures.interventions import SCALED, short_score
 from xai_core.images import load_sample
 from xai_core.maps import min_max
 from xai_core.methods.rollout import attention_rollout
@@ -41,6 +42,11 @@ def open_link(**params) -> AppTest:
     return app.switch_page(f"../pages/{PAGE}").run()
 
 
+def signed(value: float) -> str:
+    """A change as the page writes it (f"{value:+.4f}"), as `numbers` reads it back."""
+    return f"{value:+.4f}".lstrip("+")
+
+
 def spec_of(app, key: str) -> dict:
     keys = [chart.key for chart in app.get("bidi_component")
             if chart.proto.component_name == "vit_lens.chart"]
@@ -53,7 +59,8 @@ def test_heads_view_switches_the_measured_sink_head_off_first(dinov2, image):
     sink = analyse_sinks(vit_capture(dinov2, image)).strongest()
     outcome = iv.intervene(dinov2, image, heads_off=f"{sink.block}.{sink.head}")
     text = element_text(app)
-    assert f"block {sink.block}, head {sink.head} as the strongest" in text
+    # the suggestion quotes the sink analysis (page 4): block, head, its share of attention
+    quoting(app, "markdown", "4", str(sink.block), str(sink.head), percent(sink.score, 0))
     assert f"(**{outcome.target['change']:+.4f}**)" in text
     assert app.multiselect(key="iv_heads").value == [f"{sink.block}.{sink.head}"]
     bars = spec_of(app, "iv_bars")["data"]
@@ -63,7 +70,7 @@ def test_heads_view_switches_the_measured_sink_head_off_first(dinov2, image):
     heatmaps = [t for t in maps["data"] if t["type"] == "heatmap"]
     np.testing.assert_allclose(plotly_array(heatmaps[4]["z"]),
                                min_max(outcome.maps["attention"]), atol=1e-6)
-    assert heatmaps[3]["colorbar"]["title"]["text"] == "min-max scaled per map (0-1)"
+    assert heatmaps[3]["colorbar"]["title"]["text"] == SCALED
     app.radio(key="iv_fill").set_value("mean").run()
     mean = iv.intervene(dinov2, image, heads_off=f"{sink.block}.{sink.head}", heads_fill="mean")
     assert f"(**{mean.target['change']:+.4f}**)" in element_text(app)
@@ -76,7 +83,9 @@ def test_tokens_positions_and_attention_views(dinov2, image):
     app.multiselect(key="iv_patches").set_value([0, 1, 2, 40]).run()
     dropped = iv.intervene(dinov2, image, maps=False, tokens_drop="0-2,40")
     assert f"(**{dropped.target['change']:+.4f}**)" in element_text(app)
-    assert "Maps are not recomputed here" in element_text(app, "caption")
+    skipped = iv.intervene(dinov2, image, tokens_drop="0-2,40").maps_skipped  # asked, refused
+    assert skipped and skipped in element_text(app, "caption")  # the core's reason, said
+    assert "iv_maps" not in chart_keys(app)
     assert app.query_params["iv_patches"] == "0,1,2,40"
     app.radio(key="iv_remove").set_value("pixels").run()
     masked = iv.intervene(dinov2, image, maps=False, patches_mask="0-2,40", mask_baseline="blur")
@@ -89,7 +98,7 @@ def test_tokens_positions_and_attention_views(dinov2, image):
     every = iv.intervene(dinov2, image, maps=False, sink_off="0-11")
     assert f"(**{every.target['change']:+.4f}**)" in element_text(app)
     app.radio(key="iv_change").set_value("registers_off").run()
-    assert "has no register tokens" in element_text(app, "info")
+    assert lab.attention_options(dinov2)["registers_off"] in element_text(app, "info")
     no_problems(app)
 
 
@@ -97,14 +106,15 @@ def test_readout_view_and_its_block_link(dinov2, image):
     app = open_link(iv_view="readout", iv_readout_block="3")
     no_problems(app)
     found = readout(dinov2, image)
-    assert f"from block {found.first_block} on" in element_text(app)
+    said = [m.value for m in app.markdown if f"**{found.top[-1][0].label}**" in m.value]
+    assert numbers(said[0]) == [str(found.first_block)]  # the answer's class from that block on
     assert app.slider(key="iv_readout_block").value == 3
     line = spec_of(app, "iv_readout")["data"][0]
     np.testing.assert_allclose(plotly_array(line["y"]), found.target_scores, rtol=1e-6)
     patches = spec_of(app, "iv_readout_map")
     heat = next(t for t in patches["data"] if t["type"] == "heatmap")
     np.testing.assert_allclose(plotly_array(heat["z"]), found.patch_scores[3], rtol=1e-5)
-    assert heat["colorbar"]["title"]["text"] == "k-NN class score"
+    assert heat["colorbar"]["title"]["text"] == short_score(found.score_kind)
 
 
 def test_rollout_weights_are_rollouts_patch_mass_through_each_head(dinov2, image):
@@ -137,14 +147,28 @@ def test_importance_view_states_the_rank_correlations(dinov2, image):
     grid = iv.head_importance(dinov2, image)
     weights = lab.rollout_weights(dinov2, image)
     text = element_text(app)
+    stories = lab.importance_stories(dinov2, image, grid)
+    assert all(sentence in text for sentence in stories.sentences())
     for story, values in (("sink score", grid.sink_scores), ("entropy (nats)", grid.entropy),
                           ("rollout weight", weights)):
         rho = spearmanr(grid.drops.ravel(), values.ravel())[0]
-        assert f"{story} and a head's importance: {lab.rho_words(rho)}" in text
-        assert f"(ρ = {rho:+.2f})" in lab.rho_words(rho)
+        assert stories.rho[story] == pytest.approx(rho)
+        assert f"{rho:.2f}" in numbers(lab.rho_words(rho))
     cells = next(t for t in spec_of(app, "iv_grid")["data"] if t["type"] == "heatmap")
     np.testing.assert_allclose(plotly_array(cells["z"]), grid.drops, rtol=1e-6)
-    assert cells["colorbar"]["title"]["text"] == "drop (k-NN class score)"
+    assert short_score(grid.score_kind) in cells["colorbar"]["title"]["text"]
+
+
+def test_rho_words_and_story_sentences_wording():
+    """The one wording test of `lab.rho_words` and `Stories.sentences`."""
+    assert lab.rho_words(0.05) == "no rank correlation (ρ = +0.05)"
+    assert lab.rho_words(0.2) == "a weak positive rank correlation (ρ = +0.20)"
+    assert lab.rho_words(-0.4) == "a moderate negative rank correlation (ρ = -0.40)"
+    assert lab.rho_words(0.75) == "a strong positive rank correlation (ρ = +0.75)"
+    assert lab.rho_words(float("nan")) == "undefined (one of them is constant)"
+    stories = lab.Stories(np.zeros(2), {}, {"sink score": -0.4})
+    assert stories.sentences() == [
+        "sink score and a head's importance: a moderate negative rank correlation (ρ = -0.40)."]
 
 
 def test_cause_vs_claim_view(dinov2, image):
@@ -158,7 +182,8 @@ def test_cause_vs_claim_view(dinov2, image):
     np.testing.assert_allclose(plotly_array(traces["random (mean)"]["y"]),
                                found.removals["tokens"].random_mean(), rtol=1e-6)
     high = found.removals["tokens"].random_interval()[-1, 1]
-    assert f"interval (up to {high:+.4f})" in element_text(app)
+    said = quoting(app, "markdown", str(found.ks[-1]))  # at the largest k
+    assert numbers(said)[-2:] == ["95", signed(high)]  # the random patches' 95% interval
 
 
 def test_predict_then_reveal_shows_the_learners_drop(dinov2, image):
@@ -172,15 +197,16 @@ def test_predict_then_reveal_shows_the_learners_drop(dinov2, image):
     no_problems(app)
     found = claims.cause_vs_claim(dinov2, image, ks=(3,), learner=(100, 101, 117))
     text = element_text(app)
-    for removal in ("tokens", "pixels"):
-        assert f"your 3 patches drop the score by **{found.removals[removal].learner:+.4f}**" \
-            in text
+    for removal in ("tokens", "pixels"):  # your 3 patches, and the drop they cause
+        quoting(app, "markdown", "3", signed(found.removals[removal].learner))
         bars = spec_of(app, f"iv_reveal_{removal}")["data"][0]
         assert plotly_array(bars["y"])[0] == pytest.approx(found.removals[removal].learner)
     name, share = found.closest_method()
-    assert ((f"agreed with you most: **{name}** ({share:.0%}" in text) if share > 0
-            else "None of the methods" in text)
-    assert "shared patches / k" in text
+    if share > 0:  # the closest method, its share of your patches among its top 3
+        assert f"**{name}**" in quoting(app, "markdown", percent(share, 0), "3")
+    else:
+        assert f"**{name}**" not in text and quoting(app, "markdown", "3")
+    assert claims.OVERLAP in text  # how the agreement is measured
     show(app, "iv_view", "claims")  # the revealed picks join the curves as a star
     curves = claims.cause_vs_claim(dinov2, image, removals="tokens", learner=(100, 101, 117))
     star = next(t for t in spec_of(app, "iv_claims")["data"] if t.get("name") == "your patches")
@@ -198,17 +224,17 @@ def test_links_open_the_view_they_name_and_a_bad_view_is_refused():
     assert app.radio(key="iv_positions").value == "zero"
     assert app.query_params["iv_view"] == "positions"
     bad = open_link(iv_view="nope")
-    assert "which is not a choice here" in element_text(bad, "warning")
+    assert [w.value for w in bad.warning if "`nope`" in w.value]  # the refused value named
     assert bad.segmented_control(key="iv_view").value == "heads"
 
 
 def test_the_cnn_takes_pixels_and_says_why_not_for_tokens_and_heads():
     app = open_link(iv_model="cnn")
-    assert "is a CNN: it has no heads" in element_text(app, "info")
+    model, image = get_model("efficientnet-lite0"), load_sample("chelsea")
+    assert lab.refusals(model)["heads"] in element_text(app, "info")
     show(app, "iv_view", "tokens")
     assert app.radio(key="iv_remove").options == ["mask the pixels"]
     app.multiselect(key="iv_patches").set_value([0, 15]).run()
-    model, image = get_model("efficientnet-lite0"), load_sample("chelsea")
     masked = iv.intervene(model, image, maps=False, patches_mask="0,15")
     assert f"(**{masked.target['change']:+.4f}**)" in element_text(app)
     show(app, "iv_view", "claims")
@@ -229,5 +255,6 @@ def test_random_weight_layouts(model_id, registers):
     assert not app.exception, app.exception
     if registers:
         assert "iv_bars" in chart_keys(app)
-    else:
-        assert "has no register tokens" in element_text(app, "info")
+    else:  # the core's reason, for this model
+        model = get_model(model_id, random_weights=True)
+        assert lab.attention_options(model)["registers_off"] in element_text(app, "info")

@@ -10,7 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from apptest_helpers import chart_specs, chart_title, element_text, open_app, show
+from apptest_helpers import (chart_title, element_text, keyed_chart, numbers, open_app,
+                             quoting, show)
 from PIL import Image, ImageDraw
 
 from xai_core import explainer, pipeline
@@ -19,6 +20,7 @@ from xai_core.images import (SAMPLES, describe_fit, fit_to_model, load_image_fil
                              to_model_tensor)
 from xai_core.methods import rollout
 from xai_core.models import DEFAULT_CNN, get_model
+from xai_core.open_set import OpenSet, open_set
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -28,8 +30,9 @@ def ok(app):
     return app
 
 
-def rollout_title(app) -> str:
-    return next(t for t in map(chart_title, chart_specs(app)) if t.startswith("Rollout, blocks"))
+def rollout_blocks(app) -> list[str]:
+    """The first and last block the rollout map's title names."""
+    return numbers(chart_title(keyed_chart(app, "p4_rollout")))[:2]
 
 
 def test_page_4_start_block_0_keeps_the_end_block():
@@ -45,24 +48,21 @@ def test_page_4_start_block_0_keeps_the_end_block():
     app.selectbox(key="p4_start").set_value(0).run()
     ok(app)
     assert app.slider(key="p4_end").value == last and app.slider(key="p4_end").id == widget_id
-    assert rollout_title(app).startswith(f"Rollout, blocks 0–{last}<br>")
+    assert rollout_blocks(app) == ["0", str(last)]
     assert "End moved" not in element_text(app, "caption")
 
     app.slider(key="p4_end").set_value(3).run()
     app.selectbox(key="p4_start").set_value(5).run()  # after the end: the end must move
     ok(app)
     assert app.slider(key="p4_end").value == 5 and app.slider(key="p4_end").min == low
-    assert rollout_title(app).startswith("Rollout, blocks 5–5<br>")
-    assert "End moved from block 3 to block 5" in element_text(app, "caption")
+    assert rollout_blocks(app) == ["5", "5"]
+    assert "End moved" in quoting(app, "caption", "3", "5")  # from block 3 to block 5
     app.selectbox(key="p4_start").set_value(2).run()  # before the end: it stays
     ok(app)
     assert app.slider(key="p4_end").value == 5 and "End moved" not in element_text(app, "caption")
 
 
 # --- unknown pictures -------------------------------------------------------------------------
-
-UNKNOWN = "looks like none of what the model knows"
-
 
 def noise_picture() -> Image.Image:
     pixels = np.random.default_rng(0).integers(0, 256, (240, 320, 3), dtype=np.uint8)
@@ -114,28 +114,49 @@ def test_unknown_pictures_are_named_on_home_page_0_and_page_7(make):
     cnn_known = imagenet_known(cnn, shown)[0]
     assert vit_known == (make is None)  # the measure separates these three pictures
 
-    home = ok(open_app(**with_picture(picture)))
-    warnings = [w.value for w in home.warning if UNKNOWN in w.value]
-    assert len(warnings) == (not vit_known) + (not cnn_known)
+    # what the pages say is `OpenSet.warning` (worded in test_open_set_wording), with the
+    # oracle's numbers
+    found = {name: open_set(model, shown) for name, model in (("vit", vit), ("cnn", cnn))}
+    assert (found["vit"].known, found["cnn"].known) == (vit_known, cnn_known)
     if not vit_known:
-        assert f"cosine similarity {score:.3f}, below {threshold:.3f}" in warnings[0]
+        assert numbers(found["vit"].why())[:2] == [f"{score:.3f}", f"{threshold:.3f}"]
+    unknown = [f.warning() for f in found.values() if not f.known]
+
+    home = ok(open_app(**with_picture(picture)))
+    candidates = {f.warning() for f in found.values()}
+    assert sorted(w.value for w in home.warning if w.value in candidates) == sorted(unknown)
 
     explainer = ok(open_app("0_vit_explainer.py", **with_picture(picture)))
-    assert (UNKNOWN in element_text(explainer, "warning")) == (not vit_known)
+    assert (found["vit"].warning() in element_text(explainer, "warning")) == (not vit_known)
     data = explainer_data(explainer)
     assert data["overview"]["prediction"]["open_set"]["known"] == vit_known
     step = data["tour"]["steps"][16]  # 17: the prediction
     top = data["overview"]["prediction"]["top"][0]
     share = f"{100 * top['probability']:.1f}%"
     assert step["title"] == "The prediction"
-    assert ("none of what the model knows" in step["text"]) == (not vit_known)
+    assert (found["vit"].why() in step["text"]) == (not vit_known)
     assert (share in step["text"]) == vit_known  # no percentage passed off as an answer
 
     comparison = ok(open_app("7_comparison.py", timeout=600, **with_picture(picture),
                              cmp_methods_vit=["attention"], cmp_methods_cnn=["gradcam"]))
-    notes = [c.value for c in comparison.caption if "Looks like none of what the model knows"
-             in c.value]
+    notes = [c.value for c in comparison.caption  # one line each, beside the picker
+             if any(f.why() in c.value for f in found.values())]
     assert len(notes) == (not vit_known) + (not cnn_known)
+
+
+def test_open_set_wording():
+    """The one wording test of `OpenSet.why` and `OpenSet.warning`, for both kinds of head."""
+    knn = OpenSet(score=0.41234, threshold=0.5, head="knn")
+    assert knn.why() == ("its nearest memory-bank picture has cosine similarity 0.412, below "
+                         "0.500, which 95% of the bank's own pictures reach with their nearest "
+                         "neighbour")
+    imagenet = OpenSet(score=0.1234, threshold=0.3, head="imagenet")
+    assert imagenet.why() == ("the model gives its top class only 12.3%, less than the 30.0% "
+                              "it gives even the least clear picture of the sample gallery")
+    assert knn.warning() == (
+        "**This picture looks like none of what the model knows:** " + knn.why() + ". A "
+        "classifier must still name one of its classes, so read its answer as the least "
+        "unlike class, not as recognition.")
 
 
 def explainer_data(app) -> dict:
@@ -192,7 +213,7 @@ def test_page_7_export_and_png_reuse_the_faithfulness_run():
     app.number_input(key="cmp_steps").set_value(2)
     app.button(key="cmp_run_metrics").click().run()
     ok(app)
-    assert "Done: 24 curves" in app.get("progress")[0].proto.text
+    assert numbers(app.get("progress")[0].proto.text)[0] == "24"  # 6 methods x 4 metrics
     counter = ForwardCount(get_model("dinov2-s14"), get_model(DEFAULT_CNN))
     try:
         show(app, "cmp_view", "export")
@@ -227,13 +248,17 @@ def test_an_upload_says_what_the_model_sees_and_that_links_cannot_carry_it():
     thumbnail = load_sample("rocket").resize((40, 30))
     app = ok(open_app("0_vit_explainer.py", image_choice="upload", upload_image=thumbnail))
     sidebar = " ".join(c.value for c in app.sidebar.caption)
+    spec = get_model("dinov2-s14").spec  # describe_fit is worded in the test above
+    assert describe_fit((40, 30), spec.input_size, spec.crop_pct) in sidebar
     assert f"enlarged {256 / 30:.1f}x" in sidebar
     data = explainer_data(app)
-    assert data["link"] == {"sample": {"id": "chelsea", "title": "Chelsea the cat"}}
+    assert data["link"] == {"sample": {"id": "chelsea", "title": SAMPLES["chelsea"].title}}
     assert f"enlarged {256 / 30:.1f}x" in data["tour"]["steps"][1]["text"]
     gallery = ok(open_app("0_vit_explainer.py"))
     assert explainer_data(gallery)["link"] == {"sample": None}
     assert "enlarged" not in " ".join(c.value for c in gallery.sidebar.caption)
     # a link made from an upload, opened elsewhere: no picture, and a word why
     elsewhere = ok(open_app(image_choice="upload"))
-    assert "A link cannot carry an uploaded picture" in element_text(elsewhere, "info")
+    assert elsewhere.session_state["image_choice"] == "upload"  # kept, though no picture
+    assert "upload_image" not in elsewhere.session_state
+    assert len(elsewhere.info) == 1  # the one note: upload, or pick from the gallery
