@@ -8,16 +8,6 @@ import { esc, rich } from "./format.js";
 import { REDRAW } from "./store.js";
 
 const NAMED_PATCH = /\bpatch (\d+) \(row \d+, col/;  // as the tour's sentences name one
-const TOUCH_WORDS = { hover: "tap", hovers: "taps", hovering: "tapping", hovered: "tapped" };
-
-/** A step's text for this screen: on a touch screen (no hover) "hover" says "tap". */
-export function forThisPointer(text) {
-  if (!matchMedia("(hover: none)").matches) return text;
-  return text.replace(/\b(hover(?:s|ing|ed)?)\b/gi, (word) => {
-    const tap = TOUCH_WORDS[word.toLowerCase()];
-    return word[0] === "H" ? tap[0].toUpperCase() + tap.slice(1) : tap;
-  }).replace(/\bthe tile under your pointer\b/g, "the tile you tapped");
-}
 
 export class Tour {
   constructor(app, steps) {
@@ -121,7 +111,7 @@ export class Tour {
       `<div class="vx-tour-head"><span class="vx-tour-count">Step ${st.tour} of ${steps.length}</span>` +
       `<span class="vx-tour-title">${esc(s.title)}</span>` +
       `<button class="vx-btn" data-act="close" title="Close the tour (Esc)">✕</button></div>` +
-      `<div class="vx-tour-text">${rich(forThisPointer(s.text))}</div>` +
+      `<div class="vx-tour-text">${rich(s.text)}</div>` +
       `<div class="vx-tour-bar"><button class="vx-btn" data-act="back" title="Back (← key)" ${st.tour === 1 ? "disabled" : ""}>◀ Back</button>` +
       `<button class="vx-btn primary" data-act="next" title="Next (→ key or a presenter's clicker)" ${st.tour === steps.length ? "disabled" : ""}>Next ▶</button>` +
       `<span class="vx-tour-dots">${steps.map((_, i) =>
