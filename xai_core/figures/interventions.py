@@ -18,9 +18,9 @@ from .style import DIVERGING, LINE_COLOURS, plain_text, symmetric_bound
 MAP_NAMES = {"attention": "attention (last block)", "rollout": "rollout", "gae": "GAE",
              "vit-gradcam": "ViT Grad-CAM"}
 SCALED = "min-max scaled per map (0-1)"
-STORY_AXES = {"sink score": "sink score (share of a head's attention on one key)",
-              "entropy (nats)": "entropy (nats, mean over queries)",
-              "rollout weight": "rollout weight (share of rollout's [CLS] row)"}
+# short: three panels share a phone's width (the page's text says what each story measures)
+STORY_AXES = {"sink score": "sink score (share)", "entropy (nats)": "entropy (nats)",
+              "rollout weight": "rollout weight (share)"}
 
 
 def short_score(score_kind: str) -> str:
@@ -56,7 +56,8 @@ def maps_before_after(image: Image.Image, before: dict, after: dict,
             trace = add_overlay(figure, image, min_max(maps[name]), patch_size, row=row,
                                 col=col, max_side=160, zmin=0.0, zmax=1.0, opacity=0.6)
             trace.update(showscale=(row == 1 and col == len(names)),
-                         colorbar=dict(title=SCALED, thickness=12))
+                         colorbar=dict(thickness=12, title=dict(text=SCALED, side="right",
+                                                                font=dict(size=11))))
     figure.update_layout(height=height, margin=dict(l=0, r=0, t=40, b=0))
     figure.update_annotations(font_size=11)
     return figure
@@ -80,10 +81,9 @@ def readout_patch_figure(image: Image.Image, scores: np.ndarray,
                          patch_size: tuple[float, float], block: int,
                          score_kind: str) -> go.Figure:
     """Each patch token of one block read out alone: the target's score per patch."""
-    figure = overlay_figure(image, scores, patch_size,
-                            title=f"Block {block}: each patch read out alone", height=400)
-    figure.data[-1].update(colorbar=dict(title=short_score(score_kind), thickness=12))
-    return figure
+    return overlay_figure(image, scores, patch_size, height=400,
+                          title=f"Block {block}: each patch read out alone",
+                          scale_title=short_score(score_kind))
 
 
 def stories_figure(drops: np.ndarray, stories: dict[str, np.ndarray], rho: dict[str, float],
@@ -106,7 +106,7 @@ def stories_figure(drops: np.ndarray, stories: dict[str, np.ndarray], rho: dict[
     return figure
 
 
-def claims_figure(found, removal: str, height: int = 420) -> go.Figure:
+def claims_figure(found, removal: str, height: int = 680) -> go.Figure:
     """Score drop against k: each method's top-k, the random draws' mean with its t interval
     as a band, and the learner's choice as a star."""
     ks, part = list(found.ks), found.removals[removal]
@@ -128,9 +128,12 @@ def claims_figure(found, removal: str, height: int = 420) -> go.Figure:
                                     name="your patches", marker=dict(symbol="star", size=16,
                                                                      color="black")))
     figure.update_xaxes(title="k: patches removed", type="log", tickvals=ks)
-    figure.update_yaxes(title=f"drop of the target's {short_score(found.score_kind)}")
+    figure.update_yaxes(title=f"drop of the target's {short_score(found.score_kind)}", nticks=6)
+    # the legend as one column under the plot: a row of ten methods ran past the chart's edge
+    # on a projector and onto each other on a phone
     figure.update_layout(height=height, margin=dict(l=10, r=10, t=30, b=10),
-                         legend=dict(orientation="h", y=-0.2))
+                         legend=dict(orientation="v", x=0, xanchor="left", y=-0.18,
+                                     yanchor="top"))
     return figure
 
 
