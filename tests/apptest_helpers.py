@@ -140,3 +140,20 @@ def quoting(app: AppTest, kind: str, *quoted: str) -> str:
 def percent(share: float, digits: int = 1) -> str:
     """A share as a page writes it with f"{share:.1%}", without the sign: what `numbers` reads."""
     return f"{share:.{digits}%}".rstrip("%")
+
+
+# a random-weight DeiT-S distilled (two prefix tokens), selected as the sidebar does
+RANDOM_DEIT = {"vit_model": "deit-s16-distilled", "vit_random": True}
+
+
+def chart_quoting(app: AppTest, key: str, *title_numbers: str) -> dict:
+    """The chart drawn with `key`, its title quoting `title_numbers` (blocks, heads, ...)."""
+    spec = keyed_chart(app, key)
+    assert numbers(chart_title(spec))[:len(title_numbers)] == list(title_numbers), \
+        chart_title(spec)
+    return spec
+
+
+def ok(app: AppTest) -> AppTest:
+    assert not app.exception, app.exception
+    return app

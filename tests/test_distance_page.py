@@ -4,7 +4,7 @@ the method (checked against formulas computed here)."""
 
 import numpy as np
 import pytest
-from apptest_helpers import (chart_keys, chart_title, element_text, keyed_chart, numbers,
+from apptest_helpers import (RANDOM_DEIT, chart_keys, chart_quoting, element_text, numbers, ok,
                              open_app, percent, plotly_array, quoting, show, sink_columns)
 
 from xai_core import pipeline
@@ -15,20 +15,6 @@ from xai_core.methods.distance import CONVENTION_NAMES
 from xai_core.models import get_model
 from xai_core.models.registry import DEFAULT_CNN
 
-DEIT = {"vit_model": "deit-s16-distilled", "vit_random": True}
-
-
-def chart(app, key: str, *title_numbers: str) -> dict:
-    """The chart drawn with `key`, its title quoting `title_numbers` (block, head, ...)."""
-    spec = keyed_chart(app, key)
-    assert numbers(chart_title(spec))[:len(title_numbers)] == list(title_numbers), \
-        chart_title(spec)
-    return spec
-
-
-def ok(app):
-    assert not app.exception, app.exception
-    return app
 
 
 def uniform_reference(grid, patch):
@@ -49,7 +35,7 @@ def independent_mad(capture, prefix, patch):
 
 def test_page_3_on_dinov2_all_controls():
     app = ok(open_app("3_attention_distance.py"))
-    scatter = chart(app, "p3_scatter")
+    scatter = chart_quoting(app, "p3_scatter")
     heads = [t for t in scatter["data"] if t["name"].startswith("head")]
     assert len(heads) == 6 and all(plotly_array(t["y"]).shape == (12,) for t in heads)
     capture = pipeline.vit_capture(get_model("dinov2-s14"), load_sample("chelsea"))
@@ -73,7 +59,7 @@ def test_page_3_on_dinov2_all_controls():
     cnn = get_model(DEFAULT_CNN)  # the receptive field is the session's CNN's own
     caption = [c for c in app.caption if cnn.spec.display_name in str(c.value)][0]
     assert str(len(distance.cnn_receptive_fields(cnn.module))) in numbers(str(caption.value))
-    rf = chart(app, "p3_rf")
+    rf = chart_quoting(app, "p3_rf")
     assert plotly_array(rf["data"][1]["y"]).tolist() == [3, 7, 19, 67, 147, 339, 787, 851]
 
     app.radio(key="p3_prefix").set_value("centre").run()
@@ -89,7 +75,7 @@ def test_page_3_on_dinov2_all_controls():
     app.selectbox(key="p3_head").set_value(2).run()
     app.number_input(key="p3_query").set_value(10).run()
     ok(app)
-    head_map = chart(app, "p3_head_map", "3", "2", "10")
+    head_map = chart_quoting(app, "p3_head_map", "3", "2", "10")
     np.testing.assert_allclose(plotly_array(head_map["data"][1]["z"]).ravel(),
                                capture.blocks[3].acts["attn"][0, 2, 11, 1:].numpy(), rtol=1e-6)
 
@@ -104,7 +90,7 @@ def test_page_3_scatter_click_opens_that_head():
     assert (app.selectbox(key="p3_block").value, app.selectbox(key="p3_head").value) == (4, 1)
     capture = pipeline.vit_capture(get_model("dinov2-s14"), load_sample("chelsea"))
     query = app.number_input(key="p3_query").value
-    head_map = chart(app, "p3_head_map", "4", "1", str(query))
+    head_map = chart_quoting(app, "p3_head_map", "4", "1", str(query))
     np.testing.assert_allclose(plotly_array(head_map["data"][1]["z"]).ravel(),
                                capture.blocks[4].acts["attn"][0, 1, query + 1, 1:].numpy(),
                                rtol=1e-6)
@@ -112,13 +98,13 @@ def test_page_3_scatter_click_opens_that_head():
 
 
 def test_page_3_random_deit_with_gallery():
-    app = ok(open_app("3_attention_distance.py", **DEIT))
+    app = ok(open_app("3_attention_distance.py", **RANDOM_DEIT))
     assert "RANDOM WEIGHTS" in element_text(app, "error")
     show(app, "p3_view", "head")
     assert "[CLS]" in element_text(app, "caption") and "[DIST]" in element_text(app, "caption")
     show(app, "p3_view", "gallery")
     ok(app)
-    averaged = chart(app, "p3_gallery_scatter", "9", "1")  # 9 images, bars ±1 std
+    averaged = chart_quoting(app, "p3_gallery_scatter", "9", "1")  # 9 images, bars ±1 std
     assert all("error_y" in t for t in averaged["data"] if t["name"].startswith("head"))
     model = get_model("deit-s16-distilled", random_weights=True)
     per_image = np.stack([independent_mad(pipeline.vit_capture(model, load_sample(s)), 2, 16)
@@ -131,6 +117,6 @@ def test_page_3_random_deit_with_gallery():
     # the verdict quotes the median spread between images and between a block's heads
     quoting(app, "markdown", "9", f"{np.median(per_image.std(0)):.1f}",
             f"{np.median(per_image.mean(0).std(1)):.1f}")
-    variation = chart(app, "p3_gallery_std")
+    variation = chart_quoting(app, "p3_gallery_std")
     np.testing.assert_allclose(plotly_array(variation["data"][0]["z"]), per_image.std(0).T,
                                rtol=1e-5, atol=1e-9)

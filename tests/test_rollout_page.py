@@ -5,9 +5,9 @@ controls are the rollout method's declared options."""
 
 import numpy as np
 import torch
-from apptest_helpers import (chart_keys, chart_specs, chart_title, element_text, keyed_chart,
-                             numbers, open_app, percent, plotly_array, quoting, show,
-                             sink_columns)
+from apptest_helpers import (RANDOM_DEIT, chart_keys, chart_quoting, chart_specs, chart_title,
+                             element_text, keyed_chart, numbers, ok, open_app, percent,
+                             plotly_array, quoting, show, sink_columns)
 from streamlit.testing.v1 import AppTest
 
 from xai_core import pipeline
@@ -17,20 +17,6 @@ from xai_core.images import load_sample
 from xai_core.methods import METHODS, gae, rollout
 from xai_core.models import get_model
 
-DEIT = {"vit_model": "deit-s16-distilled", "vit_random": True}
-
-
-def chart(app, key: str, *title_numbers: str) -> dict:
-    """The chart drawn with `key`, its title quoting `title_numbers` (blocks, heads, ...)."""
-    spec = keyed_chart(app, key)
-    assert numbers(chart_title(spec))[:len(title_numbers)] == list(title_numbers), \
-        chart_title(spec)
-    return spec
-
-
-def ok(app):
-    assert not app.exception, app.exception
-    return app
 
 
 def test_page_4_on_dinov2_all_controls():
@@ -49,7 +35,7 @@ def test_page_4_on_dinov2_all_controls():
                                                          declared.default) == (0, 0.99, 0)
     assert app.selectbox(key="p4_fusion").options == list(rollout.FUSIONS)
     assert chart_keys(app) == {"p4_rollout", "p4_raw", "p4_gae"}  # the rollout view alone
-    first = chart(app, "p4_rollout", "1", "11", "0.00")
+    first = chart_quoting(app, "p4_rollout", "1", "11", "0.00")
     auto_map = rollout.attention_rollout(capture, 1).query_row()[0]
     np.testing.assert_allclose(plotly_array(first["data"][1]["z"]), auto_map, rtol=1e-6)
     assert auto_map.max() / auto_map.sum() < 0.04
@@ -75,7 +61,7 @@ def test_page_4_on_dinov2_all_controls():
     # one click: the full rollout from block 0 next to it, its bright patch ringed
     app.toggle(key="p4_full").set_value(True).run()
     ok(app)
-    full = chart(app, "p4_rollout_full", "0", "11")
+    full = chart_quoting(app, "p4_rollout_full", "0", "11")
     full_map = rollout.attention_rollout(capture, 0).query_row()[0]
     np.testing.assert_allclose(plotly_array(full["data"][1]["z"]), full_map, rtol=1e-6)
     ring = [t for t in full["data"] if t.get("name") == "sink key"][0]
@@ -87,18 +73,18 @@ def test_page_4_on_dinov2_all_controls():
 
     # sinks and registers: scores, entropy, one head drawn on the image
     show(app, "p4_view", "sinks")
-    heat = chart(app, "p4_sink_scores")
+    heat = chart_quoting(app, "p4_sink_scores")
     np.testing.assert_allclose(plotly_array(heat["data"][0]["z"]), scores, rtol=1e-9)
     entropy = np.stack([torch.special.entr(b.acts["attn"][0].double()).sum(-1).mean(-1).numpy()
                         for b in capture.blocks])
-    np.testing.assert_allclose(plotly_array(chart(app, "p4_sink_entropy")["data"][0]["z"]),
+    np.testing.assert_allclose(plotly_array(chart_quoting(app, "p4_sink_entropy")["data"][0]["z"]),
                                entropy, rtol=1e-9)
     assert (app.selectbox(key="p4_sink_block").value,
             app.selectbox(key="p4_sink_head").value) == (0, sink_head)
     app.selectbox(key="p4_sink_block").set_value(10).run()
     app.selectbox(key="p4_sink_head").set_value(0).run()
     ok(app)
-    received = chart(app, "p4_sink_image", "10", "0")
+    received = chart_quoting(app, "p4_sink_image", "10", "0")
     np.testing.assert_allclose(
         plotly_array(received["data"][1]["z"]).ravel(),
         capture.blocks[10].acts["attn"][0, 0, :, 1:].double().mean(0).numpy(), rtol=1e-6)
@@ -118,7 +104,7 @@ def test_page_4_on_dinov2_all_controls():
     app.selectbox(key="p4_start").set_value(2).run()
     app.slider(key="p4_end").set_value(8).run()
     ok(app)
-    rolled = chart(app, "p4_rollout", "2", "8", "0.50")
+    rolled = chart_quoting(app, "p4_rollout", "2", "8", "0.50")
     expected = rollout.attention_rollout(capture, 2, 8, "max", 0.5).query_row()[0]
     np.testing.assert_allclose(plotly_array(rolled["data"][1]["z"]), expected, rtol=1e-6)
     assert auto.summary() not in element_text(app, "caption")  # the caption: start 2, by hand
@@ -140,7 +126,7 @@ def test_page_4_on_dinov2_all_controls():
     target = app.selectbox(key="p4_target").value
     head = model.head
     assert target != first_target
-    gae_chart = chart(app, "p4_gae")
+    gae_chart = chart_quoting(app, "p4_gae")
     assert chart_title(gae_chart) == f"GAE for '{head.class_names[target][:28]}'"
     graded = pipeline.vit_capture(model, image, target=target, head=head)
     np.testing.assert_allclose(plotly_array(gae_chart["data"][1]["z"]),
@@ -152,10 +138,10 @@ def test_page_4_on_dinov2_all_controls():
     app.selectbox(key="p4_big_block").set_value(5).run()
     app.selectbox(key="p4_big_head").set_value(3).run()
     ok(app)
-    big = chart(app, "p4_big", "5", "3", "100")
+    big = chart_quoting(app, "p4_big", "5", "3", "100")
     np.testing.assert_allclose(plotly_array(big["data"][1]["z"]).ravel(),
                                capture.blocks[5].acts["attn"][0, 3, 101, 1:].numpy(), rtol=1e-6)
-    mosaic = chart(app, "p4_mosaic")
+    mosaic = chart_quoting(app, "p4_mosaic")
     assert "100" in numbers(chart_title(mosaic))
     assert len(plotly_array(mosaic["data"][1]["customdata"])) == 12 * 6
 
@@ -175,7 +161,7 @@ def test_page_4_register_model_lists_registers_as_possible_sinks():
     app = ok(open_app("4_rollout_heads.py", vit_model="dinov2-s14-reg4", vit_random=True))
     assert "RANDOM WEIGHTS" in element_text(app, "error") + element_text(app)
     # random weights spread attention evenly: nothing is left out, rollout starts at block 0
-    chart(app, "p4_rollout", "0", "11")
+    chart_quoting(app, "p4_rollout", "0", "11")
     assert app.toggle(key="p4_full").disabled
     show(app, "p4_view", "sinks")
     text = element_text(app)
@@ -188,7 +174,7 @@ def test_page_4_register_model_lists_registers_as_possible_sinks():
     assert "RANDOM WEIGHTS" in text  # the findings say they describe an untrained network
     capture = pipeline.vit_capture(model, load_sample("chelsea"))
     scores, keys = sink_columns(capture)
-    heat = chart(app, "p4_sink_scores")
+    heat = chart_quoting(app, "p4_sink_scores")
     np.testing.assert_allclose(plotly_array(heat["data"][0]["z"]), scores, rtol=1e-9)
     assert capture.layout.num_prefix_tokens == 5 and capture.layout.grid == (16, 16)
     hover = heat["data"][1]["text"]
@@ -198,7 +184,7 @@ def test_page_4_register_model_lists_registers_as_possible_sinks():
 
 
 def test_page_4_random_deit_marks_both_prefix_tokens():
-    app = ok(open_app("4_rollout_heads.py", **DEIT))
+    app = ok(open_app("4_rollout_heads.py", **RANDOM_DEIT))
     assert "RANDOM WEIGHTS" in element_text(app, "error")
     captions = element_text(app, "caption")
     assert "[CLS]" in captions and "[DIST]" in captions
