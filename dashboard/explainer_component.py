@@ -24,7 +24,7 @@ from pathlib import Path
 import streamlit as st
 
 from dashboard import assets, literal, state, ui
-from dashboard.explainer_tour import TOUR, resolve_steps, step_from_query
+from dashboard.explainer_tour import TOUR, resolve_steps, step_from_query, switcher
 from dashboard.page_list import PAGE_LIST, PAGES
 from xai_core import explainer, pipeline
 
@@ -74,7 +74,22 @@ def _view() -> dict:
             clean[name] = {b for b in view[name] if isinstance(b, int)}
     clean["dismissed"] = view.get("dismissed") is True
     clean["want_qk"] = view.get("want_qk") is True
+    clean["off"] = switched_off(view.get("off"))
     return clean
+
+
+MAX_HEADS_OFF = 64  # a link or a script cannot make one rerun switch off more
+
+
+def switched_off(value) -> list[tuple[int, int]]:
+    """The (block, head) pairs the learner switched off, as the browser reported them:
+    pairs of two ints, sorted, each once; anything else is ignored (the core checks the
+    range and says so)."""
+    if not isinstance(value, list):
+        return []
+    pairs = {tuple(pair) for pair in value[:MAX_HEADS_OFF] if isinstance(pair, list)
+             and len(pair) == 2 and all(type(n) is int for n in pair)}
+    return sorted(pairs)
 
 
 def _on_view() -> None:
@@ -147,15 +162,17 @@ def component_data(model, image, head) -> bytes:
         st.session_state[TOUR_STEP_KEY] = step
     view, sig = _view(), signature(model, image, head)
     holds = view.get("have") == sig
-    steps = None if holds else resolve_steps(overview)
+    switch = switcher(model, image, head)
+    steps = None if holds else resolve_steps(overview, switch)
     last = len(overview["blocks"]) - 1
     linked = linked_view(overview)
     block = view.get("block", linked.get("block"))
     if block is None or not 0 <= block <= last:
-        block = (steps or resolve_steps(overview))[step - 1]["block"] if step else last
+        block = (steps or resolve_steps(overview, switch))[step - 1]["block"] if step else last
     kept = holds and block in view.get("blocks", ())
     vectors = view.get("want_qk", False) and not (holds and block in view.get("qk", ()))
     saved = st.session_state.get(TOUR_STEP_KEY)
+    off = view.get("off")
     return explainer.encode_message({
         "signature": sig,
         "presentation": state.selection().presentation,
@@ -166,6 +183,9 @@ def component_data(model, image, head) -> bytes:
                  "resume": saved if not step and saved in range(1, len(TOUR) + 1) else None},
         "initial": {**linked, "block": block, "stage": "blocks"},
         "link": link_picture(),
+        # the heads switched off: the model run again without them (none: nothing sent)
+        "switch": {"live": True,
+                   "result": explainer.head_switch(model, image, head, off) if off else None},
     })
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 
@@ -21,7 +22,7 @@ from dashboard import literal
 from dashboard.page_list import PAGE_LIST
 from xai_core.capture import centre_patch as capture_centre_patch
 from xai_core.analysis.entropy import entropy
-from xai_core.explainer import decode
+from xai_core.explainer import decode, head_switch
 from xai_core.analysis.sinks import SINK_THRESHOLD
 from xai_core.analysis.token_marks import HIGH_NORM_GAP, HIGH_NORM_RATIO
 
@@ -36,7 +37,7 @@ HEADS = ("mean", "first", "sharpest", "sink", "nearest")
 # norm / median (a flagged high-norm token when there is one, xai_core.analysis.token_marks)
 PATCHES = (None, "centre", "longest")
 PARTS = ("pipeline", "image", "sequence", "overlay", "heads", "player", "detail", "steps",
-         "matrix", "qk")  # plus "stage:<id>" for one box of the pipeline
+         "matrix", "qk", "answer", "readout")  # plus "stage:<id>" for one box of the pipeline
 # Texts say "point at or tap" where they ask for a hover: they read right with a mouse and on
 # a touch screen.
 
@@ -52,6 +53,17 @@ class Step:
     overlay: str
     spot: tuple[str, ...]
     page: str  # a file of dashboard/page_list.py
+    # the step switches its head off (the model runs again without it: `head_switch`)
+    switch_off: bool = False
+
+
+# (block, head) -> `xai_core.explainer.head_switch` of that one head
+Switch = Callable[[int, int], dict]
+
+
+def switcher(model, image, head) -> Switch:
+    """The tour's head switch for the model, picture and head on screen."""
+    return lambda block, h: head_switch(model, image, head, [(block, h)])
 
 
 TOUR: list[Step] = [
@@ -128,6 +140,13 @@ TOUR: list[Step] = [
          text="{sink_sentence}",
          stage="blocks", block="sink", head="sink", patch=None, overlay="attention",
          spot=("image", "heads", "matrix"), page="4_rollout_heads.py"),
+    Step(title="Switch that head off",
+         text="A map says where a head looks, not whether the answer needs it. Test it: "
+              "{sink_switch_sentence} Every head chip has a small power switch in its corner: turn "
+              "any head of any block off and the model runs again without it; the answer bars under the "
+              "chips change in place. Page 9 switches every head off in turn.",
+         stage="blocks", block="sink", head="sink", patch=None, overlay="attention",
+         spot=("heads", "answer"), page="9_interventions.py", switch_off=True),
     # after the sinks: the first block's mean of heads can be one sink patch, so distance is
     # taught on a head that is not a sink, and the step says which heads it leaves out
     Step(title="Near and far: how far the heads look",
@@ -168,6 +187,13 @@ TOUR: list[Step] = [
               "sidebar: every number on this page follows it.",
          stage="top5", block="last", head="mean", patch=None, overlay="attention",
          spot=("stage:head", "stage:top5", "detail"), page="7_comparison.py"),
+    Step(title="What each block would answer",
+         text="Stop the model early: take the tokens after block k, apply the final norm "
+              "and the head, as if the later blocks were not there (the **read-out**, or "
+              "logit lens). The thin bar under each block shows the score of the final "
+              "answer, {readout_label}, read out there. {readout_sentence}",
+         stage="top5", block="last", head="mean", patch=None, overlay="attention",
+         spot=("readout",), page="9_interventions.py"),
     Step(title="Looking is not the same as deciding",
          text="Attention shows where information was **collected**, not which pixels "
               "**changed** the answer: the MLPs and norms transform what was gathered, and "
@@ -176,6 +202,14 @@ TOUR: list[Step] = [
               "watch the score drop answer that second question.",
          stage="blocks", block="last", head="mean", patch=None, overlay="attention",
          spot=("image",), page="5_gradcam.py"),
+    Step(title="Test a claim",
+         text="Head {sharpest} of {middle_label} has the most focused attention (step "
+              "{heads_step}): a map would call it important. {sharp_switch_sentence} "
+              "{compare_sentence} Switch heads off yourself with the power switch on each chip; page 9 "
+              "ranks every head by what the answer loses without it, beside what the maps "
+              "claim.",
+         stage="blocks", block="middle", head="sharpest", patch=None, overlay="attention",
+         spot=("heads", "answer"), page="9_interventions.py", switch_off=True),
 ]
 
 
@@ -252,8 +286,9 @@ def nearest_head(overview: dict, block: int) -> int:
     return min(kept_heads(overview, block), key=lambda h: mad[h])
 
 
-def tour_facts(overview: dict) -> dict[str, str]:
-    """The numbers the steps quote, from the overview payload of the image on screen."""
+def tour_facts(overview: dict, switch: Switch) -> dict[str, str]:
+    """The numbers the steps quote, from the overview payload of the image on screen and
+    the two heads the tour switches off (`switch`)."""
     layout, dims, prediction = overview["layout"], overview["dims"], overview["prediction"]
     (height, width), (ph, _) = layout["input"], layout["patch"]
     rows, cols = layout["grid"]
@@ -294,7 +329,95 @@ def tour_facts(overview: dict) -> dict[str, str]:
         "top_answer": _top_answer(prediction),
         "prediction_sentence": _prediction_sentence(prediction),
         "answer_note": _answer_note(overview),
+        "readout_label": f"**{_readout_label(overview)}**",
+        "readout_sentence": _readout_sentence(overview),
+        "heads_step": str(step_number("Many heads ask different questions")),
+        **_switch_facts(overview, switch),
     }
+
+
+def step_number(title: str) -> int:
+    return 1 + [step.title for step in TOUR].index(title)
+
+
+def switched_heads(overview: dict) -> dict[str, tuple[int, int]]:
+    """The (block, head) each switching step turns off, by the step's own choices."""
+    chosen = {}
+    for step in TOUR:
+        if step.switch_off:
+            block = resolve_block(step.block, overview)
+            chosen[step.title] = (block, resolve_head(step.head, overview, block))
+    return chosen
+
+
+def _switch_facts(overview: dict, switch: Switch) -> dict[str, str]:
+    chosen = switched_heads(overview)
+    sink, sharp = chosen["Switch that head off"], chosen["Test a claim"]
+    results = {pair: switch(*pair) for pair in {sink, sharp}}
+    return {"sink_switch_sentence": _switch_sentence(overview, sink, results[sink]),
+            "sharp_switch_sentence": _switch_sentence(overview, sharp, results[sharp]),
+            "compare_sentence": _compare_sentence(sink, sharp, results)}
+
+
+def _switch_sentence(overview: dict, pair: tuple[int, int], result: dict) -> str:
+    """What switching one head off did to the answer, in the tour's words."""
+    block, head = pair
+    where = f"head {head} of {overview['blocks'][block]['label'].lower()}"
+    if "error" in result:
+        return f"{where[0].upper()}{where[1:]} cannot be switched off here: {result['error']}"
+    before, after, target = result["before"][0], result["after"][0], result["target"]
+    text = (f"Here {where} is switched off (its output set to 0 before the projection "
+            "W_O) and the model runs again: ")
+    text += (f"the answer stays **{after['label']}**" if after["label"] == before["label"]
+             else f"the answer changes from **{before['label']}** to **{after['label']}**")
+    text += (f"; the class score of {target['label']} goes from {target['before']:.3f} to "
+             f"{target['after']:.3f} ({target['after'] - target['before']:+.3f}).")
+    if overview["model"]["random"]:
+        text += " The weights are random, so this says nothing about a trained model."
+    return text
+
+
+def _compare_sentence(sink: tuple[int, int], sharp: tuple[int, int], results: dict) -> str:
+    """The focused head's effect beside the sink head's (step "Switch that head off")."""
+    step = step_number("Switch that head off")
+    if sink == sharp:
+        return f"It is also the head switched off in step {step}."
+    if any("error" in results[pair] for pair in (sink, sharp)):
+        return ""
+    change = {pair: results[pair]["target"]["after"] - results[pair]["target"]["before"]
+              for pair in (sink, sharp)}
+    text = (f"Switching off the head of step {step} changed the score by "
+            f"{change[sink]:+.3f}, this one by {change[sharp]:+.3f}: ")
+    if round(abs(change[sink]), 3) == round(abs(change[sharp]), 3):
+        return text + "about as much."
+    bigger = "this focused head" if abs(change[sharp]) > abs(change[sink]) else "the other"
+    return text + f"{bigger} mattered more on this picture. A sharp map alone did not say so."
+
+
+def _readout_label(overview: dict) -> str:
+    found = overview["readout"]
+    return found.get("label") or overview["prediction"]["top"][0]["label"]
+
+
+def _readout_sentence(overview: dict) -> str:
+    found = overview["readout"]
+    if "unavailable" in found:
+        return f"Not on this model: {found['unavailable']}"
+    if overview["model"]["random"]:
+        return "The weights are random, so the read-outs mean nothing here."
+    first, blocks = found["first_block"], found["blocks"]
+    neighbours = overview["prediction"].get("neighbours") or []
+    if neighbours and neighbours[0]["similarity"] > 0.999:
+        return ("Each block is compared with a bank of the gallery's features at that "
+                "block, and the banks hold this very picture: its own views are the "
+                f"nearest entries, so the read-out says {found['label']} from block {first} "
+                "on, which tests nothing. Try your own photo to see where the answer forms.")
+    text = f"From block {first} on, every read-out's top class is {found['label']}"
+    if first > 0:
+        text += f"; block 0 would answer {blocks[0]['label']}"
+    if found["bank"]:
+        text += " (each block is compared with a bank of the gallery's features at that block)"
+    return text + "."
 
 
 def _picture_sentence(overview: dict) -> str:
@@ -497,7 +620,7 @@ def _rollout_start(overview: dict) -> str:
     if not left_out:
         return "It starts at the first block."
     first = overview["rollout"]["blocks"][0]
-    sink_step = 1 + [step.title for step in TOUR].index("Attention sinks")
+    sink_step = step_number("Attention sinks")
     last = left_out[-1]["block"]  # the rule ends the left-out run at a sink block
     blocks = (f"block {last} is" if len(left_out) == 1
               else f"blocks {left_out[0]['block']}–{last} are")
@@ -572,9 +695,11 @@ def longest_patch(overview: dict) -> int:
     return (marks["flagged"] or [marks["largest"]])[0]["patch"]
 
 
-def resolve_steps(overview: dict) -> list[dict]:
-    """Every step with its text filled in and its controls as numbers for this model."""
-    facts = tour_facts(overview)
+def resolve_steps(overview: dict, switch: Switch) -> list[dict]:
+    """Every step with its text filled in and its controls as numbers for this model; a
+    step that switches its head off carries the result (`switch`), so it shows without a
+    round trip, also in an offline lesson."""
+    facts = tour_facts(overview, switch)
     titles = page_titles()
     daam_ok = "unavailable" not in overview["daam"]
     resolved = []
@@ -586,11 +711,13 @@ def resolve_steps(overview: dict) -> list[dict]:
         if patch is not None and info["kind"] == "class":
             patch = None  # only [CLS] queries a class-attention block
         overlay = step.overlay if daam_ok or step.overlay != "daam" else "attention"
+        head = resolve_head(step.head, overview, block)
         resolved.append({
             "title": step.title, "text": step.text.format(**facts), "stage": step.stage,
-            "block": block, "head": resolve_head(step.head, overview, block), "patch": patch,
+            "block": block, "head": head, "patch": patch,
             "overlay": overlay, "spot": list(step.spot),
-            "page": {"file": step.page, "title": titles[step.page]}})
+            "page": {"file": step.page, "title": titles[step.page]},
+            "switch": switch(block, head) if step.switch_off and head >= 0 else None})
     return resolved
 
 

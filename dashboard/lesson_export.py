@@ -42,7 +42,7 @@ from typing import Callable
 import numpy as np
 
 from dashboard import assets
-from dashboard.explainer_tour import resolve_steps
+from dashboard.explainer_tour import resolve_steps, switcher
 from xai_core import __version__, explainer
 from xai_core.capture import transformer_blocks
 from xai_core.images import COLLAGE_ID, COLLAGE_TITLE, SAMPLES
@@ -211,7 +211,8 @@ def image_entry(model, lesson_image: LessonImage, index: int, head, blocks: list
     writer = PartWriter()
     entry = {"title": lesson_image.title,
              "signature": f"lesson|{index}|{model.spec.id}|{prepare(model, image).sha256[:16]}",
-             "steps": resolve_steps(overview), "overview": writer.add({"overview": overview}),
+             "steps": resolve_steps(overview, switcher(model, image, head)),
+             "overview": writer.add({"overview": overview}),
              "detail": {}, "vectors": {},
              "limits": {"blocks": len(overview["blocks"]), "heads": overview["dims"]["heads"],
                         "patches": overview["layout"]["patches"],

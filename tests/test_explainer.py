@@ -292,7 +292,7 @@ def test_tour_is_an_ordered_list_of_steps_naming_real_controls():
         assert step.overlay in explainer.OVERLAYS, number
         assert step.block in tour.BLOCKS and step.head in tour.HEADS, number
         assert step.patch in tour.PATCHES, number
-        assert step.page in pages and step.page[0] in "12345678", number
+        assert step.page in pages and step.page[0] in "123456789", number
         assert (PAGES / step.page).exists(), number
         for part in step.spot:
             if part.startswith("stage:"):
@@ -316,8 +316,8 @@ def test_component_has_every_part_and_overlay_the_tour_names():
 
 
 def test_tour_resolves_with_live_numbers_for_every_layout(case):
-    _, _, capture, overview = case
-    steps = tour.resolve_steps(overview)
+    model, image, capture, overview = case
+    steps = tour.resolve_steps(overview, tour.switcher(model, image, None))
     assert len(steps) == len(tour.TOUR)
     layout = capture.layout
     heads = capture.blocks[0].num_heads
@@ -376,7 +376,8 @@ def test_sink_and_residual_steps_point_at_measured_tokens():
     received = torch.stack([b.acts["attn"][0].double().mean(1)
                             for b in capture.self_attention_blocks()])  # (L, H, keys)
     block, head, key = np.unravel_index(int(received.argmax()), received.shape)
-    steps = {step["title"]: step for step in tour.resolve_steps(overview)}
+    steps = {step["title"]: step
+             for step in tour.resolve_steps(overview, tour.switcher(model, image, None))}
     sink = steps["Attention sinks"]
     assert (sink["block"], sink["head"]) == (block, head)
     share = float(received[block, head, key])
@@ -406,10 +407,10 @@ def test_distance_step_quotes_the_measured_heads(case):
     captured attention by the Keras reference formula; it repeats the papers' pattern only
     where the numbers bear it out. (DINOv2 on chelsea: block 0's head 5 sends all of its
     attention to one patch and head 4 over half to [CLS]: both left out.)"""
-    model, _, capture, overview = case
+    model, image, capture, overview = case
     titles = [step.title for step in tour.TOUR]
     assert titles.index("Near and far: how far the heads look") > titles.index("Attention sinks")
-    step = {s["title"]: s for s in tour.resolve_steps(overview)}[
+    step = {s["title"]: s for s in tour.resolve_steps(overview, tour.switcher(model, image, None))}[
         "Near and far: how far the heads look"]
     text, width = step["text"], capture.layout.patch_size[0]
 
@@ -484,7 +485,8 @@ def test_tour_step_is_built_by_keywords_and_asks_for_no_hover():
         tour.Step(*fields.values())
     assert tour.Step(**fields) == first
     model, image = get_model("dinov2-s14"), load_sample("chelsea")
-    steps = tour.resolve_steps(as_sent(explainer.overview_payload(model, image)))
+    steps = tour.resolve_steps(as_sent(explainer.overview_payload(model, image)),
+                               tour.switcher(model, image, None))
     for step in steps:
         assert "hover" not in step["text"].lower(), step["title"]
         assert "page 4's" not in step["text"] and "start=auto" not in step["text"]
@@ -572,7 +574,8 @@ def test_a_big_upload_keeps_its_source_size_and_the_overview_says_so(tmp_path):
     left, top, right, bottom = picture["crop"]
     assert picture["kept"] == pytest.approx((right - left) * (bottom - top) / (1024 * 768),
                                             abs=1e-4)
-    step = next(s for s in tour.resolve_steps(overview) if s["title"] == "What the model sees")
+    step = next(s for s in tour.resolve_steps(overview, tour.switcher(model, photo, None))
+                if s["title"] == "What the model sees")
     assert "Your 4000×3000 photo was shrunk to 1024×768" in step["text"]
     assert f"covering {100 * picture['kept']:.0f}% of the picture" in step["text"]
 
@@ -582,8 +585,8 @@ def test_a_big_upload_keeps_its_source_size_and_the_overview_says_so(tmp_path):
 def test_growth_sentence_reads_the_median_patch_norms(case):
     """The residual step's numbers are the medians of the patch tokens (not [CLS]) before
     the first block and after the last block that still has patches, with the right verb."""
-    model, _, capture, overview = case
-    steps = {s["title"]: s for s in tour.resolve_steps(overview)}
+    model, image, capture, overview = case
+    steps = {s["title"]: s for s in tour.resolve_steps(overview, tour.switcher(model, image, None))}
     text = steps["The residual stream"]["text"]
     patches = capture.layout.num_patches
     last = [r for r in capture.blocks if r.acts["out"].shape[1] >= patches][-1]
@@ -606,8 +609,9 @@ def test_growth_sentence_reads_the_median_patch_norms(case):
 
 
 def test_random_weights_and_self_matches_are_said_where_the_answer_is(case):
-    model, _, _, overview = case
-    steps = {s["title"]: s["text"] for s in tour.resolve_steps(overview)}
+    model, image, _, overview = case
+    steps = {s["title"]: s["text"]
+             for s in tour.resolve_steps(overview, tour.switcher(model, image, None))}
     random_note = "The weights are random, so this answer means nothing."
     assert (random_note in steps["The prediction"]) == model.random_weights
     assert ("answer means nothing" in steps["One picture in, one answer out"]) == \

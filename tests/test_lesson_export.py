@@ -17,7 +17,7 @@ from tiny_models import images as tiny_images
 from tiny_models import tiny_vit
 
 from dashboard import lesson_export
-from dashboard.explainer_tour import resolve_steps
+from dashboard.explainer_tour import resolve_steps, switcher
 from dashboard.lesson_export import (LESSON_FORMAT, LessonError, LessonImage, build_lesson,
                                      escape_bytes, read_manifest, read_part, split_specifiers,
                                      unescape_bytes)
@@ -131,7 +131,7 @@ def test_every_packed_message_equals_what_the_live_page_sends(tiny_lesson):
         entry = manifest["images"][index]
         overview = explainer.overview_payload(model, picture.image)
         arrays_equal(overview, read_part(page, manifest, index, entry["overview"])["overview"])
-        assert entry["steps"] == resolve_steps(overview)
+        assert entry["steps"] == resolve_steps(overview, switcher(model, picture.image, None))
         assert sorted(entry["detail"]) == sorted(entry["vectors"]) == ["0", "2"]
         for block in (0, 2):
             arrays_equal(explainer.block_payload(model, picture.image, block),

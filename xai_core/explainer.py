@@ -44,14 +44,18 @@ from .methods.daam import CONVENTION as DAAM_CONVENTION
 from .methods.distance import cached_distances
 from .methods.rollout import AUTO_RULE, CONVENTION_NAMES, attention_rollout, auto_start, token_row
 from .models.knn import KNN_K, KNN_TEMPERATURE
+from .infra.errors import OptionError
 from .open_set import open_set
 from .pipeline import head_of, predict, prepare, vit_capture
+from .readout import readout
 from .analysis.token_marks import RULE as HIGH_NORM_RULE
 from .analysis.token_marks import high_norm_tokens, largest_norm_ratio
 from .analysis.tokens import prefix_token_names
 
 # Payloads are a few MB at most; entries are keyed by content, shared by every session.
 EXPLAINER_CACHE = BoundedCache(max_entries=32, max_bytes=192 * 2**20, shared=True)
+# In every payload's cache key: a new field makes old stored payloads unreachable.
+PAYLOAD_VERSION = 2
 
 QUANTISATION = {
     "attention": "attention over patch keys as 8-bit integers, one scale per row (its "
@@ -385,6 +389,41 @@ def _daam_frames(model, image, head, target: int) -> dict:
             "convention": DAAM_CONVENTION, **_unsigned_rows(frames)}
 
 
+def _readout_facts(model, image, head) -> dict:
+    """What each block would answer (xai_core.readout, image level): its top class and that
+    class's share, and the final answer's class score read out there."""
+    try:
+        found = readout(model, image, head=head, patches=False)
+    except OptionError as error:  # not a timm ViT (e.g. class-attention blocks)
+        return {"unavailable": str(error)}
+    return {"label": found.label, "score_kind": found.score_kind, "bank": found.bank,
+            "first_block": found.first_block,
+            "blocks": [{"label": row[0].label, "share": round(row[0].probability, 4),
+                        "target_score": round(float(score), 4)}
+                       for row, score in zip(found.top, found.target_scores)]}
+
+
+def head_switch(model, image, head, off: list[tuple[int, int]]) -> dict:
+    """The Explainer's head switch: the top-5 before and after switching these (block,
+    head) pairs off (page 9's `heads_off`, zero convention) and the change of the answer's
+    class score. {"off", "error"} when the pairs are not heads of this model."""
+    from .interventions import CONVENTION, intervene
+
+    pairs = [[int(b), int(h)] for b, h in off]
+    try:
+        outcome = intervene(model, image, head=head, maps=False,
+                            heads_off=tuple(tuple(pair) for pair in pairs))
+    except OptionError as error:
+        return {"off": pairs, "error": str(error)}
+    top = lambda predictions: [{"label": p.label, "share": round(p.probability, 4)}  # noqa: E731
+                               for p in predictions]
+    target = outcome.target
+    return {"off": pairs, "before": top(outcome.before), "after": top(outcome.after),
+            "target": {"label": target["label"], "score_kind": target["score_kind"],
+                       "before": round(target["before"], 4), "after": round(target["after"], 4)},
+            "convention": CONVENTION}
+
+
 # --- the two payloads ------------------------------------------------------------------------
 
 def build_overview(model, image, head=None) -> dict:
@@ -426,6 +465,7 @@ def build_overview(model, image, head=None) -> dict:
         "distance": _distance_facts(model, image),
         "quantisation": QUANTISATION,
     }
+    overview["readout"] = _readout_facts(model, image, head)
     overview["sinks"], start = _sink_facts(model, image)
     overview["rollout"] = _rollout_frames(capture, start)
     overview["feature"] = (packed(capture.output[0].numpy(), "f16") if head.kind == "knn"
@@ -505,18 +545,21 @@ def build_block_vectors(model, image, block: int) -> dict:
 def overview_payload(model, image, head=None) -> dict:
     """`build_overview`, cached by model, weights, head and image content."""
     head = head_of(model, head)
-    key = cache_key("explainer-overview", model, image.info.get("source_size"),
+    key = cache_key("explainer-overview", model, PAYLOAD_VERSION,
+                    image.info.get("source_size"),
                     image=prepare(model, image).sha256, head=head)
     return EXPLAINER_CACHE.get_or_compute(key, lambda: build_overview(model, image, head))
 
 
 def block_payload(model, image, block: int) -> dict:
     """`build_block_detail`, cached by model, weights, image content and block."""
-    key = cache_key("explainer-block", model, int(block), image=prepare(model, image).sha256)
+    key = cache_key("explainer-block", model, PAYLOAD_VERSION, int(block),
+                    image=prepare(model, image).sha256)
     return EXPLAINER_CACHE.get_or_compute(key, lambda: build_block_detail(model, image, block))
 
 
 def vectors_payload(model, image, block: int) -> dict:
     """`build_block_vectors`, cached by model, weights, image content and block."""
-    key = cache_key("explainer-vectors", model, int(block), image=prepare(model, image).sha256)
+    key = cache_key("explainer-vectors", model, PAYLOAD_VERSION, int(block),
+                    image=prepare(model, image).sha256)
     return EXPLAINER_CACHE.get_or_compute(key, lambda: build_block_vectors(model, image, block))

@@ -44,7 +44,7 @@ class Readout:
     label: str
     score_kind: str
     target_scores: np.ndarray  # (blocks,): the target's score read out at each block
-    patch_scores: np.ndarray  # (blocks, rows, cols): the same for each patch token alone
+    patch_scores: np.ndarray | None  # (blocks, rows, cols): each patch token alone (if asked)
     bank: str  # which bank a k-NN head compares with ("" for a classifier)
 
     @property
@@ -103,8 +103,11 @@ def block_heads(model, head) -> tuple[list, str]:
         return [head] * blocks, ""
     from .models.heads import KnnHead
 
+    from .models.knn import load_or_build_banks
+
     key = cache_key("block-banks", model, head=model.head)
-    banks = BANKS.get_or_compute(key, lambda: _block_banks(model))
+    banks = BANKS.get_or_compute(key, lambda: load_or_build_banks(
+        model, "knn-block-banks", lambda: _block_banks(model)))
     return [KnnHead(bank) for bank in banks], "gallery bank of each block's features"
 
 
@@ -126,27 +129,30 @@ def _block_banks(model) -> list:
             for block in per_block]
 
 
-def readout(model, image, target=None, head=None) -> Readout:
-    """Every block's read-out of one image (cached by content)."""
+def readout(model, image, target=None, head=None, patches: bool = True) -> Readout:
+    """Every block's read-out of one image (cached by content); `patches=False` leaves out
+    the per-patch read-out (one forward and a head per block instead of a head per patch)."""
     _check(model)
     head = head_of(model, head)
     target = resolve_target(model, target, image, head)
-    key = cache_key("readout", model, target, image=image_sha256(image), head=head)
-    return RESULTS.get_or_compute(key, lambda: _readout(model, image, target, head))
+    key = cache_key("readout", model, target, patches, image=image_sha256(image), head=head)
+    return RESULTS.get_or_compute(key, lambda: _readout(model, image, target, head, patches))
 
 
-def _readout(model, image, target: int, head) -> Readout:
+def _readout(model, image, target: int, head, patches: bool) -> Readout:
     from .metrics.faithfulness import class_scorer, score_kind
 
     heads, bank = block_heads(model, head)
     grid = model_layout(model).tokens.grid
     prefix = int(model.module.num_prefix_tokens)
-    top, scores, patches = [], [], []
+    top, scores, per_patch = [], [], []
     for normed, block_head in zip(normed_blocks(model, prepare(model, image).pixels), heads):
         scorer = class_scorer(model, target, block_head)
         output = _ending(model, normed)
         top.append(predictions_of(block_head, output, TOP_K))
         scores.append(float(scorer(output)[0]))
-        patches.append(scorer(_ending(model, _alone(model, normed[0, prefix:]))).reshape(grid))
+        if patches:
+            per_patch.append(
+                scorer(_ending(model, _alone(model, normed[0, prefix:]))).reshape(grid))
     return Readout(top, target, head.class_names[target], score_kind(model, head),
-                   np.array(scores), np.stack(patches), bank)
+                   np.array(scores), np.stack(per_patch) if patches else None, bank)

@@ -1,6 +1,6 @@
 """The offline lesson (`python -m xai_core export-lesson`) in a real browser, opened from
 file:// with every request but the file itself aborted: nothing is requested and nothing is
-logged as an error; hover links, the tour runs 1 -> 18 on ArrowRight and closes on Esc,
+logged as an error; hover links, the tour runs 1 -> its last step on ArrowRight and closes on Esc,
 block 6 opens with its query · key panel, presentation size, Save PNG, the phone layout,
 "Go deeper" answered in words; the random-weight DeiT-S distilled (two prefix tokens, two
 pictures: the picker) and DINOv2-reg4 (five prefix tokens) layouts open labelled RANDOM
@@ -23,7 +23,7 @@ from explainer_driver import ROOT, hover_patch, patch_point, state, wait_for_sta
 from PIL import Image
 from test_explainer_browser import STAGE_ROWS
 
-from dashboard.explainer_tour import TOUR
+from dashboard.explainer_tour import TOUR, step_number
 
 LIVE_PORT = 8640  # this test's own port (8640-8649)
 LINKED = "?vx_block=6&vx_head=2&vx_patch=120&vx_map=rollout"
@@ -107,12 +107,20 @@ def test_offline_hover_tour_and_block_6(opened):
     assert one[0]["mapSum"] != two[0]["mapSum"] and not np.array_equal(one[1], two[1])
 
     tab.mouse.move(5, 5)
+    switching = step_number("Switch that head off")
     for step in range(1, len(TOUR) + 1):  # the first → starts the tour
         tab.keyboard.press("ArrowRight")
         wait_for_state(tab, "tour", str(step), timeout_s=20)
+        if step == switching:  # the step's switched-off head comes with the file
+            answer = tab.locator(f"{ROOT} [data-part='answer']")
+            assert answer.get_attribute("data-shown") == "switched"
+            assert answer.get_attribute("data-off") == state(tab)["off"] != ""
+            # no server to run the model again: only the step's own switch shows, disabled
+            assert tab.locator(f"{ROOT} .vx-headoff:visible").count() == 1
+            assert tab.locator(f"{ROOT} .vx-headoff:visible").is_disabled()
     tab.keyboard.press("ArrowRight")  # past the last step: stays there
     tab.wait_for_timeout(300)
-    assert state(tab)["tour"] == str(len(TOUR)) == "18"
+    assert state(tab)["tour"] == str(len(TOUR))
     tab.keyboard.press("ArrowLeft")
     wait_for_state(tab, "tour", str(len(TOUR) - 1), timeout_s=20)
     tab.keyboard.press("Escape")

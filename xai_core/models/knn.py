@@ -134,9 +134,9 @@ def build_gallery_bank(model, views: int = VIEWS_PER_IMAGE) -> MemoryBank:
     return MemoryBank(F.normalize(torch.cat(features), dim=1), tuple(labels), tuple(sources))
 
 
-def _bank_file(model) -> Path:
+def _bank_file(model, kind: str = "knn-bank") -> Path:
     tag = "random" if model.random_weights else "pretrained"
-    return cache_dir() / (f"knn-bank-{model.spec.id}-{tag}-{weights_fingerprint(model.module)}"
+    return cache_dir() / (f"{kind}-{model.spec.id}-{tag}-{weights_fingerprint(model.module)}"
                           f"-v{BANK_VERSION}.safetensors")
 
 
@@ -151,24 +151,38 @@ def weights_fingerprint(module: torch.nn.Module) -> str:
 def load_or_build_bank(model) -> MemoryBank:
     """The gallery bank, built once and then read from the cache directory (kept in memory
     only when the cache cannot be written)."""
+    return load_or_build_banks(model, "knn-bank", lambda: [build_gallery_bank(model)])[0]
+
+
+def _tensor_name(index: int) -> str:
+    return "features" if index == 0 else f"features.{index}"  # one bank: the old file's name
+
+
+def load_or_build_banks(model, kind: str, build) -> list[MemoryBank]:
+    """Banks of the same labelled views (`build()`: a list of them), built once and then read
+    from the cache directory, so every replica and restart reads what one built. A random
+    model's banks are never kept (its weights change with every seed)."""
+    from safetensors import safe_open
     from safetensors.torch import load_file, save_file
 
-    path = _bank_file(model)
+    path = _bank_file(model, kind)
     if not model.random_weights:
         try:
-            from safetensors import safe_open
-
             with safe_open(str(path), "pt") as handle:
                 meta = json.loads(handle.metadata()["bank"])
-            return MemoryBank(load_file(str(path))["features"], tuple(meta["labels"]),
-                              tuple(meta["sources"]))
+            tensors = load_file(str(path))
+            return [MemoryBank(tensors[_tensor_name(i)], tuple(meta["labels"]),
+                               tuple(meta["sources"])) for i in range(len(tensors))]
         except Exception:  # absent, unreadable, corrupt or old: build it
             pass
-    bank = build_gallery_bank(model)
-    if not model.random_weights:
-        metadata = {"bank": json.dumps({"labels": bank.labels, "sources": bank.sources})}
+    banks = build()
+    first = banks[0]
+    if not model.random_weights and all(
+            (b.labels, b.sources) == (first.labels, first.sources) for b in banks):
+        metadata = {"bank": json.dumps({"labels": first.labels, "sources": first.sources})}
+        tensors = {_tensor_name(i): b.features.contiguous() for i, b in enumerate(banks)}
         disk_cache.write_atomically(
-            path, lambda name: save_file({"features": bank.features.contiguous()}, name,
-                                         metadata=metadata),
-            f"the k-NN memory bank of {model.spec.display_name}")
-    return bank
+            path, lambda name: save_file(tensors, name, metadata=metadata),
+            f"the k-NN memory bank{'s' if len(banks) > 1 else ''} of "
+            f"{model.spec.display_name}")
+    return banks

@@ -4,6 +4,7 @@
  * the pointer when it moves. Hover and play are drawn here on plain canvases with no
  * request to the server; see sync.js for what is asked of it. */
 
+import { AnswerPanel } from "./answer.js";
 import { BlockStrip } from "./block-strip.js";
 import { Painter } from "./colour.js";
 import { Controls } from "./controls.js";
@@ -39,6 +40,8 @@ export class Explainer {
     this.sync = new Sync(this);
     this.player = new Player(this);
     this.send = null;  // the host's { setStateValue, setTriggerValue }
+    this.liveSwitch = false;  // a server runs the model again when heads are switched off
+    this.switchResult = null;  // xai_core.explainer.head_switch for the heads last asked
     this.onKey = (event) => this.handleKey(event);
     document.addEventListener("keydown", this.onKey);
   }
@@ -60,6 +63,9 @@ export class Explainer {
     if (!this.root.isConnected) return;
     this.root.classList.toggle("present", !!data.presentation);
     this.link = data.link;
+    this.liveSwitch = !!(data.switch && data.switch.live);
+    // a reply without a result while heads are off answers an older view: keep the last
+    if (this.liveSwitch && (data.switch.result || !this.state.off.length)) this.switchResult = data.switch.result;
     if (data.signature !== this.signature) {
       // Python believed this browser held the overview (a page element remounted us):
       // ask again, saying we hold nothing.
@@ -89,7 +95,7 @@ export class Explainer {
     const overlay = start.overlay || "attention";
     this.store.set({ block: start.block, stage: start.stage, head: start.head ?? -1, overlay,
       hover: null, hoverPrefix: null, pinned: start.patch ?? null, playing: false,
-      previewBlock: null, previewHead: null, hoverKey: null, tour: 0,
+      previewBlock: null, previewHead: null, hoverKey: null, tour: 0, off: [],
       position: this.maps.frameIndexOf(start.block, overlay) }, REDRAW.none);
     this.build();
     if (data.tour.active) this.tour.applyStep(data.tour.active, false);
@@ -146,6 +152,8 @@ export class Explainer {
     this.controls = new Controls(this);
     this.picture.element.appendChild(this.tools.element);
     this.picture.element.appendChild(this.controls.element);
+    this.answer = new AnswerPanel(this);
+    this.picture.element.appendChild(this.answer.element);
     main.appendChild(this.picture.element);
     this.detail = new DetailPanel(this);
     main.appendChild(this.detail.element);
@@ -172,6 +180,8 @@ export class Explainer {
     const st = this.state, r = this.root.dataset;
     this.pipeline.render();
     this.controls.render();
+    this.answer.render();
+    r.off = st.off.map((pair) => pair.join(".")).join(",");
     r.block = String(st.block);
     r.stage = st.stage;
     r.overlay = st.overlay;
@@ -214,6 +224,19 @@ export class Explainer {
     if (!PLAIN_STAGES.includes(this.state.stage)) return;
     this.store.set({ stage: "blocks" }, REDRAW.none);
     this.sync.requestBlock(this.state.block);
+  }
+
+  /** Switch these (block, head) pairs off, all others on: the server runs the model
+   * again without them (one rerun) and the answer bars follow. */
+  switchHeads(off) {
+    const sorted = [...off].sort((a, b) => a[0] - b[0] || a[1] - b[1]);
+    this.store.set({ off: sorted }, REDRAW.chrome);
+    if (this.liveSwitch) this.sync.sendNow();
+  }
+
+  toggleHead(block, head) {
+    const off = this.state.off, on = off.some(([b, h]) => b === block && h === head);
+    this.switchHeads(on ? off.filter(([b, h]) => b !== block || h !== head) : [...off, [block, head]]);
   }
 
   selectStage(id) {

@@ -1,8 +1,13 @@
 /* The controls under the picture: which map (attention, rollout, DAAM), which head (a chip
- * per head, each a small map; hover previews), and the block player (play, scrubber). */
+ * per head, each a small map; hover previews; its power switch turns the head off in the
+ * open block), and the block player (play, scrubber). */
 
 import { el } from "./dom.js";
 import { REDRAW } from "./store.js";
+
+// a power symbol drawn, not a character: the ⏻ glyph is missing from common fonts
+const POWER = `<svg viewBox="0 0 16 16" aria-hidden="true"><path d="M8 2v6M4.6 4.4a5 5 0 1 0 6.8 0" ` +
+  `fill="none" stroke="currentColor" stroke-width="2" stroke-linecap="round"/></svg>`;
 
 export class Controls {
   constructor(app) {
@@ -53,8 +58,16 @@ export class Controls {
       chip.addEventListener("mouseenter", () => app.store.set({ previewHead: h }, REDRAW.live));
       chip.addEventListener("mouseleave", () => app.store.set({ previewHead: null }, REDRAW.live));
       chip.addEventListener("click", () => { app.showBlocks(); app.store.set({ head: h }); });
-      chips.appendChild(chip);
-      this.headChips.push({ chip, canvas, head: h });
+      const wrap = el("span", "vx-chipwrap");
+      wrap.appendChild(chip);
+      let off = null;
+      if (h >= 0) {  // the mean is no head to switch off
+        off = el("button", "vx-headoff", POWER);
+        off.addEventListener("click", () => app.toggleHead(app.state.block, h));
+        wrap.appendChild(off);
+      }
+      chips.appendChild(wrap);
+      this.headChips.push({ chip, canvas, head: h, off });
     }
     heads.appendChild(chips);
     return heads;
@@ -81,7 +94,20 @@ export class Controls {
   render() {
     const st = this.app.state;
     this.overlayButtons.forEach((b) => b.classList.toggle("on", b.dataset.overlay === st.overlay));
-    this.headChips.forEach(({ chip, head }) => chip.classList.toggle("on", head === st.head));
+    const b = this.app.model.blocks[st.block];
+    // heads_off acts on self-attention blocks (xai_core.interventions); the file has no server
+    const switchable = this.app.liveSwitch && b.kind === "self";
+    this.headChips.forEach(({ chip, head, off }) => {
+      chip.classList.toggle("on", head === st.head);
+      const isOff = st.off.some(([block, h]) => block === st.block && h === head);
+      chip.classList.toggle("off", isOff);
+      if (!off) return;
+      off.hidden = !switchable && !isOff;
+      off.disabled = !switchable;
+      off.setAttribute("aria-pressed", String(isOff));
+      off.title = off.ariaLabel = isOff ? `Switch head ${head} of block ${st.block} back on`
+        : `Switch head ${head} of block ${st.block} off: the model runs again without it`;
+    });
     this.playButton.textContent = st.playing ? "❚❚" : "▶";
     this.playButton.setAttribute("aria-label", st.playing ? "Pause" : "Play");
     this.scrubber.value = String(st.block);

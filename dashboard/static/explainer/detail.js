@@ -19,7 +19,8 @@ export class DetailPanel {
 
   render() {
     const app = this.app, st = app.state, detail = app.details.get(st.block);
-    const key = `${st.stage}:${st.stage === "blocks" ? st.block : ""}:${st.stage === "blocks" && !!detail}:${st.head}`;
+    const key = `${st.stage}:${st.stage === "blocks" ? st.block : ""}:${st.stage === "blocks" && !!detail}:${st.head}` +
+      (st.stage === "top5" ? `:${st.off.join(";")}` : "");  // its note names the heads off
     if (key === this.key) return;
     this.key = key;
     if (this.view && this.view.dispose) this.view.dispose();

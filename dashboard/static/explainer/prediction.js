@@ -1,7 +1,9 @@
 /* The last stages in the detail panel: the feature (the model's summary of the image), the
- * head (k-NN vote or linear layer) and the prediction (the top five). */
+ * head (k-NN vote or linear layer) and the prediction (the top five, and what each block
+ * would answer: the read-out). */
 
 import { paintStripe } from "./colour.js";
+import { headsText } from "./answer.js";
 import { el } from "./dom.js";
 import { esc, fmt, pct } from "./format.js";
 
@@ -69,5 +71,32 @@ export class PredictionNotes {
       box.appendChild(el("div", "vx-note vx-unknown", `This picture looks like none of what the model knows: ` +
         `${esc(p.open_set.why)}. The bars are guesses, not an answer.`));
     }
+    const off = app.state.off;
+    if (off.length) {
+      box.appendChild(el("div", "vx-note", `These are the trained model's answers; with ${esc(headsText(off))} ` +
+        "off, the answer bars under the head chips show what it says now."));
+    }
+    box.appendChild(readoutTable(app.model.ov.readout));
   }
+}
+
+/** What each block would answer (the read-out): its top class and share, and the final
+ * answer's class score there. */
+function readoutTable(found) {
+  const box = el("div", "vx-readout");
+  box.dataset.part = "readout-table";
+  if (found.unavailable) {
+    box.appendChild(el("p", "vx-note", `No read-out for this model: ${esc(found.unavailable)}`));
+    return box;
+  }
+  box.appendChild(el("h4", "", "What each block would answer (read-out)"));
+  const table = el("table", "vx-table");
+  table.innerHTML = `<tr><th>block</th><th>top class</th><th>share</th><th>score of ${esc(found.label)}</th></tr>` +
+    found.blocks.map((r, k) => `<tr${k === found.first_block ? ' class="vx-first"' : ""}><td class="num">${k}</td>` +
+      `<td>${esc(r.label)}</td><td class="num">${pct(r.share)}</td><td class="num">${fmt(r.target_score)}</td></tr>`).join("");
+  box.appendChild(table);
+  box.appendChild(el("div", "vx-note", `The tokens after block k, through the final norm and the head, as if ` +
+    `the later blocks were not there. From block ${found.first_block} on every read-out's top class is ` +
+    `${esc(found.label)}. Score: ${esc(found.score_kind)}${found.bank ? `; each block compared with the ${esc(found.bank)}` : ""}.`));
+  return box;
 }

@@ -1,7 +1,7 @@
 /* What the browser tells the host (one rerun of the page's fragment each time): the block
  * and tour step on screen and what this browser already holds, so that Python sends only
- * the rest. Only opening another block, moving through the tour and the query · key panel
- * coming into view talk to the server; hovering and playing never do. */
+ * the rest. Only opening another block, moving through the tour, the query · key panel
+ * coming into view and switching heads off talk to the server; hovering and playing never do. */
 
 const SETTLE_MS = 180;  // a run of clicks or scrubbing asks once, for where it ends
 
@@ -52,7 +52,7 @@ export class Sync {
     this.vectorsAsked = this.qkVisible && detail && !detail.vectors ? detail : null;
     app.send.setStateValue("view", { block: app.state.block, tour: app.state.tour,
       have: app.signature, blocks: [...app.details.keys()], qk: this.blocksWithVectors(),
-      want_qk: !!this.qkVisible, ...extra });
+      want_qk: !!this.qkVisible, off: app.state.off, ...extra });
   }
 
   /** Python believed this browser held the overview (a page element remounted it): ask

@@ -36,8 +36,11 @@ export class Tour {
     const s = this.steps[step - 1], app = this.app;
     if (!s) return;
     if (app.state.playing) app.player.halt();
+    // a step that switches its head off carries the result: no round trip, also offline
+    if (s.switch) app.switchResult = s.switch;
     app.store.set({ tour: step, stage: s.stage, block: s.block, head: s.head, overlay: s.overlay,
-      pinned: s.patch, hover: null, hoverPrefix: null, previewBlock: null, previewHead: null,
+      off: s.switch && !s.switch.error ? s.switch.off : [], pinned: s.patch, hover: null, hoverPrefix: null,
+      previewBlock: null, previewHead: null,
       position: app.maps.frameIndexOf(s.block, s.overlay) });
     this.spotted = { step: s, at: performance.now() };
     requestAnimationFrame(() => this.scrollToSpot(s));
