@@ -15,7 +15,9 @@
   end of the redraw, and to the next painted frame (target <= 50 ms);
 - frames drawn per second while the blocks play (target >= 15 fps);
 - page open to interactive with a warm server cache (fresh browser tab: navigation start
-  until the component has drawn and the script is idle).
+  until the component has drawn and the script is idle);
+- a head switched off from its chip: click until the answer bars show the model's new
+  answer (one fragment rerun with one forward pass; target <= 1 s).
 """
 
 from __future__ import annotations
@@ -112,6 +114,27 @@ def _hover_and_play(browser, app_url: str, driver) -> dict:
             "fps": (len(frames) - 1) / span if span > 0 else 0.0}
 
 
+def _head_switches(browser, app_url: str, driver) -> list[float]:
+    """Seconds from a click on a chip's power switch to the answer drawn for it, for each
+    head of block 6 (each a new question for the server: one forward pass)."""
+    context, tab = _new_tab(browser)
+    driver.open_explainer(tab, app_url)
+    tab.locator(f"{driver.ROOT} .vx-block").nth(6).click()
+    driver.wait_for_state(tab, "detail", lambda held: "6" in (held or "").split(","))
+    answer, seconds = f"{driver.ROOT} [data-part='answer']", []
+    heads = int(tab.locator(f"{driver.ROOT} .vx-headoff").count())
+    for head in range(heads):
+        switch = tab.locator(f"{driver.ROOT} .vx-headchip[data-head='{head}'] + .vx-headoff")
+        started = time.perf_counter()
+        switch.click()
+        tab.locator(f"{answer}[data-shown='switched'][data-off='6.{head}']").wait_for()
+        seconds.append(time.perf_counter() - started)
+        switch.click()  # back on before the next head
+        tab.locator(f"{answer}[data-shown='trained']").wait_for()
+    context.close()
+    return seconds
+
+
 def run() -> list[dict]:
     from playwright.sync_api import sync_playwright
 
@@ -127,6 +150,7 @@ def run() -> list[dict]:
         views = [_page_view(browser, app_url, driver) for _ in range(3)]
         laptops = [_laptop_queries_and_keys(browser, app_url, driver) for _ in range(3)]
         interaction = _hover_and_play(browser, app_url, driver)
+        switches = _head_switches(browser, app_url, driver)
         browser.close()
 
     if any(view["foreign"] for view in [cold, *views]):
@@ -166,4 +190,7 @@ def run() -> list[dict]:
          "unit": "s", "note": "new server process: model load, capture, DAAM, payload"},
         {"name": "page open to interactive, warm cache", "value": median("seconds"),
          "unit": "s", "note": "fresh tab, median of 3"},
+        {"name": "head switched off: click to answer redrawn, median",
+         "value": statistics.median(switches), "unit": "s",
+         "note": f"target <= 1 s; each head of block 6 once (max {max(switches):.2f} s)"},
     ]

@@ -111,6 +111,20 @@ def block_heads(model, head) -> tuple[list, str]:
     return [KnnHead(bank) for bank in banks], "gallery bank of each block's features"
 
 
+def warm_block_banks(model) -> bool:
+    """Build (or read from disk) the per-block banks of a ViT with a k-NN head, so that
+    no visitor waits for them (13 s for DINOv2-S/14 on a 2-core CPU); False when the model
+    has none."""
+    try:
+        _check(model)
+    except OptionError:
+        return False
+    if model.head is None or model.head.kind != "knn":
+        return False
+    block_heads(model, model.head)
+    return True
+
+
 def _block_banks(model) -> list:
     """The default bank's gallery views (models.knn), embedded at every block."""
     from .images import SAMPLES, load_sample, to_model_tensor

@@ -23,13 +23,15 @@ def default_models() -> tuple[str, ...]:
 
 
 def warm_up(model_ids: tuple[str, ...] | None = None, sample: str = "chelsea") -> list[dict]:
-    """Load each model (building DINOv2's k-NN bank) and run one prediction.
+    """Load each model (building DINOv2's k-NN bank and its per-block banks) and run one
+    prediction.
 
     Returns one row per model: id, whether it loaded, seconds, and the top class.
     """
     from ..images import load_sample
     from ..models import availability, get_model
     from ..pipeline import predict
+    from ..readout import warm_block_banks
 
     model_ids = model_ids or default_models()
 
@@ -44,6 +46,7 @@ def warm_up(model_ids: tuple[str, ...] | None = None, sample: str = "chelsea") -
             continue
         model = get_model(model_id)
         top = predict(model, image, topk=1)[0].label if model.head is not None else None
+        warm_block_banks(model)  # the Explainer's and page 9's read-out
         rows.append({"model": model_id, "loaded": True,
                      "seconds": time.perf_counter() - started, "top": top, "reason": ""})
     return rows

@@ -1,0 +1,136 @@
+"""The Explainer's head switch, read-out and the tour steps that use them (issue 32, item 6),
+checked against forwards written here: a hook that zeroes one head's slice of the attention
+output before W_O, and the model's own head on each block's normed output."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from dashboard import explainer_tour as tour
+from dashboard.explainer_component import MAX_HEADS_OFF, switched_off
+from xai_core import explainer
+from xai_core.images import load_sample
+from xai_core.models import get_model, knn
+from xai_core.pipeline import predictions_of, prepare
+from xai_core.readout import readout
+
+
+@pytest.fixture(scope="module")
+def dinov2():
+    return get_model("dinov2-s14")
+
+
+@pytest.fixture(scope="module")
+def image():
+    return load_sample("chelsea")
+
+
+def answer_with_head_zeroed(model, image, block: int, head: int):
+    """Top-5 of the model with one head's output set to 0 as it enters the projection."""
+    module = model.module
+    width = module.blocks[block].attn.head_dim
+
+    def zero(_module, args):
+        context = args[0].clone()
+        context[..., head * width:(head + 1) * width] = 0
+        return (context,)
+
+    handle = module.blocks[block].attn.proj.register_forward_pre_hook(zero)
+    try:
+        with torch.inference_mode():
+            output = module(prepare(model, image).pixels)
+    finally:
+        handle.remove()
+    return predictions_of(model.head, output, 5)
+
+
+@pytest.mark.parametrize("block, head", [(0, 5), (6, 2), (11, 0)])
+def test_head_switch_equals_a_forward_with_the_head_zeroed(dinov2, image, block, head):
+    result = explainer.head_switch(dinov2, image, None, [(block, head)])
+    expected = answer_with_head_zeroed(dinov2, image, block, head)
+    assert [t["label"] for t in result["after"]] == [p.label for p in expected]
+    for shown, p in zip(result["after"], expected):
+        assert shown["share"] == pytest.approx(p.probability, abs=5e-5)  # rounded to 4 places
+    plain = predictions_of(dinov2.head, dinov2.module(prepare(dinov2, image).pixels), 5)
+    assert [t["label"] for t in result["before"]] == [p.label for p in plain]
+    assert result["off"] == [[block, head]] and "W_O" in result["convention"]
+
+
+def test_head_switch_names_a_head_the_model_lacks(dinov2, image):
+    result = explainer.head_switch(dinov2, image, None, [(0, 6)])
+    assert result["off"] == [[0, 6]] and "heads 0-5" in result["error"]
+    assert "after" not in result
+
+
+def test_the_browser_reports_heads_as_pairs_and_nothing_else_gets_through():
+    assert switched_off([[6, 2], [0, 5], [6, 2]]) == [(0, 5), (6, 2)]
+    assert switched_off([[1, 2, 3], ["1", 2], [True, 2], [1.0, 2], "0.5", None]) == []
+    assert switched_off("0.5") == [] and switched_off(None) == []
+    many = [[b, h] for b in range(20) for h in range(6)]
+    assert len(switched_off(many)) == MAX_HEADS_OFF
+
+
+def test_switching_steps_carry_their_result_and_quote_its_numbers(dinov2, image):
+    overview = explainer.overview_payload(dinov2, image)
+    steps = tour.resolve_steps(overview, tour.switcher(dinov2, image, None))
+    switching = [s for s in steps if s["switch"]]
+    assert [s["title"] for s in switching] == ["Switch that head off", "Test a claim"]
+    for step in switching:
+        expected = explainer.head_switch(dinov2, image, None, [(step["block"], step["head"])])
+        assert step["switch"] == expected
+        target = expected["target"]
+        assert f"from {target['before']:.3f} to {target['after']:.3f}" in step["text"]
+    sink = overview["sinks"]["strongest"]
+    assert (switching[0]["block"], switching[0]["head"]) == (sink["block"], sink["head"])
+    changes = [s["switch"]["target"]["after"] - s["switch"]["target"]["before"]
+               for s in switching]
+    claim = switching[1]["text"]
+    assert f"by {changes[0]:+.3f}, this one by {changes[1]:+.3f}" in claim
+    bigger = "this focused head" if abs(changes[1]) > abs(changes[0]) else "the other"
+    assert f"{bigger} mattered more" in claim
+    assert all(s["switch"] is None for s in steps if s not in switching)
+
+
+def test_overview_read_out_is_the_core_read_out(dinov2, image):
+    found = readout(dinov2, image)
+    facts = explainer.overview_payload(dinov2, image)["readout"]
+    assert facts["label"] == found.label and facts["first_block"] == found.first_block
+    assert len(facts["blocks"]) == len(dinov2.module.blocks)
+    for k, row in enumerate(facts["blocks"]):
+        assert row["label"] == found.top[k][0].label
+        assert row["share"] == pytest.approx(found.top[k][0].probability, abs=5e-5)
+        assert row["target_score"] == pytest.approx(found.target_scores[k], abs=5e-5)
+    # the last block's read-out is the model's own answer
+    assert facts["blocks"][-1]["label"] == explainer.overview_payload(
+        dinov2, image)["prediction"]["top"][0]["label"]
+
+
+def test_read_out_step_says_when_the_bank_holds_the_picture(dinov2, image):
+    overview = explainer.overview_payload(dinov2, image)
+    assert overview["prediction"]["neighbours"][0]["similarity"] > 0.999  # chelsea is in it
+    step = {s["title"]: s for s in tour.resolve_steps(
+        overview, tour.switcher(dinov2, image, None))}["What each block would answer"]
+    assert "tests nothing" in step["text"] and "**cat**" in step["text"]
+
+
+def test_block_banks_are_kept_on_disk_and_rebuilt_when_corrupt(dinov2, tmp_path, monkeypatch):
+    monkeypatch.setenv("VIT_LENS_CACHE_DIR", str(tmp_path))
+    features = [torch.nn.functional.normalize(torch.randn(4, 8), dim=1) for _ in range(3)]
+    built = []
+
+    def build():
+        built.append(1)
+        return [knn.MemoryBank(f, ("a", "a", "b", "b"), ("x#0", "x#1", "y#0", "y#1"))
+                for f in features]
+
+    first = knn.load_or_build_banks(dinov2, "test-banks", build)
+    again = knn.load_or_build_banks(dinov2, "test-banks", build)
+    assert len(built) == 1 and len(again) == 3
+    for bank, expected in zip(again, features):
+        assert torch.equal(bank.features, expected) and bank.labels == ("a", "a", "b", "b")
+    assert [b.fingerprint() for b in first] == [b.fingerprint() for b in again]
+    (path,) = tmp_path.rglob("test-banks-*.safetensors")
+    path.write_bytes(b"not a safetensors file")
+    knn.load_or_build_banks(dinov2, "test-banks", build)
+    assert len(built) == 2
