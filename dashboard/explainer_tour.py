@@ -141,7 +141,7 @@ TOUR: list[Step] = [
          stage="blocks", block="sink", head="sink", patch=None, overlay="attention",
          spot=("image", "heads", "matrix"), page="4_rollout_heads.py"),
     Step(title="Switch that head off",
-         text="A map says where a head looks, not whether the answer needs it. Test it: "
+         text="A map says where a head looks, not whether the answer needs it. "
               "{sink_switch_sentence} Every head chip has a small power switch in its corner: turn "
               "any head of any block off and the model runs again without it; the answer bars under the "
               "chips change in place. Page 9 switches every head off in turn.",
@@ -359,6 +359,14 @@ def _switch_facts(overview: dict, switch: Switch) -> dict[str, str]:
             "compare_sentence": _compare_sentence(sink, sharp, results)}
 
 
+def signed_change(change: float) -> str:
+    """A score change as the tour prints it: three decimals with its sign, or "under 0.001"
+    (never "-0.000")."""
+    if abs(change) < 0.0005:
+        return "a change under 0.001"
+    return f"{'+' if change > 0 else '−'}{abs(change):.3f}"
+
+
 def _switch_sentence(overview: dict, pair: tuple[int, int], result: dict) -> str:
     """What switching one head off did to the answer, in the tour's words."""
     block, head = pair
@@ -371,27 +379,30 @@ def _switch_sentence(overview: dict, pair: tuple[int, int], result: dict) -> str
     text += (f"the answer stays **{after['label']}**" if after["label"] == before["label"]
              else f"the answer changes from **{before['label']}** to **{after['label']}**")
     text += (f"; the class score of {target['label']} goes from {target['before']:.3f} to "
-             f"{target['after']:.3f} ({target['after'] - target['before']:+.3f}).")
+             f"{target['after']:.3f} ({signed_change(target['after'] - target['before'])}).")
     if overview["model"]["random"]:
         text += " The weights are random, so this says nothing about a trained model."
     return text
 
 
 def _compare_sentence(sink: tuple[int, int], sharp: tuple[int, int], results: dict) -> str:
-    """The focused head's effect beside the sink head's (step "Switch that head off")."""
+    """The focused head's effect beside the sink head's (step "Switch that head off"), and
+    whether either carries the answer alone."""
     step = step_number("Switch that head off")
     if sink == sharp:
         return f"It is also the head switched off in step {step}."
     if any("error" in results[pair] for pair in (sink, sharp)):
         return ""
+    target = results[sharp]["target"]
     change = {pair: results[pair]["target"]["after"] - results[pair]["target"]["before"]
               for pair in (sink, sharp)}
-    text = (f"Switching off the head of step {step} changed the score by "
-            f"{change[sink]:+.3f}, this one by {change[sharp]:+.3f}: ")
-    if round(abs(change[sink]), 3) == round(abs(change[sharp]), 3):
-        return text + "about as much."
-    bigger = "this focused head" if abs(change[sharp]) > abs(change[sink]) else "the other"
-    return text + f"{bigger} mattered more on this picture. A sharp map alone did not say so."
+    text = (f"The sink head of step {step}: {signed_change(change[sink])}; this focused "
+            f"head: {signed_change(change[sharp])}.")
+    largest = max(abs(c) for c in change.values()) / max(abs(target["before"]), 1e-12)
+    if largest < 0.05:
+        text += (f" Neither moves the score by {100 * largest:.1f}% of itself or more: on "
+                 "this picture neither head carries the answer alone.")
+    return text
 
 
 def _readout_label(overview: dict) -> str:

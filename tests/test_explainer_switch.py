@@ -86,10 +86,17 @@ def test_switching_steps_carry_their_result_and_quote_its_numbers(dinov2, image)
     changes = [s["switch"]["target"]["after"] - s["switch"]["target"]["before"]
                for s in switching]
     claim = switching[1]["text"]
-    assert f"by {changes[0]:+.3f}, this one by {changes[1]:+.3f}" in claim
-    bigger = "this focused head" if abs(changes[1]) > abs(changes[0]) else "the other"
-    assert f"{bigger} mattered more" in claim
+    assert (f"step 11: {tour.signed_change(changes[0])}; this focused head: "
+            f"{tour.signed_change(changes[1])}.") in claim
+    # chelsea: +0.001 and -0.014 of 0.967, both under 5 % of the score
+    largest = max(map(abs, changes)) / switching[1]["switch"]["target"]["before"]
+    assert largest < 0.05 and f"by {100 * largest:.1f}% of itself" in claim
     assert all(s["switch"] is None for s in steps if s not in switching)
+
+
+def test_a_score_change_is_never_printed_as_minus_zero():
+    assert tour.signed_change(-0.0004) == tour.signed_change(0.0004) == "a change under 0.001"
+    assert tour.signed_change(-0.0141) == "−0.014" and tour.signed_change(0.0012) == "+0.001"
 
 
 def test_overview_read_out_is_the_core_read_out(dinov2, image):
