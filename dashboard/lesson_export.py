@@ -13,7 +13,8 @@ does, so the component cannot tell the file from the live page.
 How the bytes travel. Each message is deflated (the queries and keys are 8-bit codes, as on
 the live page, and nearly incompressible: deflate keeps about 92 % of them). The deflated
 bytes of one image sit raw in a `<script type="application/octet-stream">` element of a
-windows-1252 page (base64 would add a third: DINOv2-S/14's 12 blocks would not fit 8 MB):
+windows-1252 page (base64 would add a third: four pictures of DINOv2-S/14's 12 blocks
+would not fit 25 MB):
 that decoding maps every byte to one character, and the host reads the bytes back from the
 characters. The four bytes the HTML parser would change or act on (NUL, CR, `<`) and the
 escape byte `=` itself are written as `=` and the byte plus 64. Everything else in the page
