@@ -3,7 +3,8 @@
 - export time for one picture (the capture, overview, DAAM and every block's detail and
   queries and keys computed, the on-disk result store left out, then packed), and for a
   second run of the same (the in-memory payload caches warm: packing alone);
-- file size for one picture (target <= 8 MB) and for four (target <= 25 MB);
+- file size for one picture (target <= 8 MB) and for four (target <= 25 MB), and what one
+  block's detail and its queries and keys take in it (deflated, mean over the blocks);
 - opening each file from disk (file://) in Chromium to interactive (navigation start until
   the component has drawn; every request but the file aborted; target <= 2 s for one
   picture), median of 3 fresh tabs.
@@ -33,6 +34,15 @@ def _export(model, samples: list[str]) -> tuple[bytes, float]:
     started = time.perf_counter()
     page = build_lesson(model, pictures)
     return page, time.perf_counter() - started
+
+
+def _part_sizes(page: bytes) -> dict[str, float]:
+    """Mean deflated MB of one block's detail and of its queries and keys, from the manifest."""
+    from dashboard.lesson_export import read_manifest
+
+    entry = read_manifest(page)["images"][0]
+    return {kind: statistics.mean(length for _, length, _ in entry[kind].values()) / 1e6
+            for kind in ("detail", "vectors")}
 
 
 def _open_seconds(browser, path: Path) -> tuple[float, list[str]]:
@@ -83,6 +93,7 @@ def run() -> list[dict]:
     if stray:
         raise RuntimeError(f"the lesson requested {stray}")
     median = {name: statistics.median(s for s, _ in runs) for name, runs in opened.items()}
+    part_mb = _part_sizes(one)
     return [
         {"name": "lesson export, 1 picture, 12 blocks: first (computes all)",
          "value": first_seconds, "unit": "s", "note": "DINOv2-S/14, chelsea"},
@@ -94,6 +105,10 @@ def run() -> list[dict]:
          "note": "target <= 8 MB"},
         {"name": "lesson file, 4 pictures, 12 blocks", "value": len(four) / 1e6, "unit": "MB",
          "note": "target <= 25 MB"},
+        {"name": "  of which one block's detail (deflated)", "value": part_mb["detail"],
+         "unit": "MB", "note": "mean over the blocks, chelsea"},
+        {"name": "  of which one block's queries and keys (deflated)", "value": part_mb["vectors"],
+         "unit": "MB", "note": "8-bit codes, one scale per (head, token)"},
         {"name": "lesson open from file:// to interactive, 1 picture", "value": median["one"],
          "unit": "s", "note": "target <= 2 s; median of 3 fresh tabs, no request"},
         {"name": "lesson open from file:// to interactive, 4 pictures", "value": median["four"],

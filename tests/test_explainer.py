@@ -62,6 +62,28 @@ def assert_within_8bit(values, item, what):
     assert excess.max() <= 0, f"{what}: error exceeds (row max)/510 by {excess.max():.3g}"
 
 
+def assert_within_signed_8bit(values, item, what):
+    """Queries or keys as sent (int8 codes, one scale per (head, token) row) against the
+    float32 capture: each value within (the captured row's largest |value|)/254, the bound
+    QUANTISATION states; the scale is that largest |value| itself."""
+    row_max = np.abs(values).max(axis=-1)
+    np.testing.assert_array_equal(explainer.decode(item["scale"]), row_max.astype(np.float32),
+                                  err_msg=what)
+    got = explainer.dequantise(explainer.decode(item["codes"]), explainer.decode(item["scale"]))
+    excess = np.abs(got - values) - (row_max[..., None] * (1 / 254 + 1e-6) + 1e-12)
+    assert excess.max() <= 0, f"{what}: error exceeds (row max)/254 by {excess.max():.3g}"
+    return got
+
+
+def qk_score_bound(q: np.ndarray, k: np.ndarray) -> np.ndarray:
+    """The stated bound on q·k (every query with every key, per head) when each value of a
+    row is off by at most its row's largest |value|/254: |dq·k + q·dk + dq·dk|."""
+    eq, ek = np.abs(q).max(-1) / 254, np.abs(k).max(-1) / 254  # (heads, tokens)
+    return (eq[:, :, None] * np.abs(k).sum(-1)[:, None, :]
+            + ek[:, None, :] * np.abs(q).sum(-1)[:, :, None]
+            + q.shape[-1] * eq[:, :, None] * ek[:, None, :])
+
+
 def assert_within_f16(values, item, what):
     got = explainer.decode(item).astype(np.float64)
     assert got.shape == values.shape, what
@@ -200,9 +222,12 @@ def test_block_detail_and_vectors_reconstruct_attention_queries_and_keys(case):
         assert_within_f16(attn[..., :prefix], detail["attention"]["prefix"], f"block {index}")
         vectors = as_sent(explainer.vectors_payload(model, image, index))
         assert vectors["block"] == index
-        for name in ("q", "k"):
-            assert_within_f16(record.acts[name][0].double().numpy(), vectors[name],
-                              f"block {index} {name}")
+        q, k = (record.acts[name][0].double().numpy() for name in ("q", "k"))
+        q_sent = assert_within_signed_8bit(q, vectors["q"], f"block {index} q")
+        k_sent = assert_within_signed_8bit(k, vectors["k"], f"block {index} k")
+        # the q · k panel's dot products, from what was sent, against the capture's
+        error = np.abs(q_sent @ k_sent.swapaxes(1, 2) - q @ k.swapaxes(1, 2))
+        assert (error <= qk_score_bound(q, k) * (1 + 1e-6) + 1e-9).all(), f"block {index} q·k"
         query_norms = record.acts["q"][0].double().norm(dim=-1).numpy()  # (heads, tokens)
         assert_within_f16(query_norms, detail["q_norms"], f"block {index} query norms")
         assert "q" not in detail and "k" not in detail  # they travel only when wanted
@@ -279,6 +304,22 @@ def test_quantiser_bound_and_zero_rows():
     assert np.all(np.abs(back - values) <= scale[:, None] / 510 + 1e-12)
     assert np.all(back[3] == 0)
     assert np.all(codes.max(1)[np.arange(40) != 3] == 255)  # every row uses the full range
+
+
+def test_signed_quantiser_bound_signs_and_zero_rows():
+    values = np.random.default_rng(1).standard_normal((3, 40, 64)) * [[[0.01]], [[1]], [[300]]]
+    values[1, 5] = 0.0
+    codes, scale = explainer.quantise_signed(values)
+    assert codes.dtype == np.int8 and scale.shape == (3, 40)
+    np.testing.assert_array_equal(scale, np.abs(values).max(-1).astype(np.float32))
+    back = explainer.dequantise(codes, scale)
+    assert np.all(np.abs(back - values) <= scale[..., None] / 254 * (1 + 1e-6) + 1e-12)
+    assert np.all(back[1, 5] == 0) and np.all(np.sign(back) * np.sign(values) >= 0)
+    assert np.abs(codes.astype(int)).max() == 127 and codes.min() >= -127
+    # the row's largest |value| comes back exactly (up to float32), its sign kept
+    largest = np.abs(values).argmax(-1)[..., None]
+    np.testing.assert_allclose(np.take_along_axis(back, largest, -1),
+                               np.take_along_axis(values, largest, -1), rtol=1e-7)
 
 
 # --- the tour -----------------------------------------------------------------------------------
@@ -511,8 +552,9 @@ def test_message_round_trip_is_exact_aligned_and_smaller_than_base64():
     back = explainer.decode_message(blob)
     assert back["flag"] is None and back["text"] == "ok"
     for name in ("q", "k"):  # exact: the same bytes, not a re-quantisation
-        np.testing.assert_array_equal(explainer.decode(back["vectors"][name]),
-                                      explainer.decode(vectors[name]))
+        for part in ("codes", "scale"):
+            np.testing.assert_array_equal(explainer.decode(back["vectors"][name][part]),
+                                          explainer.decode(vectors[name][part]))
     codes = back["detail"]["attention"]["codes"]["array"]
     np.testing.assert_array_equal(codes, detail["attention"]["codes"]["array"])
     # every array starts on an 8-byte boundary of the message, so the browser views it in
@@ -520,7 +562,8 @@ def test_message_round_trip_is_exact_aligned_and_smaller_than_base64():
     (length,) = struct.unpack_from("<I", blob, 4)
     assert blob[:4] == b"VXB1" and (8 + length) % 8 == 0
     header = json.loads(blob[8:8 + length])
-    offsets = [header["vectors"][n]["offset"] for n in ("q", "k")]
+    offsets = [header["vectors"][n][part]["offset"]
+               for n in ("q", "k") for part in ("codes", "scale")]
     offsets.append(header["detail"]["q_norms"]["offset"])
     assert all(offset % 8 == 0 for offset in offsets)
     # raw bytes: about 3/4 of the same arrays as base64 text

@@ -154,7 +154,7 @@ def test_block_reply_sends_only_what_the_browser_lacks():
 
 
 def test_queries_and_keys_travel_only_while_their_panel_is_in_view():
-    """The first screen carries no q and k (as many bytes as the rest of a block's detail);
+    """The first screen carries no q and k (half as many bytes as a block's detail);
     they come with the first rerun whose view says the query · key panel is in view, with a
     new block's detail when the panel stays in view, and never twice."""
     app = open_page()
@@ -171,7 +171,9 @@ def test_queries_and_keys_travel_only_while_their_panel_is_in_view():
     reply = component_data(app)
     assert reply["detail"] is None and reply["vectors"]["block"] == last
     for name in ("q", "k"):
-        assert (explainer.decode(reply["vectors"][name]) == explainer.decode(vectors[name])).all()
+        for part in ("codes", "scale"):
+            assert (explainer.decode(reply["vectors"][name][part])
+                    == explainer.decode(vectors[name][part])).all()
 
     # kept: nothing again; another block with the panel in view: its detail and vectors
     app.session_state[KEY] = {"view": {"block": last, "tour": 0, **holds, "qk": [last],

@@ -57,10 +57,6 @@ def test_escaped_bytes_hold_no_byte_the_html_parser_changes_and_round_trip():
     assert len(escaped) - len(data) == sum(data.count(bytes([b])) for b in (0, 13, 60, 61))
 
 
-def test_shuffle_puts_first_bytes_then_second_bytes():
-    assert lesson_export.shuffle_bytes(bytes([1, 2, 3, 4, 5, 6])) == bytes([1, 3, 5, 2, 4, 6])
-
-
 # --- the component's modules --------------------------------------------------------------------
 
 def test_specifiers_are_cut_out_and_the_rest_kept():

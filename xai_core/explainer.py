@@ -10,14 +10,15 @@ Two payloads, both built from the shared cached capture and cached themselves:
 - a BLOCK DETAIL (when the learner opens a block): that block's full attention, each
   head's query norms and per-token norms at each step of the block;
 - a block's VECTORS (when its query · key panel comes into view): the queries and keys of
-  every token (as many bytes as the detail again, so they travel only when wanted).
+  every token (about half as many bytes as the detail: they travel only when wanted).
 
 Arrays travel as raw little-endian bytes behind a JSON header (`encode_message`: no
 base64, so a third fewer bytes than JSON). Non-negative maps (attention, rollout, DAAM) are 8-bit
 with one scale per row (the row's largest patch value), so every value is within
-scale/510 of the captured one; queries, keys, prefix-token attention and norms are
-float16 (relative error <= 2^-11). `decode_message` reads a message back and `decode`
-turns a packed array into numpy (the tests use both).
+scale/510 of the captured one. Queries and keys are signed 8-bit with one scale per token
+and head (the largest |value| of its head_dim numbers): within scale/254. Prefix-token
+attention and norms are float16 (relative error <= 2^-11). `decode_message` reads a
+message back and `decode` turns a packed array into numpy (the tests use both).
 
 Token layout comes from the capture: prefix tokens ([CLS], [DIST], registers), CaiT's
 class-attention blocks (one [CLS] query over [CLS] + patches, after patch blocks that
@@ -61,7 +62,9 @@ QUANTISATION = {
     "attention": "attention over patch keys as 8-bit integers, one scale per row (its "
                  "largest patch value): each value within (row max)/510 of the captured "
                  "one; prefix keys as float16",
-    "qk": "queries and keys as float16 (relative error at most 0.05%)",
+    "qk": "queries and keys as 8-bit integers, one scale per token and head (its largest "
+          "|value|): each value within (that largest)/254 of the captured one, so a q·k of d "
+          "products within (‖q‖₁·max|k| + ‖k‖₁·max|q|)/254 + d·max|q|·max|k|/254²",
     "maps": "rollout and DAAM maps as 8-bit integers, one scale per block: within "
             "(block max)/510",
     "norms": "norms as float16 (relative error at most 0.05%)",
@@ -69,7 +72,7 @@ QUANTISATION = {
 # The component's vocabulary (the guided tour names these; tests check them).
 STAGE_IDS = ("image", "patches", "tokens", "blocks", "norm", "feature", "head", "top5")
 OVERLAYS = ("attention", "rollout", "daam")
-PACKED_DTYPES = {"u8": np.uint8, "f16": np.float16, "f32": np.float32}
+PACKED_DTYPES = {"u8": np.uint8, "i8": np.int8, "f16": np.float16, "f32": np.float32}
 THUMBNAIL_SIDE = 320  # the learner's own picture, with the part the model keeps
 
 
@@ -85,9 +88,22 @@ def quantise_unsigned(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return codes, scale[..., 0].astype(np.float32)
 
 
+def quantise_signed(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Values of either sign -> (int8 codes in -127..127, float32 scale per row of the last
+    axis: its largest |value|, which its code ±127 gives back exactly)."""
+    values = np.asarray(values, dtype=np.float64)
+    scale = np.abs(values).max(axis=-1, keepdims=True) if values.shape[-1] else np.zeros(
+        values.shape[:-1] + (1,))
+    safe = np.where(scale > 0, scale, 1.0)
+    codes = np.rint(values / safe * 127).astype(np.int8)
+    return codes, scale[..., 0].astype(np.float32)
+
+
 def dequantise(codes: np.ndarray, scale: np.ndarray) -> np.ndarray:
-    """The inverse of `quantise_unsigned` (what the browser computes)."""
-    return codes.astype(np.float64) * (np.asarray(scale, dtype=np.float64)[..., None] / 255.0)
+    """The inverse of `quantise_unsigned` (uint8 codes) and of `quantise_signed` (int8
+    codes): what the browser computes."""
+    levels = 127.0 if codes.dtype == np.int8 else 255.0
+    return codes.astype(np.float64) * (np.asarray(scale, dtype=np.float64)[..., None] / levels)
 
 
 def packed(array: np.ndarray, dtype: str) -> dict:
@@ -163,6 +179,11 @@ def decode_message(blob: bytes) -> dict:
 def _unsigned_rows(values: np.ndarray) -> dict:
     codes, scale = quantise_unsigned(values)
     return {"codes": packed(codes, "u8"), "scale": packed(scale, "f32")}
+
+
+def _signed_rows(values: np.ndarray) -> dict:
+    codes, scale = quantise_signed(values)
+    return {"codes": packed(codes, "i8"), "scale": packed(scale, "f32")}
 
 
 def _norms(tensor: torch.Tensor) -> np.ndarray:
@@ -536,10 +557,11 @@ def build_block_detail(model, image, block: int) -> dict:
 
 
 def build_block_vectors(model, image, block: int) -> dict:
-    """One block's queries and keys, (heads, tokens, head_dim) each (uncached)."""
+    """One block's queries and keys, (heads, tokens, head_dim) codes each with a
+    (heads, tokens) scale: 8-bit, half the bytes of float16 (uncached)."""
     acts = _block_record(model, image, block).acts
-    return {"block": block, "q": packed(acts["q"][0].numpy(), "f16"),
-            "k": packed(acts["k"][0].numpy(), "f16")}
+    return {"block": block, "q": _signed_rows(acts["q"][0].numpy()),
+            "k": _signed_rows(acts["k"][0].numpy())}
 
 
 def overview_payload(model, image, head=None) -> dict:

@@ -12,7 +12,7 @@
  */
 
 const manifest = JSON.parse(document.getElementById("lesson-manifest").textContent);
-const FORMAT = 1;  // the lesson layout this host reads (dashboard/lesson_export.LESSON_FORMAT)
+const FORMAT = 2;  // the lesson layout this host reads (dashboard/lesson_export.LESSON_FORMAT)
 const ESCAPE = 0x3d;  // "=": the next byte, less 64, is the real one
 const root = document.getElementById("lesson-explainer");
 const notice = document.getElementById("lesson-notice");
@@ -57,18 +57,11 @@ async function inflate(bytes) {
   return new Uint8Array(await new Response(stream).arrayBuffer());
 }
 
-function unshuffle(data) {
-  const half = data.length / 2, out = new Uint8Array(data.length);
-  for (let i = 0; i < half; i++) { out[2 * i] = data[i]; out[2 * i + 1] = data[half + i]; }
-  return out;
-}
-
 const parts = new Map();  // "image:offset" -> an Explainer message (bytes)
-async function part(index, [offset, length, codec]) {
+async function part(index, [offset, length]) {  // every part's codec: "deflate"
   const key = `${index}:${offset}`;
   if (!parts.has(key)) {
-    const data = await inflate(imageBytes(index).subarray(offset, offset + length));
-    parts.set(key, codec === "deflate-shuffle2" ? unshuffle(data) : data);
+    parts.set(key, await inflate(imageBytes(index).subarray(offset, offset + length)));
   }
   return parts.get(key);
 }

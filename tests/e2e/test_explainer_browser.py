@@ -135,7 +135,8 @@ def test_opening_a_block_sends_that_block_only(app, page):
     in_view = state(tab).get("qkInView") == "true"
     assert (header["vectors"] is not None) == in_view
     assert ("3" in state(tab)["qk"].split(",")) == in_view
-    vectors = sum(2 * math.prod(header["vectors"][n]["shape"]) for n in "qk") if in_view else 0
+    vectors = sum(math.prod(array["shape"]) * {"i8": 1, "f32": 4}[array["dtype"]]
+                  for n in "qk" for array in header["vectors"][n].values()) if in_view else 0
     overview_bytes = loaded["frame"] - (replies[0]["frame"] - vectors)
     assert overview_bytes > 40_000, (loaded["frame"], replies[0]["frame"], vectors)
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import base64
 import io
+import math
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -92,6 +94,41 @@ def canvas_pixels(tab) -> np.ndarray:
     return np.asarray(Image.open(io.BytesIO(base64.b64decode(drawn.split(",")[1]))).convert("RGBA"))
 
 
+def token_index(name: str, prefix_names: list[str]) -> int:
+    """A token as the query · key panel names it ("[CLS]", "patch 17 (r1, c3)")."""
+    found = re.fullmatch(r"patch (\d+) \(r\d+, c\d+\)", name)
+    return len(prefix_names) + int(found.group(1)) if found else prefix_names.index(name)
+
+
+def assert_panel_dot_within_stated_bound(tab, block: int) -> None:
+    """The q · k the panel shows (from the file's 8-bit q and k) against the float32
+    capture's own q and k: within QUANTISATION's bound for that pair, plus the shown
+    number's rounding (format.js fmt: 4 significant digits, 3 in exponent notation)."""
+    from xai_core import pipeline
+    from xai_core.analysis.tokens import prefix_token_names
+    from xai_core.images import load_sample
+    from xai_core.models import get_model
+
+    panel = tab.locator(f"{ROOT} [data-part='qk']").first
+    panel.locator(".vx-formula").wait_for()  # drawn once its q and k are in
+    text = panel.inner_text()
+    head = int(re.search(r"Query · key, head (\d+)", text).group(1))
+    query, key = (re.search(rf"^{v} of (.+)$", text, re.M).group(1).strip() for v in "qk")
+    shown = re.search(r"sum of the (\d+) products = (\S+)", text)
+    model = get_model("dinov2-s14")
+    record = pipeline.vit_capture(model, load_sample("chelsea")).blocks[block]
+    names = prefix_token_names(model.module)
+    q = record.acts["q"][0, head, token_index(query, names)].double().numpy()
+    k = record.acts["k"][0, head, token_index(key, names)].double().numpy()
+    assert int(shown.group(1)) == q.size
+    eq, ek = np.abs(q).max() / 254, np.abs(k).max() / 254
+    bound = eq * np.abs(k).sum() + ek * np.abs(q).sum() + q.size * eq * ek
+    dot, value = float(q @ k), float(shown.group(2))
+    digits = 3 if "e" in shown.group(2) else 4
+    rounding = 0.5 * 10 ** (math.floor(math.log10(abs(value))) + 1 - digits)
+    assert abs(value - dot) <= bound + rounding, (text, dot, bound)
+
+
 def test_offline_hover_tour_and_block_6(opened):
     tab = opened.tab
     first = state(tab)
@@ -132,6 +169,7 @@ def test_offline_hover_tour_and_block_6(opened):
     tab.locator(f"{ROOT} [data-part='qk']").first.scroll_into_view_if_needed()
     wait_for_state(tab, "qk", lambda held: "6" in (held or "").split(","), timeout_s=20)
     assert tab.locator("#lesson-notice").is_hidden()
+    assert_panel_dot_within_stated_bound(tab, 6)
 
 
 def test_go_deeper_is_answered_in_words_and_presentation_toggles(opened):

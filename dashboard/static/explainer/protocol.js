@@ -36,12 +36,13 @@ export function readMessage(data) {
       const at = body + value.offset, n = size(value.shape);
       let values;
       if (value.dtype === "u8") values = new Uint8Array(bytes.buffer, at, n);
+      else if (value.dtype === "i8") values = new Int8Array(bytes.buffer, at, n);
       else if (value.dtype === "f32") values = new Float32Array(bytes.buffer, at, n);
-      else {
+      else if (value.dtype === "f16") {
         const half = new Uint16Array(bytes.buffer, at, n), table = halfToFloat();
         values = new Float32Array(n);
         for (let i = 0; i < n; i++) values[i] = table[half[i]];
-      }
+      } else throw new Error(`ViT Explainer: unknown array type ${value.dtype}`);
       return { values, shape: value.shape };
     }
     return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, walk(v)]));
@@ -51,32 +52,28 @@ export function readMessage(data) {
   return message;
 }
 
-/** Rows of 8-bit codes with one scale per row: value = code * scale / 255. */
+/** Rows of 8-bit codes with one scale per row: value = code * scale / levels (255 for
+ * the unsigned maps, 127 for signed codes). */
 export class QRows {
-  constructor(item) {
+  constructor(item, levels = 255) {
     this.codes = item.codes.values;
     this.width = item.codes.shape[item.codes.shape.length - 1];
     this.scale = item.scale.values;
+    this.levels = levels;
   }
 
   row(r, out) {
-    const w = this.width, k = this.scale[r] / 255, o = out || new Float32Array(w);
+    const w = this.width, k = this.scale[r] / this.levels, o = out || new Float32Array(w);
     for (let j = 0, base = r * w; j < w; j++) o[j] = this.codes[base + j] * k;
     return o;
   }
 }
 
-/** Float rows (float16 on the wire) with the same row() interface as QRows. */
-export class Vectors {
+/** Queries or keys: signed 8-bit codes (-127..127), one scale per (head, token) row, its
+ * largest |value| (xai_core/explainer.quantise_signed). Row r = head * tokens + token. */
+export class Vectors extends QRows {
   constructor(item) {
-    this.values = item.values;
-    this.width = item.shape[item.shape.length - 1];
-  }
-
-  row(r, out) {
-    const w = this.width, o = out || new Float32Array(w);
-    o.set(this.values.subarray(r * w, (r + 1) * w));
-    return o;
+    super(item, 127);
   }
 }
 
