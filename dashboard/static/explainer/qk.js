@@ -1,6 +1,6 @@
 /* The query · key panel of an opened block: q of the query token, k of one key, their
  * products, and the softmax recomputed from them, for one head. Its q and k are fetched
- * only while the panel is in view (they weigh as much as the rest of the block's detail). */
+ * only while the panel is in view (8-bit rows: about as many bytes as the block's detail). */
 
 import { paintStripe } from "./colour.js";
 import { el } from "./dom.js";
@@ -75,7 +75,9 @@ export class QKPanel {
       `softmax over all ${detail.nk} keys → <span class="hl">${fmt(recomputed, 3)}</span> (${pct(recomputed)} of the row)` +
       `<br><span class="muted">captured attention: ${fmt(captured(key), 3)}</span></div>` +
       `<div class="vx-note">${detail.talking_heads ? "This model mixes the heads' scores before and after the softmax (talking heads), so one head's softmax is not its final attention. " : ""}` +
-      "Recomputed here from the captured q and k. Point at the matrix to " +
+      "Recomputed here from the captured q and k as sent to this page (8 bits per number, " +
+      "each within 1/254 of its row's largest), so it can differ from the captured attention " +
+      "printed above, most in rows where a few keys take nearly all. Point at the matrix to " +
       `pick the key; the image or the sequence to pick the query. Stripes: red positive, blue negative.</div>`;
     paintStripe(box.querySelector('canvas[data-v="q"]'), qv);
     paintStripe(box.querySelector('canvas[data-v="k"]'), kv);
