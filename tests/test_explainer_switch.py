@@ -141,3 +141,23 @@ def test_block_banks_are_kept_on_disk_and_rebuilt_when_corrupt(dinov2, tmp_path,
     path.write_bytes(b"not a safetensors file")
     knn.load_or_build_banks(dinov2, "test-banks", build)
     assert len(built) == 2
+
+
+def test_the_docs_quote_the_switches_as_measured(dinov2, image):
+    """docs/explainer.md's numbers for DINOv2 on chelsea, recomputed."""
+    from pathlib import Path
+
+    text = " ".join((Path(__file__).parent.parent / "docs" / "explainer.md").read_text().split())
+    sink, sharp, other = (explainer.head_switch(dinov2, image, None, [pair])["target"]
+                          for pair in [(0, 5), (6, 3), (6, 2)])
+    assert (f"block 0 head 5 (a sink, over 99.9 % of the attention to one patch) moves the "
+            f"cat's k-NN class score from {sink['before']:.3f} to {sink['after']:.3f}") in text
+    for found, head in ((sharp, 3), (other, 2)):
+        change = found["after"] - found["before"]
+        assert f"block 6 head {head}" in text
+        assert f"to {found['after']:.3f} ({change:.3f})" in text, (head, found)
+    overview = explainer.overview_payload(dinov2, image)
+    strongest = overview["sinks"]["strongest"]
+    assert (strongest["block"], strongest["head"]) == (0, 5) and strongest["score"] > 0.999
+    steps = tour.resolve_steps(overview, tour.switcher(dinov2, image, None))
+    assert (steps[20]["block"], steps[20]["head"]) == (6, 3)  # the sharpest head of block 6
