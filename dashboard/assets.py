@@ -38,6 +38,20 @@ def module_imports(path: Path) -> list[str]:
     return [match[2] for match in MODULE_IMPORT.finditer(path.read_text(encoding="utf-8"))]
 
 
+def split_at_imports(source: str) -> list[str]:
+    """A module's source cut around the specifier of each import (`MODULE_IMPORT`, quotes
+    included): even parts are code, odd parts the names of the modules imported. The offline
+    lesson joins them again with blob: addresses, as the live loader does with the same
+    pattern (dashboard/explainer/loader.js, IMPORT)."""
+    parts, start = [], 0
+    for match in MODULE_IMPORT.finditer(source):
+        quoted = f'"./{match[2]}"'
+        at = match.start() + match[0].rindex(quoted)
+        parts += [source[start:at], match[2]]
+        start = at + len(quoted)
+    return parts + [source[start:]]
+
+
 def module_order(folder: str, entry: str = "main.js", root: Path | None = None) -> list[str]:
     """The modules `entry` loads from <root>/<folder>/ (root: dashboard/static), each after
     the modules it imports, `entry` last. A missing file or an import cycle is a ValueError."""

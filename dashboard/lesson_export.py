@@ -62,11 +62,10 @@ FONTS = {"Source Sans Pro": "SourceSansVF-Upright*.woff2",
          "Source Code Pro": "SourceCodeVF-Upright*.woff2"}
 ESCAPE = 0x3D  # "="
 ESCAPED = re.compile(rb"[\x00\r<=]")
-SPECIFIER = re.compile(r"""(?<=\bfrom)(\s*)(["'])\./([A-Za-z0-9_.-]+\.js)\2|"""
-                       r"""(?<=\bimport)(\s*)(["'])\./([A-Za-z0-9_.-]+\.js)\5""")
 SERVER_ONLY = (
     "another model or your own photo (the app computes a new forward pass)",
-    "interventions: masking patches, ablating heads (page 9)",
+    "interventions: switching heads off (the file holds the two its tour switches off), "
+    "masking patches (page 9)",
     "the deeper pages the tour points to (attention maps, rollout, comparison, ...)",
     "blocks left out of this file when it was exported",
 )
@@ -91,26 +90,15 @@ def sample_title(sample_id: str) -> str:
 
 def component_modules() -> list[dict]:
     """The component's ES modules in dependency order (`assets.module_order`, as the live
-    loader links them), each {"name", "parts"}: its source cut at every `"./x.js"`
-    specifier, odd parts naming the module imported there."""
+    loader links them), each {"name", "parts"}: its source cut at each import's specifier
+    (`assets.split_at_imports`), odd parts naming the module imported there."""
     try:
         names = assets.module_order(MODULE_DIR.name, ENTRY, root=MODULE_DIR.parent)
     except ValueError as error:
         raise LessonError(f"The Explainer's modules cannot be packed: {error}.") from None
-    return [{"name": name, "parts": split_specifiers((MODULE_DIR / name).read_text(encoding="utf-8"))}
+    return [{"name": name,
+             "parts": assets.split_at_imports((MODULE_DIR / name).read_text(encoding="utf-8"))}
             for name in names]
-
-
-def split_specifiers(source: str) -> list[str]:
-    """`source` cut around each relative module specifier (quotes included): even parts
-    are code, odd parts the names of the modules imported."""
-    parts, start = [], 0
-    for match in SPECIFIER.finditer(source):
-        space = match.group(1) if match.group(1) is not None else match.group(4)
-        name = match.group(3) or match.group(6)
-        parts += [source[start:match.start()] + space, name]
-        start = match.end()
-    return parts + [source[start:]]
 
 
 def font_faces() -> str:

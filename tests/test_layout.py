@@ -209,6 +209,16 @@ def js_import_graph(modules: dict[str, str]) -> dict[str, set[str]]:
     return {name: {match[2] for match in JS_IMPORT.finditer(text)} for name, text in modules.items()}
 
 
+def test_the_live_loader_and_the_lesson_link_the_same_import_form():
+    """One import form, linked two ways: at run time by the live loader's regex, ahead of
+    time by `assets.split_at_imports` for the offline lesson. The two patterns are equal."""
+    from dashboard import assets
+
+    loader = (CORE.parent / "dashboard" / "explainer" / "loader.js").read_text(encoding="utf-8")
+    pattern = re.search(r"^const IMPORT = /(.+)/gm;$", loader, re.M)[1]
+    assert pattern.replace("\\/", "/") == assets.MODULE_IMPORT.pattern
+
+
 def test_explainer_modules_are_small():
     modules = js_modules()
     assert "main.js" in modules and len(modules) >= 10

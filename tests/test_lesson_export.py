@@ -16,10 +16,10 @@ import pytest
 from tiny_models import images as tiny_images
 from tiny_models import tiny_vit
 
-from dashboard import lesson_export
+from dashboard import assets, lesson_export
 from dashboard.explainer_tour import resolve_steps, switcher
 from dashboard.lesson_export import (LESSON_FORMAT, LessonError, LessonImage, build_lesson,
-                                     escape_bytes, read_manifest, read_part, split_specifiers,
+                                     escape_bytes, read_manifest, read_part,
                                      unescape_bytes)
 from xai_core import explainer
 
@@ -60,12 +60,13 @@ def test_escaped_bytes_hold_no_byte_the_html_parser_changes_and_round_trip():
 # --- the component's modules --------------------------------------------------------------------
 
 def test_specifiers_are_cut_out_and_the_rest_kept():
-    source = ('import { a, b } from "./util.js";\nimport "./side.js";\n'
-              "export { c } from './more.js';\nconst s = \"from ./x.js\";\n")
-    parts = split_specifiers(source)
-    assert parts[1::2] == ["util.js", "side.js", "more.js"]
-    assert "".join(p if i % 2 == 0 else f'"./{p}"' for i, p in enumerate(parts)) == \
-        source.replace("'./more.js'", '"./more.js"')
+    """Only the one import form the modules may use (assets.MODULE_IMPORT, as the live
+    loader) is linked; a string that looks like an import is code."""
+    source = ('import { a, b } from "./util.js";\nimport { c } from "./more.js";\n'
+              'const s = "from ./x.js";\n  import { d } from "./indented.js";\n')
+    parts = assets.split_at_imports(source)
+    assert parts[1::2] == ["util.js", "more.js"]
+    assert "".join(p if i % 2 == 0 else f'"./{p}"' for i, p in enumerate(parts)) == source
 
 
 def write_modules(folder: Path, sources: dict[str, str]) -> None:

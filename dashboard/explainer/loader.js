@@ -13,7 +13,8 @@
 const FOLDER = new URL("__FOLDER__", document.baseURI).href;  // relative: any base path
 const VERSION = "__VERSION__";
 const MODULES = __MODULES__;  // dependencies first, main.js last
-const IMPORT = /^import \{[^}]*\} from "\.\/([\w.-]+\.js)";/gm;  // the one form the modules use
+// the one form the modules use: dashboard/assets.py MODULE_IMPORT (a test keeps them equal)
+const IMPORT = /^import \{([^}]*)\} from "\.\/([\w.-]+\.js)";/gm;
 let loading = null;
 
 async function linked() {
@@ -24,7 +25,7 @@ async function linked() {
   }));
   const urls = {};
   MODULES.forEach((name, i) => {
-    const code = sources[i].replace(IMPORT, (statement, dependency) =>
+    const code = sources[i].replace(IMPORT, (statement, _names, dependency) =>
       statement.replace(`"./${dependency}"`, JSON.stringify(urls[dependency]))) +
       `\n//# sourceURL=${FOLDER}${name}\n`;
     urls[name] = URL.createObjectURL(new Blob([code], { type: "text/javascript" }));
