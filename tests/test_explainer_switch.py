@@ -10,20 +10,9 @@ import torch
 from dashboard import explainer_tour as tour
 from dashboard.explainer_component import MAX_HEADS_OFF, switched_off
 from xai_core import explainer
-from xai_core.images import load_sample
-from xai_core.models import get_model, knn
+from xai_core.models import knn
 from xai_core.pipeline import predictions_of, prepare
 from xai_core.readout import readout
-
-
-@pytest.fixture(scope="module")
-def dinov2():
-    return get_model("dinov2-s14")
-
-
-@pytest.fixture(scope="module")
-def image():
-    return load_sample("chelsea")
 
 
 def answer_with_head_zeroed(model, image, block: int, head: int):

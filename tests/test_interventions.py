@@ -45,11 +45,6 @@ def random_layout(timm_name: str, size: int, classes: int = 0) -> LoadedModel:
     return model
 
 
-@pytest.fixture(scope="module")
-def dinov2():
-    return get_model("dinov2-s14")
-
-
 @pytest.fixture(scope="module", params=["dinov2", "deit-distilled", "reg4"])
 def model(request, dinov2):
     if request.param == "dinov2":
@@ -61,11 +56,6 @@ def model(request, dinov2):
     built = random_layout("vit_small_patch14_reg4_dinov2", 56)
     assert built.module.num_prefix_tokens == 5 and built.module.num_reg_tokens == 4
     return built
-
-
-@pytest.fixture(scope="module")
-def image():
-    return load_sample("chelsea")
 
 
 def pixels_of(model, image):

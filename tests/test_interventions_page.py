@@ -24,16 +24,6 @@ from xai_core.readout import readout
 PAGE = "9_interventions.py"
 
 
-@pytest.fixture(scope="module")
-def dinov2():
-    return get_model("dinov2-s14")
-
-
-@pytest.fixture(scope="module")
-def image():
-    return load_sample("chelsea")
-
-
 def open_link(**params) -> AppTest:
     app = AppTest.from_file(ENTRY, default_timeout=600)
     for key, value in params.items():

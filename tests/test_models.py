@@ -19,11 +19,6 @@ def cnn():
     return get_model("efficientnet-lite0")
 
 
-@pytest.fixture(scope="module")
-def dinov2():
-    return get_model("dinov2-s14")
-
-
 def test_efficientnet_sees_a_cat_and_an_espresso(cnn):
     chelsea = [p.label for p in pipeline.predict(cnn, load_sample("chelsea"), topk=3)]
     assert any("cat" in label for label in chelsea)

@@ -17,11 +17,6 @@ from xai_core.models import get_model
 
 
 @pytest.fixture(scope="module")
-def dinov2():
-    return get_model("dinov2-s14")
-
-
-@pytest.fixture(scope="module")
 def chelsea():
     return load_sample("chelsea")
 

@@ -13,15 +13,9 @@ from xai_core.capture import BlockRecord, Capture, TokenLayout, run_capture
 from xai_core.cli import main as cli
 from xai_core.images import SAMPLES, load_sample
 from xai_core.methods import METHODS, rollout
-from xai_core.models import get_model
 from xai_core.analysis.sinks import SINK_THRESHOLD, analyse_sinks
 from xai_core.analysis.token_marks import HIGH_NORM_GAP, HIGH_NORM_RATIO, high_norm_tokens
 from xai_core.analysis.tokens import prefix_token_names
-
-
-@pytest.fixture(scope="module")
-def dinov2():
-    return get_model("dinov2-s14")
 
 
 @pytest.fixture(scope="module")

@@ -25,11 +25,6 @@ def one_blas_thread():
 
 
 @pytest.fixture(scope="module")
-def dinov2():
-    return get_model("dinov2-s14")
-
-
-@pytest.fixture(scope="module")
 def distilled():
     return get_model("deit-s16-distilled", random_weights=True)
 
