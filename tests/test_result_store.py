@@ -23,7 +23,7 @@ import torch
 from single_thread import one_torch_thread
 from tiny_models import images, tiny_cnn, tiny_vit
 from xai_core.infra import cache, result_store
-from xai_core import compare, explainer, pipeline
+from xai_core import compare, explainer, interventions, pipeline, readout
 from xai_core.infra.cache import BoundedCache, cache_key, fingerprint
 from xai_core.methods.base import RESULT_CACHE
 from xai_core.models import disk_cache, settings
@@ -132,7 +132,8 @@ def models():
 
 
 def test_every_kind_of_shared_result_comes_back_equal(models):
-    """Captures, method results, the comparison's runs and the Explainer's payloads: the
+    """Captures, method results, the comparison's runs, the Explainer's payloads and the
+    interventions' and read-out's results: the
     decoded value has the same content (same types, fields, dtypes and bytes) as the one
     computed, by `cache.fingerprint`, which walks dataclasses, dicts, arrays and tensors."""
     vit, cnn = models
@@ -140,7 +141,11 @@ def test_every_kind_of_shared_result_comes_back_equal(models):
     values = [pipeline.vit_capture(vit, image, 2), pipeline.vit_capture(vit, image),
               pipeline.cnn_capture(cnn, image, 1), pipeline.model_output(vit, image),
               explainer.overview_payload(vit, image), explainer.block_payload(vit, image, 1),
-              explainer.vectors_payload(vit, image, 2)]
+              explainer.vectors_payload(vit, image, 2),
+              interventions.intervene(vit, image, target=0, heads_off="0.1"),
+              interventions.intervene(vit, image, target=0, maps=False, tokens_drop="0-3"),
+              interventions.head_importance(vit, image, target=0),
+              readout.readout(vit, image, target=0)]
     for model in models:
         values += compare.run_methods(model, image, compare.default_methods(model), 1)
         values += [RESULT_CACHE.peek(key) for key in list(RESULT_CACHE._items)

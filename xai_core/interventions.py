@@ -66,7 +66,9 @@ def _num_cells(model) -> int:
 
 LAST_CELL = FromModel("the last patch (a 16-pixel cell on a CNN)",
                       lambda model: _num_cells(model) - 1)
-RESULTS = BoundedCache(max_entries=64, max_bytes=64 * 2**20)
+# shared: every replica and restart reads an answer one computed (the Explainer's tour asks
+# the same two switches for every visitor of a picture)
+RESULTS = BoundedCache(max_entries=64, max_bytes=64 * 2**20, shared=True)
 TOP_K = 5
 _ITEM = re.compile(r"(-?\d+)(?:-(\d+))?")
 _PAIR = re.compile(r"(-?\d+)\.(-?\d+)")

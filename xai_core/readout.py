@@ -32,8 +32,8 @@ from .infra.errors import OptionError
 from .images import image_sha256
 from .pipeline import Prediction, head_of, predictions_of, prepare, resolve_target
 
-RESULTS = BoundedCache(max_entries=32, max_bytes=64 * 2**20)
-BANKS = BoundedCache(max_entries=4, max_bytes=64 * 2**20)
+RESULTS = BoundedCache(max_entries=32, max_bytes=64 * 2**20, shared=True)
+BANKS = BoundedCache(max_entries=4, max_bytes=64 * 2**20)  # kept on disk by models.knn
 TOP_K = 5
 
 
