@@ -413,7 +413,7 @@ def _readout_label(overview: dict) -> str:
 def _readout_sentence(overview: dict) -> str:
     found = overview["readout"]
     if "unavailable" in found:
-        return f"Not on this model: {found['unavailable']}"
+        return f"Not here: {found['unavailable']}"
     if overview["model"]["random"]:
         return "The weights are random, so the read-outs mean nothing here."
     first, blocks = found["first_block"], found["blocks"]

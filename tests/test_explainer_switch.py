@@ -150,3 +150,22 @@ def test_the_docs_quote_the_switches_as_measured(dinov2, image):
     assert (strongest["block"], strongest["head"]) == (0, 5) and strongest["score"] > 0.999
     steps = tour.resolve_steps(overview, tour.switcher(dinov2, image, None))
     assert (steps[20]["block"], steps[20]["head"]) == (6, 3)  # the sharpest head of block 6
+
+
+def test_a_session_bank_gets_no_read_out_and_says_why(dinov2, image):
+    """Examples a learner added (Home) change the k-NN classes; the per-block banks hold the
+    gallery's only, so the read-out is refused in words rather than scored against the wrong
+    classes."""
+    from xai_core.infra.errors import OptionError
+    from xai_core.models.heads import KnnHead
+
+    feature = dinov2.module(prepare(dinov2, image).pixels)
+    head = KnnHead(dinov2.head.bank.with_examples(feature, "my cat", "upload"))
+    with pytest.raises(OptionError, match="added in this session"):
+        readout(dinov2, image, head=head)
+    found = explainer.overview_payload(dinov2, image, head)["readout"]
+    assert "added in this session" in found["unavailable"]
+    steps = tour.resolve_steps(explainer.overview_payload(dinov2, image, head),
+                               tour.switcher(dinov2, image, head))
+    text = {s["title"]: s["text"] for s in steps}["What each block would answer"]
+    assert "Not here: The read-out compares" in text

@@ -101,8 +101,11 @@ def block_heads(model, head) -> tuple[list, str]:
     blocks = len(model.module.blocks)
     if head.kind != "knn":
         return [head] * blocks, ""
+    if head.fingerprint() != model.head.fingerprint():
+        raise OptionError("The read-out compares each block with the gallery's bank of that "
+                          "block; the examples added in this session have no such banks, so "
+                          "it is shown for the model's own bank only.")
     from .models.heads import KnnHead
-
     from .models.knn import load_or_build_banks
 
     key = cache_key("block-banks", model, head=model.head)

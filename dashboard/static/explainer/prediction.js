@@ -86,7 +86,7 @@ function readoutTable(found) {
   const box = el("div", "vx-readout");
   box.dataset.part = "readout-table";
   if (found.unavailable) {
-    box.appendChild(el("p", "vx-note", `No read-out for this model: ${esc(found.unavailable)}`));
+    box.appendChild(el("p", "vx-note", `No read-out here: ${esc(found.unavailable)}`));
     return box;
   }
   box.appendChild(el("h4", "", "What each block would answer (read-out)"));
