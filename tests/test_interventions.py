@@ -372,20 +372,24 @@ def test_cli_lists_the_interventions(capsys):
 def test_output_of_runs_the_last_mlp_on_the_prefix_tokens_and_equals_timms_forward(model,
                                                                                    image):
     """[CLS] on DINOv2 and reg4, [CLS] and [DIST] on the distilled DeiT: the same output as
-    the whole forward, with the last block's MLP fed the prefix tokens alone."""
-    module, pixels = model.module, pixels_of(model, image).expand(2, -1, -1, -1)
+    the whole forward, with the last block's MLP fed the prefix tokens alone, one image at a
+    time (an image's output the same bits in a batch of 1 and of 2)."""
+    module = model.module
+    pixels = torch.cat([pixels_of(model, image), pixels_of(model, image.rotate(90))])
     seen = []
     handle = module.blocks[-1].mlp.register_forward_pre_hook(
         lambda _m, args: seen.append(tuple(args[0].shape)))
     try:
         with torch.inference_mode():
             got, whole = I.output_of(module, pixels), module(pixels)
+            alone = I.output_of(module, pixels[1:])
     finally:
         handle.remove()
     assert I.head_reads_prefix_only(module)
-    assert seen[0] == (2, module.num_prefix_tokens, module.embed_dim)
-    assert seen[1][1] == module.num_prefix_tokens + module.patch_embed.num_patches
+    assert seen[:3] == [(1, module.num_prefix_tokens, module.embed_dim)] * 2 + [
+        (2, module.num_prefix_tokens + module.patch_embed.num_patches, module.embed_dim)]
     assert_matches(got, whole)
+    assert torch.equal(alone, got[1:])
 
 
 def test_output_of_runs_the_whole_forward_when_the_head_pools_the_patches(image):

@@ -540,10 +540,13 @@ def head_reads_prefix_only(module) -> bool:
 
 def last_block_on_prefix(block, tokens: torch.Tensor, prefix: int) -> torch.Tensor:
     """timm's `Block.forward` that keeps the first `prefix` tokens after the attention (every
-    token's keys and values still count), so the MLP runs on those alone."""
+    token's keys and values still count), so the MLP runs on those alone: one image at a
+    time, since a matrix product's rounding depends on its number of rows and an image's
+    numbers must not depend on the batch it came in."""
     tokens = tokens + block.drop_path1(block.ls1(block.attn(block.norm1(tokens))))
     tokens = tokens[:, :prefix]
-    return tokens + block.drop_path2(block.ls2(block.mlp(block.norm2(tokens))))
+    mlp = torch.cat([block.mlp(image) for image in block.norm2(tokens).split(1)])
+    return tokens + block.drop_path2(block.ls2(mlp))
 
 
 def output_of(module, pixels: torch.Tensor) -> torch.Tensor:
