@@ -20,8 +20,8 @@ map resized to the input (`maps.upsample`) and averaged over each patch's pixels
 raster order. Every image of one k goes through the model in batches (`default_batch_size`),
 each a single forward under the model's lock with one hook that drops a different token
 set per image, its last block's MLP run on the tokens the head reads
-(`interventions.output_of`); the result is cached by content and its passes checked against the server's
-budget (`infra.budget`) before any pass.
+(`interventions.output_of`); the result is cached by content and its passes checked against
+the server's budget (`infra.budget`) before any pass.
 """
 
 from __future__ import annotations
