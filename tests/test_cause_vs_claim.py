@@ -89,6 +89,11 @@ def test_random_draws_come_from_the_seed_and_match_hand_forwards(dinov2, image, 
     for draw in (0, 13):
         hand = found.score - hand_score(dinov2, image, found.target, tokens_out=orders[draw, :4])
         assert drops[draw, 1] == pytest.approx(hand, abs=1e-5)
+    pixel_drops = found.removals["pixels"].random
+    for draw, column in ((5, 0), (19, 1)):
+        patches = orders[draw, :KS[column]]
+        hand = found.score - hand_score(dinov2, image, found.target, pixels_out=patches)
+        assert pixel_drops[draw, column] == pytest.approx(hand, abs=1e-5)
     again = C._measure(dinov2, image, found.target, dinov2.head,
                        C.check_request(dinov2, "tokens", KS, 20, 7, (), METHODS), None)
     np.testing.assert_array_equal(again.removals["tokens"].random, drops)

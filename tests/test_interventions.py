@@ -359,6 +359,40 @@ def test_cli_lists_the_interventions(capsys):
 
 # --- head importance --------------------------------------------------------------------------
 
+def test_output_of_runs_the_last_mlp_on_the_prefix_tokens_and_equals_timms_forward(model,
+                                                                                   image):
+    """[CLS] on DINOv2 and reg4, [CLS] and [DIST] on the distilled DeiT: the same output as
+    the whole forward, with the last block's MLP fed the prefix tokens alone, one image at a
+    time (an image's output the same bits in a batch of 1 and of 2)."""
+    module = model.module
+    pixels = torch.cat([pixels_of(model, image), pixels_of(model, image.rotate(90))])
+    seen = []
+    handle = module.blocks[-1].mlp.register_forward_pre_hook(
+        lambda _m, args: seen.append(tuple(args[0].shape)))
+    try:
+        with torch.inference_mode():
+            got, whole = I.output_of(module, pixels), module(pixels)
+            alone = I.output_of(module, pixels[1:])
+    finally:
+        handle.remove()
+    assert I.head_reads_prefix_only(module)
+    assert seen[:3] == [(1, module.num_prefix_tokens, module.embed_dim)] * 2 + [
+        (2, module.num_prefix_tokens + module.patch_embed.num_patches, module.embed_dim)]
+    assert_matches(got, whole)
+    assert torch.equal(alone, got[1:])
+
+
+def test_output_of_runs_the_whole_forward_when_the_head_pools_the_patches(image):
+    torch.manual_seed(0)
+    module = timm.create_model("vit_small_patch16_224", pretrained=False, img_size=32,
+                               depth=2, num_classes=0, global_pool="avg").eval()
+    pixels = torch.randn(2, 3, 32, 32)
+    with torch.inference_mode():
+        got, whole = I.output_of(module, pixels), module(pixels)
+    assert not I.head_reads_prefix_only(module)
+    torch.testing.assert_close(got, whole, atol=0, rtol=0)
+
+
 @pytest.mark.parametrize("fill", ["zero", "mean"])
 def test_head_importance_equals_switching_each_head_off_alone(dinov2, image, fill):
     from xai_core.metrics.faithfulness import class_scorer

@@ -19,8 +19,9 @@ A method's map is read per patch: the map itself when it is on the patch grid, e
 map resized to the input (`maps.upsample`) and averaged over each patch's pixels. Ties keep
 raster order. Every image of one k goes through the model in batches (`default_batch_size`),
 each a single forward under the model's lock with one hook that drops a different token
-set per image; the result is cached by content and its passes checked against the server's
-budget (`infra.budget`) before any pass.
+set per image, its last block's MLP run on the tokens the head reads
+(`interventions.output_of`); the result is cached by content and its passes checked against
+the server's budget (`infra.budget`) before any pass.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ from .infra.cache import BoundedCache, cache_key
 from .infra.errors import OptionError
 from .infra.faults import check_stop
 from .images import image_sha256
-from .interventions import ListOption, _num_cells
+from .interventions import ListOption, _num_cells, output_of
 from .maps import upsample
 from .methods.attribution import cell_mask, cell_size, reference_pixels
 from .methods.base import Cost, Int
@@ -234,7 +235,7 @@ def _outputs(model, pixels: torch.Tensor, removal: str, chosen: list[np.ndarray]
             if hook is not None:
                 stack.callback(model.module.patch_drop.register_forward_hook(hook).remove)
             stack.enter_context(torch.inference_mode())
-            outputs.append(model.module(batch.to(model.device)).float().cpu())
+            outputs.append(output_of(model.module, batch.to(model.device)).float().cpu())
     return torch.cat(outputs)
 
 

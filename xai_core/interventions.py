@@ -521,6 +521,50 @@ def maps_under(model, pixels, values: dict, sink_keys, score_fn) -> dict[str, np
             "vit-gradcam": taxonomy(capture).cell(len(capture.blocks) - 1, "F1", "patch").map}
 
 
+# --- the output the head reads, for less work -------------------------------------------------
+
+def head_reads_prefix_only(module) -> bool:
+    """Whether the output reads only the prefix tokens after plain timm blocks: timm's
+    VisionTransformer with the 'token' pool ([CLS]) or the distilled DeiT ([CLS] and
+    [DIST]). Then the last block's MLP, norm and head need not run on the patches: a token's
+    MLP reads that token alone (only the attention mixes tokens)."""
+    from timm.models.deit import VisionTransformerDistilled
+    from timm.models.vision_transformer import Block, VisionTransformer
+
+    if not isinstance(module, VisionTransformer) or not len(module.blocks):
+        return False
+    plain_head = type(module).forward_head is VisionTransformerDistilled.forward_head or (
+        type(module).forward_head is VisionTransformer.forward_head
+        and module.global_pool == "token" and module.attn_pool is None)
+    return (plain_head and type(module).forward_features is VisionTransformer.forward_features
+            and type(module.blocks[-1]) is Block)
+
+
+def last_block_on_prefix(block, tokens: torch.Tensor, prefix: int) -> torch.Tensor:
+    """timm's `Block.forward` that keeps the first `prefix` tokens after the attention (every
+    token's keys and values still count), so the MLP runs on those alone: one image at a
+    time, since a matrix product's rounding depends on its number of rows and an image's
+    numbers must not depend on the batch it came in."""
+    tokens = tokens + block.drop_path1(block.ls1(block.attn(block.norm1(tokens))))
+    tokens = tokens[:, :prefix]
+    mlp = torch.cat([block.mlp(image) for image in block.norm2(tokens).split(1)])
+    return tokens + block.drop_path2(block.ls2(mlp))
+
+
+def output_of(module, pixels: torch.Tensor) -> torch.Tensor:
+    """`module(pixels)`, with the last block's MLP and the norm on the prefix tokens only
+    where the output reads no patch (`head_reads_prefix_only`; about 6 % less work on a
+    12-block ViT). Hooks on the embeddings (timm's `patch_drop`) and the blocks fire as
+    in `module(pixels)`."""
+    if not head_reads_prefix_only(module):
+        return module(pixels)
+    tokens = module.norm_pre(module.patch_drop(module._pos_embed(module.patch_embed(pixels))))
+    for block in module.blocks[:-1]:
+        tokens = block(tokens)
+    tokens = last_block_on_prefix(module.blocks[-1], tokens, int(module.num_prefix_tokens))
+    return module.forward_head(module.norm(tokens))
+
+
 # --- head importance: every head switched off, one at a time ----------------------------------
 
 @dataclass
@@ -539,7 +583,7 @@ class HeadImportance:
     entropy: np.ndarray  # (blocks, heads) nats
     correlations: dict[str, float]  # Spearman rho of the drops with each story
     seconds: float
-    forwards: int  # batches run (one per block)
+    forwards: int  # batches run (block steps, each in parts of default_batch_size)
 
     def as_dict(self) -> dict:
         return {"drops": self.drops.tolist(), "score": self.score, "target": self.target,
@@ -577,37 +621,55 @@ def _block_inputs(model, pixels: torch.Tensor) -> tuple[list[torch.Tensor], torc
     return inputs, output
 
 
+def _heads_off_step(model, block, tokens: torch.Tensor, off: torch.Tensor, fill: str,
+                    prefix: int | None) -> torch.Tensor:
+    """`block` on `tokens` with each row's heads `off` replaced (`_edit_heads`), under the
+    model's lock; with `prefix`, only the first `prefix` tokens leave the block."""
+    with model.lock, torch.inference_mode():
+        handle = block.attn.proj.register_forward_pre_hook(_edit_heads(off, fill))
+        try:
+            if prefix is None:
+                return block(tokens)
+            return last_block_on_prefix(block, tokens, prefix)
+        finally:
+            handle.remove()
+
+
 def _head_importance(model, image, target: int, head, fill: str, should_stop) -> HeadImportance:
     """All blocks x heads switched-off copies in one growing batch: a head changes nothing
     before its block, so the H copies that switch off a head of block b join the batch at
     block b, starting from what entered block b in one plain forward (78 block passes per
-    head on a 12-block model instead of 144). Each block step holds the model's lock for
-    that step only, its hook removed before the lock is let go."""
+    head on a 12-block model instead of 144). The batch goes through each block in parts of
+    `default_batch_size` (memory stays that of one batch), each part holding the model's
+    lock for that part only, its hook removed before the lock is let go; the last block
+    keeps only what the head reads (`last_block_on_prefix`)."""
     import time
 
     from scipy.stats import spearmanr
 
     from .infra.faults import check_stop
     from .metrics.faithfulness import class_scorer, score_kind
+    from .pipeline import default_batch_size
 
     started = time.perf_counter()
     module, scorer = model.module, class_scorer(model, target, head)
     inputs, output = _block_inputs(model, prepare(model, image).pixels.to(model.device))
     base = float(scorer(output.float().cpu())[0])
-    blocks = list(module.blocks)
+    blocks, size = list(module.blocks), default_batch_size(model)
     heads = blocks[0].attn.num_heads
-    tokens = inputs[0][:0]
+    keep = int(module.num_prefix_tokens) if head_reads_prefix_only(module) else None
+    tokens, batches = inputs[0][:0], 0
     for index, block in enumerate(blocks):
-        check_stop(should_stop)
         tokens = torch.cat([tokens, inputs[index].expand(heads, -1, -1)])
         off = torch.zeros(len(tokens), heads, dtype=torch.bool)
         off[-heads:] = torch.eye(heads, dtype=torch.bool)  # the copies that join here
-        with model.lock, torch.inference_mode():
-            handle = block.attn.proj.register_forward_pre_hook(_edit_heads(off, fill))
-            try:
-                tokens = block(tokens)
-            finally:
-                handle.remove()
+        prefix = keep if index == len(blocks) - 1 else None
+        parts = []
+        for first in range(0, len(tokens), size):
+            check_stop(should_stop)
+            parts.append(_heads_off_step(model, block, tokens[first:first + size],
+                                         off[first:first + size], fill, prefix))
+        tokens, batches = torch.cat(parts), batches + len(parts)
     with model.lock, torch.inference_mode():
         out = module.forward_head(module.norm(tokens))
     drops = (base - scorer(out.float().cpu())).reshape(len(blocks), heads)
@@ -617,4 +679,4 @@ def _head_importance(model, image, target: int, head, fill: str, should_stop) ->
                                           ("entropy", analysis.entropy))}
     return HeadImportance(drops, base, target, head.class_names[target],
                           score_kind(model, head), fill, analysis.scores, analysis.entropy,
-                          correlations, time.perf_counter() - started, len(blocks))
+                          correlations, time.perf_counter() - started, batches)
