@@ -27,16 +27,6 @@ KS = (1, 4)
 
 
 @pytest.fixture(scope="module")
-def dinov2():
-    return get_model("dinov2-s14")
-
-
-@pytest.fixture(scope="module")
-def image():
-    return load_sample("chelsea")
-
-
-@pytest.fixture(scope="module")
 def found(dinov2, image):
     return C.cause_vs_claim(dinov2, image, ks=KS, methods=METHODS, learner=(40, 41, 56),
                             draws=20, seed=7)
@@ -192,7 +182,9 @@ def test_docs_numbers_are_recomputed(dinov2):
     from xai_core.images import SAMPLES
     from xai_core.pipeline import vit_capture
 
-    docs = (Path(__file__).resolve().parent.parent / "docs" / "interventions.md").read_text()
+    root = Path(__file__).resolve().parent.parent
+    docs = (root / "docs" / "interventions.md").read_text()
+    changes, rhos = [], []
     for sample in SAMPLES:
         image = load_sample(sample)
         analysis = analyse_sinks(vit_capture(dinov2, image))
@@ -206,6 +198,14 @@ def test_docs_numbers_are_recomputed(dinov2):
                f"{off['before']:.4f} | {off['change']:+.4f} | "
                + " | ".join(f"{r:+.2f}" for r in rho) + " |")
         assert row in docs, row
+        changes.append(off["change"])
+        rhos.append(rho)
+    # the README's summary of the same table
+    readme = " ".join((root / "README.md").read_text().split())
+    assert f"changes the class score by at most {max(map(abs, changes)):.4f};" in readme
+    for story, low, high in zip(("sink score is", "attention entropy", "rollout weight"),
+                                np.min(rhos, axis=0), np.max(rhos, axis=0)):
+        assert f"with its {story} {low:+.2f} to {high:+.2f}" in readme, story
 
     found = C.cause_vs_claim(dinov2, load_sample("chelsea"))
     assert found.ks[-1] == 32 and found.draws == 20 and found.seed == 0
