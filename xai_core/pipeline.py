@@ -15,7 +15,7 @@ from PIL import Image
 from .infra.cache import BoundedCache, cache_key
 from .capture import (Capture, CnnCapture, capture, capture_cnn, live_forward,
                       sharing_forwards)
-from .images import fit_to_model, image_sha256, to_model_tensor
+from .images import fit_to_model, image_sha256, shared_image, to_model_tensor
 
 CAPTURE_CACHE = BoundedCache(
     max_entries=int(os.environ.get("VIT_LENS_CAPTURE_ENTRIES", 24)),
@@ -39,7 +39,9 @@ def prepare(model, image: Image.Image) -> PreparedInput:
 
     def fit() -> PreparedInput:
         fitted = fit_to_model(image, spec.input_size, spec.crop_pct, spec.interpolation)
-        return PreparedInput(fitted, to_model_tensor(fitted, spec.mean, spec.std), sha)
+        # a cached value, read-only like every cached value: its digest is asked often
+        return PreparedInput(shared_image(fitted), to_model_tensor(fitted, spec.mean, spec.std),
+                             sha)
 
     key = cache_key("prepared", model, image=sha)
     return CAPTURE_CACHE.get_or_compute(key, fit)
