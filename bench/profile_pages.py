@@ -5,13 +5,17 @@ bench/FINDINGS.md, not part of `make bench`:
 
     .venv/bin/python -m bench.profile_pages [page file ...]
 
-`--warm` measures what a class costs a replica instead: one page run of a NEW session (a
-student arriving) on a gallery image whose results and figures this process already holds,
-as on a server after `warmup --gallery` and `dashboard.warm_pages`. It prints the median CPU
-seconds of RUNS such runs (the process's CPU time: the script thread and what it waits on),
-then a profile of one more:
+`--warm` measures what a class costs a replica instead (issue 29): one page run of a NEW
+session (a student arriving) on a gallery image whose results and figures this process
+already holds, as on a server after `warmup --gallery` and `dashboard.warm_pages`. It prints
+per page the median CPU seconds of the script thread over RUNS such runs (the figure to
+compare; the process's CPU also counts AppTest reading the messages, and for Home a scan of
+the installed packages that AppTest's runtime makes on its first run), the values the runs
+computed or read from the disk store, the garbage collector's time, then a profile of one
+more run. The whole visit as a server sees it: bench/bench_visit_cpu.py.
 
-    .venv/bin/python -m bench.profile_pages --warm [--replica-first] [--no-freeze] [--images all|a,b] [--runs 5] [page file ...]
+    .venv/bin/python -m bench.profile_pages --warm [--replica-first] [--no-freeze] [--no-digest-memo]
+        [--images all|a,b] [--runs 5] [page file ...]
 """
 
 from __future__ import annotations
@@ -284,6 +288,9 @@ if __name__ == "__main__":
         parser.add_argument("--runs", type=int, default=5)
         parser.add_argument("--replica-first", action="store_true",
                             help="empty the memory caches before each run (disk store only)")
+        parser.add_argument("--no-digest-memo", action="store_true",
+                            help="hash every image on every call, as before issue 29's "
+                                 "`images.shared_image` (a back-to-back comparison)")
         parser.add_argument("--no-freeze", action="store_true",
                             help="load the models without serve.py's gc.freeze, as "
                                  "`streamlit run` does")
@@ -292,6 +299,13 @@ if __name__ == "__main__":
         args = parser.parse_args()
         from xai_core.images import SAMPLES
         images = list(SAMPLES) if args.images == "all" else args.images.split(",")
+        if args.no_digest_memo:
+            import xai_core.images
+
+            class Forgetful(dict):
+                def get(self, key, default=None):
+                    return None
+            xai_core.images._SHARED_DIGESTS = Forgetful()
         warm_main(args.pages, images, args.runs, args.replica_first, not args.no_freeze)
     else:
         main(sys.argv[1:])
