@@ -160,7 +160,8 @@ def shared_caches() -> dict:
     from xai_core.figures import layers, reuse
     from xai_core.methods import base
 
-    return {"capture": pipeline.CAPTURE_CACHE, "result": base.RESULT_CACHE,
+    return {"input": pipeline.INPUT_CACHE, "capture": pipeline.CAPTURE_CACHE,
+            "result": base.RESULT_CACHE,
             "figure": reuse.FIGURE_CACHE, "layer": layers.LAYER_CACHE,
             "explainer": explainer.EXPLAINER_CACHE}
 

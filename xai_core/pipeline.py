@@ -20,6 +20,11 @@ from .images import fit_to_model, image_sha256, shared_image, to_model_tensor
 CAPTURE_CACHE = BoundedCache(
     max_entries=int(os.environ.get("VIT_LENS_CAPTURE_ENTRIES", 24)),
     max_bytes=int(os.environ.get("VIT_LENS_CAPTURE_MB", 1536)) * 2**20, shared=True)
+# Each image's model input and plain output: small (0.6 MB, a few kB) and asked for by every
+# page run. In the capture cache (24 entries) a class on the 8 gallery photos pushed them out
+# of one another (and the captures out): every Home or Explainer visit resized its photo again
+# and read the outputs back from the disk store.
+INPUT_CACHE = BoundedCache(max_entries=128, max_bytes=128 * 2**20, shared=True)
 
 
 class TargetError(ValueError):
@@ -44,7 +49,7 @@ def prepare(model, image: Image.Image) -> PreparedInput:
                              sha)
 
     key = cache_key("prepared", model, image=sha)
-    return CAPTURE_CACHE.get_or_compute(key, fit)
+    return INPUT_CACHE.get_or_compute(key, fit)
 
 
 @dataclass(frozen=True)
@@ -86,7 +91,7 @@ def model_output(model, image: Image.Image) -> torch.Tensor:
     """The model's raw output (logits, or CLS features) for one image, cached."""
     prepared = prepare(model, image)
     key = cache_key("output", model, image=prepared.sha256)
-    return CAPTURE_CACHE.get_or_compute(key, lambda: _plain_output(model, prepared.pixels))
+    return INPUT_CACHE.get_or_compute(key, lambda: _plain_output(model, prepared.pixels))
 
 
 def predict(model, image: Image.Image, topk: int = 5, head=None) -> list[Prediction]:
