@@ -155,15 +155,15 @@ def new_session_run(page: str, image: str, profiler: ScriptProfiler,
 
 
 def shared_caches() -> dict:
-    """The process-wide caches a warm page run reads, by name."""
+    """The process-wide caches a warm page run reads, by name (those this code has)."""
     from xai_core import explainer, pipeline
     from xai_core.figures import layers, reuse
     from xai_core.methods import base
 
-    return {"input": pipeline.INPUT_CACHE, "capture": pipeline.CAPTURE_CACHE,
-            "result": base.RESULT_CACHE,
-            "figure": reuse.FIGURE_CACHE, "layer": layers.LAYER_CACHE,
-            "explainer": explainer.EXPLAINER_CACHE}
+    caches = {"input": getattr(pipeline, "INPUT_CACHE", None), "capture": pipeline.CAPTURE_CACHE,
+              "result": base.RESULT_CACHE, "figure": reuse.FIGURE_CACHE,
+              "layer": layers.LAYER_CACHE, "explainer": explainer.EXPLAINER_CACHE}
+    return {name: cache for name, cache in caches.items() if cache is not None}
 
 
 def cache_counts() -> dict[str, tuple[int, int]]:
@@ -298,15 +298,14 @@ if __name__ == "__main__":
         parser.add_argument("pages", nargs="*",
                             default=["0_vit_explainer.py", "7_comparison.py", "home.py"])
         args = parser.parse_args()
+        import xai_core.images as images_module
         from xai_core.images import SAMPLES
         images = list(SAMPLES) if args.images == "all" else args.images.split(",")
-        if args.no_digest_memo:
-            import xai_core.images
-
+        if args.no_digest_memo and hasattr(images_module, "_SHARED_DIGESTS"):
             class Forgetful(dict):
                 def get(self, key, default=None):
                     return None
-            xai_core.images._SHARED_DIGESTS = Forgetful()
+            images_module._SHARED_DIGESTS = Forgetful()
         warm_main(args.pages, images, args.runs, args.replica_first, not args.no_freeze)
     else:
         main(sys.argv[1:])
