@@ -17,14 +17,15 @@ from .capture import (Capture, CnnCapture, capture, capture_cnn, live_forward,
                       sharing_forwards)
 from .images import fit_to_model, image_sha256, shared_image, to_model_tensor
 
-CAPTURE_CACHE = BoundedCache(
-    max_entries=int(os.environ.get("VIT_LENS_CAPTURE_ENTRIES", 24)),
-    max_bytes=int(os.environ.get("VIT_LENS_CAPTURE_MB", 1536)) * 2**20, shared=True)
 # Each image's model input and plain output: small (0.6 MB, a few kB) and asked for by every
 # page run. In the capture cache (24 entries) a class on the 8 gallery photos pushed them out
 # of one another (and the captures out): every Home or Explainer visit resized its photo again
-# and read the outputs back from the disk store.
+# and read the outputs back from the disk store. Emptied with the capture cache.
 INPUT_CACHE = BoundedCache(max_entries=128, max_bytes=128 * 2**20, shared=True)
+CAPTURE_CACHE = BoundedCache(
+    max_entries=int(os.environ.get("VIT_LENS_CAPTURE_ENTRIES", 24)),
+    max_bytes=int(os.environ.get("VIT_LENS_CAPTURE_MB", 1536)) * 2**20, shared=True,
+    companions=(INPUT_CACHE,))
 
 
 class TargetError(ValueError):
