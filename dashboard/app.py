@@ -17,7 +17,7 @@ from dashboard import charts, links, replica, state, ui  # noqa: E402
 from dashboard.page_list import PAGES, existing_pages  # noqa: E402
 from xai_core.infra.faults import Cancelled, ModelOutOfMemory# noqa: E402
 from xai_core.images import (COLLAGE_ID, IMAGE_SUFFIXES, SAMPLES, ImageError,  # noqa: E402
-                             describe_fit, load_upload)
+                             describe_fit, load_upload, shared_image)
 from xai_core.models import (DEFAULT_CNN, DEFAULT_VIT, MODEL_SPECS, availability,  # noqa: E402
                              specs_of_family)
 
@@ -52,7 +52,7 @@ def _image_picker() -> None:
                                     key="uploader")
         if uploaded is not None:
             try:
-                st.session_state["upload_image"] = load_upload(uploaded.getvalue())
+                st.session_state["upload_image"] = shared_image(load_upload(uploaded.getvalue()))
             except ImageError as error:
                 st.session_state["upload_image"] = None
                 st.error(str(error))

@@ -16,7 +16,8 @@ from PIL import Image
 from xai_core import pipeline
 from xai_core.capture import CaptureError
 from xai_core.infra.faults import Cancelled, ModelOutOfMemory
-from xai_core.images import COLLAGE_ID, COLLAGE_TITLE, SAMPLES, ImageError, load_sample
+from xai_core.images import (COLLAGE_ID, COLLAGE_TITLE, SAMPLES, ImageError, load_sample,
+                             shared_image)
 from xai_core.models import (DEFAULT_CNN, DEFAULT_VIT, ModelUnavailableError, availability,
                              get_model, get_spec)
 
@@ -59,7 +60,7 @@ def selection() -> Selection:
 
 @st.cache_resource(max_entries=16, show_spinner=False)
 def _cached_sample(sample_id: str) -> Image.Image:
-    return load_sample(sample_id)
+    return shared_image(load_sample(sample_id))  # one object for every session: read-only
 
 
 def current_image() -> Image.Image | None:

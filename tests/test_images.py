@@ -28,6 +28,7 @@ from xai_core.images import (
     load_sample,
     load_upload,
     make_collage,
+    shared_image,
     sample_ids,
     to_model_tensor,
 )
@@ -128,6 +129,27 @@ def test_sha_changes_with_one_pixel():
     changed.putpixel((5, 7), (1, 2, 4))
     assert image_sha256(image) == image_sha256(image.copy())
     assert image_sha256(image) != image_sha256(changed)
+
+
+def test_shared_image_digest_is_the_content_hash_computed_once(monkeypatch):
+    import gc
+    import hashlib
+
+    import xai_core.images as images
+
+    image = load_sample("coffee")
+    oracle = hashlib.sha256(f"RGB:{image.width}x{image.height}:".encode() + image.tobytes())
+    assert shared_image(image) is image
+    hashed, sha256 = [], hashlib.sha256
+    monkeypatch.setattr(images.hashlib, "sha256", lambda: hashed.append(1) or sha256())
+    assert image_sha256(image) == oracle.hexdigest() and not hashed  # no pass over the pixels
+    twin = image.copy()  # not declared shared: hashed every time, changes seen
+    twin.putpixel((0, 0), (0, 0, 0))
+    assert image_sha256(twin) != oracle.hexdigest() and len(hashed) == 1
+    key = id(image)
+    del image
+    gc.collect()
+    assert key not in images._SHARED_DIGESTS  # forgotten with the image
 
 
 def test_sha_distinguishes_size_with_same_bytes():

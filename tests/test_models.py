@@ -121,6 +121,18 @@ def test_bounded_cache_respects_entries_and_bytes():
     assert cache.get_or_compute("big", lambda: calls.append(1)) is not None and not calls
 
 
+def test_a_cache_is_emptied_with_its_companions_and_bounded_apart():
+    inputs = BoundedCache(max_entries=8, max_bytes=10_000)
+    captures = BoundedCache(max_entries=1, max_bytes=10_000, companions=(inputs,))
+    inputs.put("prepared", "x")
+    captures.put("capture 1", "a")
+    captures.put("capture 2", "b")  # the capture cache's one entry: only its own evicted
+    assert inputs.peek("prepared") == "x" and captures.peek("capture 1") is None
+    captures.clear()
+    assert len(captures) == 0 and len(inputs) == 0
+    assert pipeline.INPUT_CACHE in pipeline.CAPTURE_CACHE.companions
+
+
 def test_bounded_cache_put_replaces_as_newest_and_peek_never_computes():
     cache = BoundedCache(max_entries=2, max_bytes=10_000)
     cache.put("a", "first")

@@ -85,8 +85,10 @@ REPLICA = textwrap.dedent("""
     grad = pipeline.vit_capture(model, image, 3).input_grad
     print(json.dumps({{
         "passes": len(passes),
-        "computed": RESULT_CACHE.misses + pipeline.CAPTURE_CACHE.misses,
-        "from_disk": RESULT_CACHE.disk_hits + pipeline.CAPTURE_CACHE.disk_hits,
+        "computed": sum(c.misses for c in (RESULT_CACHE, pipeline.CAPTURE_CACHE,
+                                           pipeline.INPUT_CACHE)),
+        "from_disk": sum(c.disk_hits for c in (RESULT_CACHE, pipeline.CAPTURE_CACHE,
+                                               pipeline.INPUT_CACHE)),
         "map": hashlib.sha256(run.map.tobytes()).hexdigest(),
         "grad": hashlib.sha256(grad.numpy().tobytes()).hexdigest(),
         "digest": result_store.key_digest(("k", None, False, None, None, 1.5, (2, "x")))}}))

@@ -96,7 +96,7 @@ class Warmed:
 def _shared_caches():
     from .methods.base import RESULT_CACHE
 
-    return (pipeline.CAPTURE_CACHE, RESULT_CACHE, explainer.EXPLAINER_CACHE)
+    return (pipeline.INPUT_CACHE, pipeline.CAPTURE_CACHE, RESULT_CACHE, explainer.EXPLAINER_CACHE)
 
 
 def _counts() -> tuple[int, int]:

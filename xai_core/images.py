@@ -15,6 +15,7 @@ import importlib.util
 import math
 import threading
 import warnings
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 from io import BytesIO
@@ -400,10 +401,31 @@ def _megapixels(count: int) -> str:
 
 def image_sha256(image: Image.Image) -> str:
     """A content hash (mode, size, pixels) to key caches; metadata is ignored."""
+    known = _SHARED_DIGESTS.get(id(image))
+    if known is not None and known[0]() is image:
+        return known[1]
     digest = hashlib.sha256()
     digest.update(f"{image.mode}:{image.width}x{image.height}:".encode())
     digest.update(image.tobytes())
     return digest.hexdigest()
+
+
+# Digests of images that are never changed in place (`shared_image`): id -> (a weak
+# reference to the image, its digest), removed when the image dies. A page asks for its
+# image's digest about 20 times a run (every cache key), each a pass over all its pixels.
+# (A PIL image compares by content, so it cannot key a WeakKeyDictionary.)
+_SHARED_DIGESTS: dict[int, tuple[weakref.ref, str]] = {}
+
+
+def shared_image(image: Image.Image) -> Image.Image:
+    """Declare `image` read-only from now on (a cached gallery photo, a visitor's upload, a
+    cached model input: shared by every run that reads it) so that `image_sha256` computes
+    its digest once. Returns the image. Never call it on an image anyone may still change
+    in place (paste, draw, putpixel): its digest would then be stale."""
+    key = id(image)
+    _SHARED_DIGESTS[key] = (weakref.ref(image, lambda _: _SHARED_DIGESTS.pop(key, None)),
+                            image_sha256(image))
+    return image
 
 
 _RESAMPLING = {

@@ -119,9 +119,13 @@ def approximate_bytes(value: Any) -> int:
 
 
 class BoundedCache:
-    def __init__(self, max_entries: int, max_bytes: int, shared: bool = False):
-        """`shared`: also keep results in the disk store that every replica reads."""
+    def __init__(self, max_entries: int, max_bytes: int, shared: bool = False,
+                 companions: tuple["BoundedCache", ...] = ()):
+        """`shared`: also keep results in the disk store that every replica reads.
+        `companions`: caches of the same kind of result, kept apart only for their bounds,
+        emptied with this one by `clear`."""
         self.max_entries, self.max_bytes, self.shared = max_entries, max_bytes, shared
+        self.companions = companions
         self._items: OrderedDict[Hashable, tuple[Any, int]] = OrderedDict()
         self._lock = threading.Lock()
         self._pending: dict[Hashable, threading.Lock] = {}
@@ -201,3 +205,5 @@ class BoundedCache:
     def clear(self) -> None:
         with self._lock:
             self._items.clear()
+        for companion in self.companions:
+            companion.clear()
