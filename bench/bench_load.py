@@ -4,7 +4,8 @@ The stack is the one the e2e tests prove (tests/e2e/proxy_helpers.py): Debian's 
 deploy/nginx/vit-lens.conf (ports, paths and log moved to loopback and a temporary folder,
 4096 worker_connections, Streamlit's bundle a copy precompressed as `make nginx-gzip` does)
 in front of two `streamlit run` replicas with one torch thread each (2 cores, 2 replicas),
-both warm (each has run Home once, so its models are loaded).
+both warm as the systemd unit leaves them (`dashboard.warm_replica`: every page run once,
+so each replica has loaded its models and imported every page's code).
 
 Each step: N students arrive evenly spread within ARRIVAL_S. A student is
 bench/load_client.py: first the files a browser's first visit fetches (index.html and
@@ -39,8 +40,9 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests" / "e2e"))
 
-from bench.load_client import (chromium_first_visit, element_kinds,  # noqa: E402
-                               first_visit_files, open_page, run_in_thread)
+from bench.load_client import chromium_first_visit, first_visit_files  # noqa: E402
+from dashboard.page_visit import element_kinds, open_page, run_in_thread  # noqa: E402
+from dashboard.warm_replica import warm  # noqa: E402
 from bench.run import print_rows  # noqa: E402
 
 STEPS = (10, 25, 50, 100)
@@ -183,9 +185,9 @@ def run(steps=STEPS, pages=tuple(PAGES)) -> list[dict]:
             sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=chromium_path(), headless=True,
                                              args=CHROMIUM_FLAGS)
-        for app in apps:  # warm: models loaded, as on a class server in use
-            warm = run_in_thread(open_page(app.url))
-            assert not warm.error, warm.error
+        for app in apps:  # warmed as the replica unit does: every page run once
+            failed = [f"{page}: {run.error}" for page, run in warm(app.url) if run.error]
+            assert not failed, failed
         static: list[str] = []
         rows.append(validate_client(browser, proxy.url, static))
         print_rows(rows)

@@ -37,7 +37,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests" / "e2e"))
 
 from bench.bench_load import gallery_queries  # noqa: E402
-from bench.load_client import open_page, run_in_thread  # noqa: E402
+from dashboard.page_visit import open_page, run_in_thread  # noqa: E402
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 ARRIVAL_S = 5.0  # as bench_load

@@ -23,3 +23,9 @@ PAGE_LIST = [  # (file in pages/, title, icon); a page appears once its file exi
 def existing_pages() -> list[tuple[str, str, str]]:
     """(file, title, icon) of every listed page whose file exists."""
     return [entry for entry in PAGE_LIST if (PAGES / entry[0]).exists()]
+
+
+def url_path(page_file: str) -> str:
+    """Streamlit's address of a page: its file name without the number prefix (Home: '')."""
+    stem = page_file.removesuffix(".py")
+    return "" if stem == "home" else stem.split("_", 1)[1] if stem[0].isdigit() else stem

@@ -127,6 +127,23 @@ def test_units_run_the_app_from_the_venv_after_the_warm_up():
     assert f"VIT_LENS_CACHE_DIR={cache}" in UNIT  # replicas read what the warm-up wrote
 
 
+def test_a_replica_warms_every_page_after_its_health_check():
+    posts = [line for line in UNIT.replace("\\\n", " ").splitlines()
+             if line.startswith("ExecStartPost=")]
+    assert "xai_core health" in posts[0] and "dashboard.warm_replica" in posts[1]
+    prefix = re.search(r"--server\.baseUrlPath\s+(\S+)", UNIT)[1]
+    assert posts[1].split()[-1] == f"http://127.0.0.1:%i/{prefix}/"
+    assert posts[1].startswith("ExecStartPost=-")  # a failed page does not stop the replica
+    assert int(re.search(r"^TimeoutStartSec=(\d+)$", UNIT, re.M)[1]) >= 600
+
+
+def test_warm_replica_refuses_an_address_off_this_machine(capsys):
+    from dashboard import warm_replica
+
+    assert warm_replica.main(["http://example.org:8501/vit-lens/"]) == 2
+    assert "example.org" in capsys.readouterr().err
+
+
 def test_health_of_a_closed_port_exits_2(capsys):
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

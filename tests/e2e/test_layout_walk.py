@@ -13,17 +13,11 @@ import pytest
 from e2e_helpers import ARTIFACTS, ROOT, running_apps
 from test_browser import open_styled
 
-from dashboard.page_list import existing_pages
+from dashboard.page_list import existing_pages, url_path
 
 SHOTS = ARTIFACTS / "screenshots" / "walk"
 DESKTOP = [(1920, 1080), (1280, 720), (390, 844)]
 PRESENTATION = [(1280, 720)]
-
-
-def url_path(page_file: str) -> str:
-    """Streamlit's address of a page: its file name without the number prefix (Home: '')."""
-    stem = page_file.removesuffix(".py")
-    return "" if stem == "home" else stem.split("_", 1)[1] if stem[0].isdigit() else stem
 
 
 def _keys(table: ast.Dict) -> list[str]:

@@ -10,8 +10,8 @@ from urllib.parse import quote
 import pytest
 from e2e_helpers import running_apps
 
-from bench.load_client import (chromium_first_visit, element_kinds, first_visit_files,
-                               open_page, run_in_thread)
+from bench.load_client import chromium_first_visit, first_visit_files
+from dashboard.page_visit import element_kinds, open_page, run_in_thread
 from dashboard.state import image_title
 
 PREFIX = "vit-lens"
@@ -45,3 +45,16 @@ def test_the_client_fetches_the_files_a_first_visit_fetches(app, browser):
     assert files.errors == [], files.errors
     assert files.requests == len(static) + 1  # index.html, then each file
     assert files.wire_bytes > 1_000_000  # Streamlit's bundle: megabytes, even gzipped
+
+
+def test_warming_a_replica_runs_every_page_cleanly(app):
+    """What the replica unit runs after its health check: every page of the menu, once, each
+    run finished with elements and no exception shown."""
+    from dashboard.page_list import existing_pages
+    from dashboard.warm_replica import main, warm
+
+    runs = warm(app.url)
+    assert len(runs) == len(existing_pages())
+    for path, run in runs:
+        assert not run.error and run.exceptions == 0 and len(run.elements) > 5, (path, run)
+    assert main([app.url]) == 0  # warm now: every page again, exit 0
