@@ -15,6 +15,7 @@ cache works in memory alone.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import enum
 import hashlib
@@ -37,6 +38,18 @@ def share_results_through(store: Callable[[], ResultStore | None]) -> None:
     the current settings (or None: memory only)."""
     global _shared_store
     _shared_store = store
+
+
+@contextlib.contextmanager
+def memory_only():
+    """Inside: every shared cache works in memory alone (a benchmark timing a computation
+    must not read its answer from the disk store)."""
+    global _shared_store
+    disk, _shared_store = _shared_store, lambda: None
+    try:
+        yield
+    finally:
+        _shared_store = disk
 
 
 def cache_key(kind: str, model, *details: Hashable, image: str | None = None,
