@@ -14,19 +14,27 @@ from __future__ import annotations
 
 import argparse
 import sys
+from time import monotonic
 
 from dashboard.page_list import existing_pages, url_path
 from dashboard.page_visit import PageRun, loopback, open_page, run_in_thread
 
-TIMEOUT_S = 300  # a cold page on a busy replica: the slowest first run, with room
+# All pages together, at most: within the unit's TimeoutStartSec (900 s) after its 180 s
+# health wait, so a slow first start is never killed for warming.
+TOTAL_S = 600
 
 
-def warm(base: str, timeout: float = TIMEOUT_S) -> list[tuple[str, PageRun]]:
+def warm(base: str, total: float = TOTAL_S) -> list[tuple[str, PageRun]]:
     """Every page of the app opened once, in menu order, at `base` (the replica's address
-    with its base path, ending in '/'): (page path, its run) each."""
+    with its base path, ending in '/'): (page path, its run) each. Pages left when `total`
+    seconds are spent are not opened (their run says so)."""
     base = base if base.endswith("/") else base + "/"
-    return [(path, run_in_thread(open_page(base, path, timeout=timeout)))
-            for path in (url_path(name) for name, _, _ in existing_pages())]
+    deadline, runs = monotonic() + total, []
+    for path in (url_path(name) for name, _, _ in existing_pages()):
+        left = deadline - monotonic()
+        runs.append((path, run_in_thread(open_page(base, path, timeout=left)) if left > 1
+                     else PageRun(error=f"not opened: the warm-up's {total:.0f} s were spent")))
+    return runs
 
 
 def main(argv: list[str]) -> int:

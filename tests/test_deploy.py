@@ -9,6 +9,8 @@ import socket
 import tomllib
 from pathlib import Path
 
+import pytest
+
 from xai_core.cli.main import main as cli_main
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -134,7 +136,10 @@ def test_a_replica_warms_every_page_after_its_health_check():
     prefix = re.search(r"--server\.baseUrlPath\s+(\S+)", UNIT)[1]
     assert posts[1].split()[-1] == f"http://127.0.0.1:%i/{prefix}/"
     assert posts[1].startswith("ExecStartPost=-")  # a failed page does not stop the replica
-    assert int(re.search(r"^TimeoutStartSec=(\d+)$", UNIT, re.M)[1]) >= 600
+    from dashboard.warm_replica import TOTAL_S
+
+    health_wait = int(re.search(r"health --wait (\d+)", UNIT)[1])
+    assert int(re.search(r"^TimeoutStartSec=(\d+)$", UNIT, re.M)[1]) > health_wait + TOTAL_S
 
 
 def test_warm_replica_refuses_an_address_off_this_machine(capsys):
@@ -142,6 +147,27 @@ def test_warm_replica_refuses_an_address_off_this_machine(capsys):
 
     assert warm_replica.main(["http://example.org:8501/vit-lens/"]) == 2
     assert "example.org" in capsys.readouterr().err
+
+
+def test_warming_stops_when_its_time_is_spent(monkeypatch):
+    """Past the warm-up's total, the remaining pages are not opened, and say so."""
+    from dashboard import warm_replica
+    from dashboard.page_list import existing_pages
+
+    opened = []
+
+    async def fake_open(base, path, timeout):
+        opened.append((path, timeout))
+        return warm_replica.PageRun(seconds=0.1)
+
+    clock = iter([0.0, 0.0, 1.0, 700.0] + [700.0] * 20)
+    monkeypatch.setattr(warm_replica, "open_page", fake_open)
+    monkeypatch.setattr(warm_replica, "monotonic", lambda: next(clock))
+    runs = warm_replica.warm("http://127.0.0.1:8501/vit-lens")
+    assert [path for path, _ in opened] == ["", "vit_explainer"]
+    assert opened[1][1] == pytest.approx(599.0)  # each page gets what is left
+    assert len(runs) == len(existing_pages())
+    assert all("not opened" in run.error for _, run in runs[2:])
 
 
 def test_health_of_a_closed_port_exits_2(capsys):
