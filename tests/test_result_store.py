@@ -488,6 +488,30 @@ def test_a_request_does_not_wait_for_its_write(store_dir, monkeypatch):
                                                        lambda: None), np.zeros(4))
 
 
+def test_a_batch_job_waits_for_room_and_drops_nothing(store_dir, monkeypatch):
+    """`warmup --gallery` sets `wait_for_room`: with the writer slowed down, more results than
+    the waiting room holds are all written (a request would drop them: the test above)."""
+    import threading
+
+    store = disk_cache.result_store()
+    real_save, saves = store._save, []
+    monkeypatch.setattr(store, "_save", lambda *a: (saves.append(1), time.sleep(0.02),
+                                                    real_save(*a))[-1])
+    memory = BoundedCache(64, 2**24, shared=True)
+    count = result_store.PENDING_WRITES + 5
+    store.wait_for_room = True
+    try:
+        worker = threading.Thread(target=lambda: [memory.get_or_compute(
+            cache_key("test-batch", None, n), lambda n=n: np.full(4, n)) for n in range(count)])
+        worker.start()
+        worker.join(30)
+        store.flush()
+    finally:
+        store.wait_for_room = False
+    assert store.counts["dropped"] == 0 and store.counts["written"] == count
+    assert len(entry_files(store_dir)) == count == len(saves)
+
+
 def test_a_built_figure_is_read_back_by_the_next_process(store_dir):
     """A class asks every replica for the same figures at once: one replica builds a figure
     (and its pictures' encodings), the others and the next restart read them."""

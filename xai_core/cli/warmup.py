@@ -95,8 +95,7 @@ def warm_gallery(lines: list[str]) -> dict:
     ViT and CNN; says per image how long it took and how much it computed."""
     from dataclasses import asdict
 
-    from ..gallery_warmup import warm_image
-    from ..images import load_sample, sample_ids
+    from ..images import sample_ids
     from ..models import DEFAULT_CNN, DEFAULT_VIT, disk_cache, get_model
 
     store = disk_cache.result_store()
@@ -105,9 +104,7 @@ def warm_gallery(lines: list[str]) -> dict:
     vit, cnn = get_model(DEFAULT_VIT), get_model(DEFAULT_CNN)
     started, rows = time.perf_counter(), []
     for sample_id in sample_ids():
-        row = warm_image(vit, cnn, sample_id, load_sample(sample_id))
-        if store is not None:
-            store.flush()  # on disk before the next image (and before this command ends)
+        row = _warm_one(store, vit, cnn, sample_id)
         rows.append(asdict(row))
         lines.append(f"{'gallery ' + sample_id:20} {row.seconds:.1f} s: {row.computed} "
                      f"computed, {row.from_disk} read from the store"
@@ -118,6 +115,22 @@ def warm_gallery(lines: list[str]) -> dict:
                  + (f": {size / 2**20:.0f} MB in use" if store else ""))
     return {"images": rows, "seconds": seconds, "store": str(store.folder) if store else None,
             "store_bytes": size}
+
+
+def _warm_one(store, vit, cnn, sample_id: str):
+    """One gallery image's default views, every result on disk before it returns: a batch job
+    waits for the writer rather than drop a write, as a request would."""
+    from ..gallery_warmup import warm_image
+    from ..images import load_sample
+
+    if store is None:
+        return warm_image(vit, cnn, sample_id, load_sample(sample_id))
+    store.wait_for_room = True
+    try:
+        return warm_image(vit, cnn, sample_id, load_sample(sample_id))
+    finally:
+        store.wait_for_room = False
+        store.flush()
 
 
 def healthy(url: str, timeout: float = 5.0) -> bool:

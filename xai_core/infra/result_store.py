@@ -298,6 +298,8 @@ class ResultStore:
         self._lock = threading.RLock()  # evict counts under it
         self._pending: queue.Queue = queue.Queue(maxsize=PENDING_WRITES)
         self._writer: threading.Thread | None = None
+        # a batch job (warm-up) waits for room in the queue instead of dropping the write
+        self.wait_for_room = False
         self.counts = {"read": 0, "written": 0, "corrupt": 0, "unstorable": 0, "evicted": 0,
                        "dropped": 0}
 
@@ -352,7 +354,7 @@ class ResultStore:
                 self._writer.start()
                 atexit.register(self.flush)
         try:
-            self._pending.put_nowait((digest, value))
+            self._pending.put((digest, value), block=self.wait_for_room)
         except queue.Full:
             self._count("dropped")
 
