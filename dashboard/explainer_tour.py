@@ -12,6 +12,7 @@ Importable without running the app (no streamlit here).
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import Callable
@@ -142,9 +143,7 @@ TOUR: list[Step] = [
          spot=("image", "heads", "matrix"), page="4_rollout_heads.py"),
     Step(title="Switch that head off",
          text="A map says where a head looks, not whether the answer needs it. "
-              "{sink_switch_sentence} Every head chip has a small power switch in its corner: turn "
-              "any head of any block off and the model runs again without it; the answer bars under the "
-              "chips change in place. Page 9 switches every head off in turn.",
+              "{sink_switch_sentence} {switch_how} Page 9 switches every head off in turn.",
          stage="blocks", block="sink", head="sink", patch=None, overlay="attention",
          spot=("heads", "answer"), page="9_interventions.py", switch_off=True),
     # after the sinks: the first block's mean of heads can be one sink patch, so distance is
@@ -205,9 +204,8 @@ TOUR: list[Step] = [
     Step(title="Test a claim",
          text="Head {sharpest} of {middle_label} has the most focused attention (step "
               "{heads_step}): a map would call it important. {sharp_switch_sentence} "
-              "{compare_sentence} Switch heads off yourself with the power switch on each chip; page 9 "
-              "ranks every head by what the answer loses without it, beside what the maps "
-              "claim.",
+              "{compare_sentence} {switch_yourself} Page 9 ranks every head by what the answer "
+              "loses without it, beside what the maps claim.",
          stage="blocks", block="middle", head="sharpest", patch=None, overlay="attention",
          spot=("heads", "answer"), page="9_interventions.py", switch_off=True),
 ]
@@ -286,9 +284,24 @@ def nearest_head(overview: dict, block: int) -> int:
     return min(kept_heads(overview, block), key=lambda h: mad[h])
 
 
-def tour_facts(overview: dict, switch: Switch) -> dict[str, str]:
+# How a learner switches heads: in the app (`live`), or not at all in an offline lesson, where
+# no model can run again and the switching steps show the results made with the file.
+SWITCH_HOW = {
+    True: ("Every head chip has a small power switch in its corner: turn any head of any block "
+           "off and the model runs again without it; the answer bars under the chips change "
+           "in place."),
+    False: ("In the app every head chip has a power switch that runs the model again without "
+            "that head; this file cannot run the model, so it shows the result computed when "
+            "it was made."),
+}
+SWITCH_YOURSELF = {True: "Switch heads off yourself with the power switch on each chip.",
+                   False: "In the app you can switch any head off yourself."}
+
+
+def tour_facts(overview: dict, switch: Switch, live: bool = True) -> dict[str, str]:
     """The numbers the steps quote, from the overview payload of the image on screen and
-    the two heads the tour switches off (`switch`)."""
+    the two heads the tour switches off (`switch`); `live`: in the app (False: an offline
+    lesson, where nothing runs again)."""
     layout, dims, prediction = overview["layout"], overview["dims"], overview["prediction"]
     (height, width), (ph, _) = layout["input"], layout["patch"]
     rows, cols = layout["grid"]
@@ -317,6 +330,7 @@ def tour_facts(overview: dict, switch: Switch) -> dict[str, str]:
         "growth_sentence": _growth_sentence(overview),
         "outlier_sentence": _outlier_sentence(overview),
         "sink_sentence": _sink_sentence(overview),
+        "switch_how": SWITCH_HOW[live], "switch_yourself": SWITCH_YOURSELF[live],
         "distance_sentence": _distance_sentence(overview),
         "near_head_sentence": _near_head_sentence(overview),
         "rollout_start": _rollout_start(overview),
@@ -706,11 +720,12 @@ def longest_patch(overview: dict) -> int:
     return (marks["flagged"] or [marks["largest"]])[0]["patch"]
 
 
-def resolve_steps(overview: dict, switch: Switch) -> list[dict]:
+def resolve_steps(overview: dict, switch: Switch, live: bool = True) -> list[dict]:
     """Every step with its text filled in and its controls as numbers for this model; a
     step that switches its head off carries the result (`switch`), so it shows without a
-    round trip, also in an offline lesson."""
-    facts = tour_facts(overview, switch)
+    round trip, also in an offline lesson (`live` False: the text says so)."""
+    switch = functools.cache(switch)  # the facts and the steps ask for the same heads
+    facts = tour_facts(overview, switch, live)
     titles = page_titles()
     daam_ok = "unavailable" not in overview["daam"]
     resolved = []

@@ -193,7 +193,7 @@ def image_entry(model, lesson_image: LessonImage, index: int, head, blocks: list
     writer = PartWriter()
     entry = {"title": lesson_image.title,
              "signature": f"lesson|{index}|{model.spec.id}|{prepare(model, image).sha256[:16]}",
-             "steps": resolve_steps(overview, switcher(model, image, head)),
+             "steps": resolve_steps(overview, switcher(model, image, head), live=False),
              "overview": writer.add({"overview": overview}),
              "detail": {}, "vectors": {},
              "limits": {"blocks": len(overview["blocks"]), "heads": overview["dims"]["heads"],

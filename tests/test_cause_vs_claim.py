@@ -131,6 +131,18 @@ def test_a_cnn_masks_16_pixel_cells():
         C.cause_vs_claim(model, image, removals="tokens", ks=(2,), methods=("gradcam",))
 
 
+def test_the_default_grid_stops_below_the_models_patch_count():
+    """A 4x4-patch ViT takes k = 1, 2, 4, 8 by default; asking 16 of its 16 is refused."""
+    from tiny_models import tiny_vit
+
+    model = tiny_vit("test-tiny-vit-claims", knn=False)
+    assert C.num_patches(model) == 16 and C.default_ks(model) == (1, 2, 4, 8)
+    values = C.check_request(model, "tokens", None, 20, 0)
+    assert values["ks"] == (1, 2, 4, 8)
+    with pytest.raises(OptionError, match="k=16 leaves no patch of the 16"):
+        C.check_request(model, "tokens", (1, 16), 20, 0)
+
+
 @pytest.mark.parametrize("args, words", [
     (["--k", "0"], "at least 1"),
     (["--k", "256"], "leaves no patch"),

@@ -83,6 +83,25 @@ def test_switching_steps_carry_their_result_and_quote_its_numbers(dinov2, image)
     assert all(s["switch"] is None for s in steps if s not in switching)
 
 
+def test_each_switched_head_runs_once_and_the_offline_words_claim_no_switch(dinov2, image):
+    """The facts and the steps ask for the same two heads: each is computed once. In an
+    offline lesson nothing runs again: the steps say the result was made with the file."""
+    overview = explainer.overview_payload(dinov2, image)
+    real, asked = tour.switcher(dinov2, image, None), []
+    steps = {live: tour.resolve_steps(overview, lambda b, h: asked.append((b, h)) or real(b, h),
+                                      live=live) for live in (True, False)}
+    assert len(asked) == 2 * len(set(asked)) == 4  # two heads, once per resolve
+    for title in ("Switch that head off", "Test a claim"):
+        live, offline = (next(s for s in steps[m] if s["title"] == title) for m in (True, False))
+        assert live["switch"] == offline["switch"] is not None
+        assert "power switch" in live["text"] and "In the app" not in live["text"]
+        assert "In the app" in offline["text"]
+        assert "in its corner" not in offline["text"]
+        assert "yourself with the power switch" not in offline["text"]
+    assert "this file cannot run the model" in next(
+        s["text"] for s in steps[False] if s["title"] == "Switch that head off")
+
+
 def test_a_score_change_is_never_printed_as_minus_zero():
     assert tour.signed_change(-0.0004) == tour.signed_change(0.0004) == "a change under 0.001"
     assert tour.signed_change(-0.0141) == "−0.014" and tour.signed_change(0.0012) == "+0.001"

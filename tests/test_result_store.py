@@ -23,7 +23,7 @@ import torch
 from single_thread import one_torch_thread
 from tiny_models import images, tiny_cnn, tiny_vit
 from xai_core.infra import cache, result_store
-from xai_core import compare, explainer, interventions, pipeline, readout
+from xai_core import cause_vs_claim, compare, explainer, interventions, pipeline, readout
 from xai_core.infra.cache import BoundedCache, cache_key, fingerprint
 from xai_core.methods.base import RESULT_CACHE
 from xai_core.models import disk_cache, settings
@@ -135,7 +135,7 @@ def models():
 
 def test_every_kind_of_shared_result_comes_back_equal(models):
     """Captures, method results, the comparison's runs, the Explainer's payloads and the
-    interventions' and read-out's results: the
+    interventions', read-out's and cause vs claim's results: the
     decoded value has the same content (same types, fields, dtypes and bytes) as the one
     computed, by `cache.fingerprint`, which walks dataclasses, dicts, arrays and tensors."""
     vit, cnn = models
@@ -147,7 +147,9 @@ def test_every_kind_of_shared_result_comes_back_equal(models):
               interventions.intervene(vit, image, target=0, heads_off="0.1"),
               interventions.intervene(vit, image, target=0, maps=False, tokens_drop="0-3"),
               interventions.head_importance(vit, image, target=0),
-              readout.readout(vit, image, target=0)]
+              readout.readout(vit, image, target=0),
+              cause_vs_claim.cause_vs_claim(vit, image, target=0, removals="tokens", ks=(1, 2),
+                                            methods=("attention", "rollout"))]
     for model in models:
         values += compare.run_methods(model, image, compare.default_methods(model), 1)
         values += [RESULT_CACHE.peek(key) for key in list(RESULT_CACHE._items)
@@ -384,6 +386,7 @@ def test_two_processes_writing_one_key_leave_a_whole_file(store_dir, tmp_path):
 def test_the_shared_caches_of_the_pipeline_use_the_store():
     assert pipeline.CAPTURE_CACHE.shared and RESULT_CACHE.shared
     assert explainer.EXPLAINER_CACHE.shared
+    assert interventions.RESULTS.shared and readout.RESULTS.shared and cause_vs_claim.RESULTS.shared
     assert cache._shared_store is disk_cache.result_store
 
 

@@ -2,11 +2,11 @@
 removing as many patches at random?
 
 For each method of page 7's list (`compare.default_methods`, maps from `compare.run_methods`)
-its top-k patches are removed, for k on a grid (1, 2, 4, ..., 32 by default), and the drop of
-the target's class score is measured: drop = score of the plain forward - score with the
-patches removed (positive: the patches helped the answer). Against it: k patches drawn at
-random (`draws` >= 20 seeded draws, the mean with Student's t interval,
-`benchmark.statistics.t_interval`), and the patches a learner chose.
+its top-k patches are removed, for k on a grid (by default 1, 2, 4, ..., 32: those below the
+model's patch count), and the drop of the target's class score is measured: drop = score of
+the plain forward - score with the patches removed (positive: the patches helped the answer).
+Against it: k patches drawn at random (`draws` >= 20 seeded draws, the mean with Student's t
+interval, `benchmark.statistics.t_interval`), and the patches a learner chose.
 
 Two ways to remove a patch (`REMOVALS`):
     tokens  its token leaves the sequence after the position embeddings (prefix tokens kept,
@@ -49,7 +49,8 @@ from .pipeline import default_batch_size, head_of, model_output, prepare, resolv
 K_GRID = (1, 2, 4, 8, 16, 32)
 REMOVALS = {"tokens": "tokens dropped from the sequence", "pixels": "pixels masked"}
 MIN_DRAWS, MAX_DRAWS = 20, 200
-RESULTS = BoundedCache(max_entries=32, max_bytes=32 * 2**20)
+# shared: a class asking the same picture's test on several replicas waits for it once
+RESULTS = BoundedCache(max_entries=32, max_bytes=32 * 2**20, shared=True)
 # the learner's patches, written as the interventions' patch lists ('3,7-9')
 LEARNER = ListOption("learner", "patches", "The patches you chose (0-based, raster order).")
 OVERLAP = ("overlap: the share of your k patches that are also among the method's top k "
@@ -92,6 +93,11 @@ def patch_grid(model) -> tuple[int, int]:
     return -(-height // cell), -(-width // cell)
 
 
+def default_ks(model) -> tuple[int, ...]:
+    """K_GRID's counts that leave at least one patch of the model's."""
+    return tuple(k for k in K_GRID if k < num_patches(model))
+
+
 def parse_ks(raw) -> tuple[int, ...]:
     """'1,2,4' or a sequence -> sorted distinct k >= 1 (refused in words otherwise)."""
     items = raw.split(",") if isinstance(raw, str) else list(raw)
@@ -123,7 +129,7 @@ def check_request(model, removals, ks, draws: int, seed: int, learner=(), method
                           "instead).")
     if baseline not in _baselines():
         raise OptionError(f"Baseline '{baseline}' is not one of: {', '.join(_baselines())}.")
-    ks, patches = parse_ks(ks), num_patches(model)
+    ks, patches = parse_ks(default_ks(model) if ks is None else ks), num_patches(model)
     if ks[-1] >= patches:
         raise OptionError(f"k={ks[-1]} leaves no patch of the {patches}; take k below "
                           f"{patches}.")
@@ -313,7 +319,7 @@ class ClaimTest:
                 "overlap": OVERLAP}
 
 
-def cause_vs_claim(model, image, target=None, head=None, removals=tuple(REMOVALS), ks=K_GRID,
+def cause_vs_claim(model, image, target=None, head=None, removals=tuple(REMOVALS), ks=None,
                    draws: int = MIN_DRAWS, seed: int = 0, learner=(), methods=None,
                    baseline: str = "blur", should_stop=None) -> ClaimTest:
     """The drops of every method's top-k, of random k and of the learner's patches (cached

@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from . import compare, explainer, pipeline
+from . import cause_vs_claim, compare, explainer, interventions, lab, pipeline, readout
 from .analysis import tokens
 from .capture import shared_forwards
 from .methods import METHODS, daam, daam_knn, gradcam, rollout
@@ -80,8 +80,23 @@ def comparison(vit, cnn, image) -> None:
                             model.head, {})
 
 
+def intervention_lab(vit, cnn, image) -> None:
+    """Page 9 on the ViT: its first view (the strongest sink head switched off, zero
+    convention, with the maps before and after) and the three views a class waits for
+    (read-out, head importance, cause vs claim with tokens dropped: about 10 s on 2 cores)."""
+    target = _top(vit, image)
+    block, head, _sink = lab.sink_suggestion(vit, image)
+    interventions.intervene(vit, image, target=target, head=vit.head,
+                            heads_off=f"{block}.{head}", heads_fill="zero")
+    interventions.intervene(vit, image, target=target, head=vit.head)
+    readout.readout(vit, image, target=target, head=vit.head)
+    lab.importance_stories(vit, image, interventions.head_importance(
+        vit, image, target=target, head=vit.head, fill="zero"))
+    cause_vs_claim.cause_vs_claim(vit, image, target=target, head=vit.head, removals="tokens")
+
+
 PAGES = (home_and_tokens, vit_explainer, attention_distance, rollout_and_gae, gradcam_steps,
-         daam_flow, comparison)
+         daam_flow, comparison, intervention_lab)
 
 
 @dataclass
@@ -96,7 +111,8 @@ class Warmed:
 def _shared_caches():
     from .methods.base import RESULT_CACHE
 
-    return (pipeline.INPUT_CACHE, pipeline.CAPTURE_CACHE, RESULT_CACHE, explainer.EXPLAINER_CACHE)
+    return (pipeline.INPUT_CACHE, pipeline.CAPTURE_CACHE, RESULT_CACHE, explainer.EXPLAINER_CACHE,
+            interventions.RESULTS, readout.RESULTS, cause_vs_claim.RESULTS)
 
 
 def _counts() -> tuple[int, int]:

@@ -132,6 +132,18 @@ def chromium_path() -> str:
     return path
 
 
+def watched_tab(browser, width: int, height: int, timeout_ms: int | None = 240_000, **options):
+    """(context, tab, errors): a new browser context with one tab whose script errors are
+    collected in `errors` (a test asserts it is empty); `options` go to the context."""
+    context = browser.new_context(viewport={"width": width, "height": height}, **options)
+    tab = context.new_page()
+    if timeout_ms is not None:
+        tab.set_default_timeout(timeout_ms)
+    errors: list[str] = []
+    tab.on("pageerror", lambda error: errors.append(str(error)))
+    return context, tab, errors
+
+
 def wait_app_idle(page, timeout_ms: int = 240_000) -> None:
     """Wait until Streamlit has started and then finished running the script."""
     page.wait_for_selector("[data-testid='stApp']", timeout=timeout_ms)

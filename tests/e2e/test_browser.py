@@ -10,7 +10,7 @@ import re
 from urllib.parse import quote
 
 import pytest
-from e2e_helpers import ARTIFACTS, ROOT, open_view, running_apps, wait_app_idle
+from e2e_helpers import ARTIFACTS, open_view, running_apps, wait_app_idle, watched_tab
 from PIL import Image
 
 from dashboard.page_list import existing_pages
@@ -42,11 +42,7 @@ def app():
 @pytest.fixture(scope="module")
 def session(app, browser):
     """One browser tab = one Streamlit session, kept across the tests (in file order)."""
-    context = browser.new_context(viewport={"width": 1500, "height": 2000})
-    page = context.new_page()
-    page.set_default_timeout(240_000)
-    errors: list[str] = []
-    page.on("pageerror", lambda error: errors.append(str(error)))
+    context, page, errors = watched_tab(browser, 1500, 2000)
     page.goto(app.url + "?image_choice=" + quote(UPLOAD_CHOICE))  # links carry option ids
     wait_app_idle(page)
     yield page, errors

@@ -14,7 +14,7 @@ import math
 
 import numpy as np
 import pytest
-from e2e_helpers import ARTIFACTS, ROOT as REPO, running_apps, wait_app_idle
+from e2e_helpers import ARTIFACTS, ROOT as REPO, running_apps, wait_app_idle, watched_tab
 from explainer_driver import (ROOT, Traffic, check_tour_above, choose_random_vit,
                               hover_patch, image_pixels_digest, in_view, metrics,
                               open_explainer, patch_point, state, upload_photo,
@@ -36,11 +36,7 @@ def app():
 
 
 def new_page(browser, width=1500, height=1800, **options):
-    context = browser.new_context(viewport={"width": width, "height": height}, **options)
-    tab = context.new_page()
-    tab.set_default_timeout(240_000)
-    errors: list[str] = []
-    tab.on("pageerror", lambda error: errors.append(str(error)))
+    context, tab, errors = watched_tab(browser, width, height, **options)
     return context, tab, Traffic(tab), errors
 
 

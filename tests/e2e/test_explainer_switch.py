@@ -7,7 +7,7 @@ trained answer; a tour step that switches a head off shows its result at once.""
 from __future__ import annotations
 
 import pytest
-from e2e_helpers import running_apps
+from e2e_helpers import running_apps, watched_tab
 from explainer_driver import ROOT, Traffic, open_explainer, state, wait_for_state
 
 from dashboard.explainer_tour import TOUR, step_number
@@ -26,11 +26,7 @@ def app():
 
 @pytest.fixture()
 def tab(app, browser):
-    context = browser.new_context(viewport={"width": 1500, "height": 1800})
-    page = context.new_page()
-    page.set_default_timeout(240_000)
-    errors: list[str] = []
-    page.on("pageerror", lambda error: errors.append(str(error)))
+    context, page, errors = watched_tab(browser, 1500, 1800)
     yield page
     context.close()
     assert errors == [], errors

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from e2e_helpers import running_apps, wait_app_idle
+from e2e_helpers import running_apps, wait_app_idle, watched_tab
 from explainer_driver import ROOT, open_explainer, state, wait_for_state
 
 from dashboard.explainer_tour import TOUR
@@ -68,11 +68,7 @@ def go_to_step(page, number: int, touch: bool) -> None:
 def test_a_step_shows_the_patch_it_names_below_the_tour_box(app, browser, screen):
     width, height, query, options = SCREENS[screen]
     touch = bool(options)
-    context = browser.new_context(viewport={"width": width, "height": height}, **options)
-    page = context.new_page()
-    page.set_default_timeout(240_000)
-    errors: list[str] = []
-    page.on("pageerror", lambda error: errors.append(str(error)))
+    context, page, errors = watched_tab(browser, width, height, **options)
     try:
         open_explainer(page, app.url, query)
         grid = tuple(int(n) for n in state(page)["grid"].split("x"))

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from e2e_helpers import AppProcess, wait_app_idle
+from e2e_helpers import AppProcess, wait_app_idle, watched_tab
 
 from xai_core import cause_vs_claim as claims
 from xai_core.images import load_sample
@@ -43,11 +43,7 @@ def click_patch(page, patch: int) -> None:
 
 
 def test_predict_then_reveal_shows_the_learners_drop(app, browser):
-    context = browser.new_context(viewport={"width": 1400, "height": 1800})
-    page = context.new_page()
-    page.set_default_timeout(240_000)
-    errors: list[str] = []
-    page.on("pageerror", lambda error: errors.append(str(error)))
+    context, page, errors = watched_tab(browser, 1400, 1800)
     try:
         page.goto(app.url + "interventions?iv_view=predict&iv_k=2")
         wait_app_idle(page)

@@ -17,7 +17,8 @@ import time
 from urllib.parse import quote
 
 import pytest
-from e2e_helpers import ARTIFACTS, AppProcess, png_bytes, running_apps, wait_app_idle
+from e2e_helpers import (ARTIFACTS, AppProcess, png_bytes, running_apps, wait_app_idle,
+                         watched_tab)
 from proxy_helpers import PREFIX, nginx_in_front
 
 from dashboard.replica import COOKIE
@@ -72,10 +73,7 @@ def figure_titles(page) -> list[str]:
 
 def test_killed_replica_fails_over_to_a_working_page(stack, browser):
     apps, proxy = stack
-    context = browser.new_context(viewport={"width": 1400, "height": 1000})
-    page = context.new_page()
-    errors: list[str] = []
-    page.on("pageerror", lambda error: errors.append(str(error)))
+    context, page, errors = watched_tab(browser, 1400, 1000, timeout_ms=None)
     own = ("http://127.0.0.1:", "ws://127.0.0.1:", "data:", "blob:")
     elsewhere: list[str] = []  # the app asks no host but its own
     page.on("request", lambda request: request.url.startswith(own)

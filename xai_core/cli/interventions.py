@@ -157,7 +157,8 @@ def add_cause_vs_claim_command(add) -> None:
                                       "ViT, pixels on a CNN)")
     sub.add_argument("--baseline", default="blur", help="what masked pixels show (the "
                                                         "benchmark's baselines)")
-    sub.add_argument("--k", default="1,2,4,8,16,32", help="patch counts, comma-separated")
+    sub.add_argument("--k", help="patch counts, comma-separated (default: 1,2,4,8,16,32, "
+                                 "those below the model's patch count)")
     sub.add_argument("--draws", default="20", help="random draws per k (20-200)")
     sub.add_argument("--seed", default="0", help="seed of the random draws")
     sub.add_argument("--methods", help="comma-separated (default: page 7's ticked methods)")
