@@ -71,6 +71,26 @@ def open_explainer(page, app_url: str, query: str = "", timeout_ms: int = 240_00
     wait_vectors_settled(page, timeout_ms / 1000)
 
 
+HIT_AREA = """(target) => {
+  const box = target.getBoundingClientRect(), cx = box.x + box.width / 2, cy = box.y + box.height / 2;
+  const hits = (x, y) => {  // the component may sit in a shadow root: ask that root
+    const found = target.getRootNode().elementFromPoint(x, y);
+    return !!found && (found === target || target.contains(found));
+  };
+  const reach = (step) => { let n = 0; while (n < 40 && hits(...step(n + 1))) n++; return n; };
+  return [box.width + reach(n => [box.left - n, cy]) + reach(n => [box.right + n - 1, cy]),
+          box.height + reach(n => [cx, box.top - n]) + reach(n => [cx, box.bottom + n - 1])];
+}"""
+
+
+def hit_area(page, selector: str) -> tuple[float, float]:
+    """(width, height) in CSS px of the region where a tap lands on the element, probed with
+    elementFromPoint one pixel at a time outside its box (a pseudo-element can enlarge it)."""
+    target = page.locator(selector).first
+    target.scroll_into_view_if_needed()
+    return tuple(target.evaluate(HIT_AREA))
+
+
 def wait_vectors_settled(page, timeout_s: float = 240) -> None:
     """Until the shown block's queries and keys are here if their panel is in view (the
     browser asks for them then), and the rerun that brought them has finished."""

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from e2e_helpers import ARTIFACTS, ROOT as REPO, running_apps, wait_app_idle, watched_tab
 from explainer_driver import (ROOT, Traffic, check_tour_above, choose_random_vit,
-                              hover_patch, image_pixels_digest, in_view, metrics,
+                              hit_area, hover_patch, image_pixels_digest, in_view, metrics,
                               open_explainer, patch_point, state, upload_photo,
                               wait_for_state)
 from PIL import Image
@@ -404,11 +404,14 @@ def test_copy_link_reopens_the_same_view(app, page, browser):
 def test_a_phone_gets_one_column(app, browser):
     """A learner on a phone (390x844, touch): whichever stage is open, nothing sticks out past
     the component's edge (the image, its controls and the block's attention matrix did, by
-    35-270 px, cut off by the page), a tap on the picture shows that patch's attention, and a
+    35-270 px, cut off by the page), a head's power switch takes a finger, a tap on the picture shows that patch's attention, and a
     tour step shows its part under the tour box: step 9 the head chips whole and at least half
     of the picture (the chips went under the screen's edge)."""
     context, tab, traffic, errors = new_page(browser, 390, 844, is_mobile=True, has_touch=True)
     open_explainer(tab, app.url)
+    # a head's power switch is drawn 18 px wide; a finger gets at least 24 px (WCAG 2.5.8)
+    switch = f"{ROOT} .vx-headchip[data-head='2'] + .vx-headoff"
+    assert min(hit_area(tab, switch)) >= 24, hit_area(tab, switch)
     stages = tab.locator(f"{ROOT} .vx-stage")
     for i in range(stages.count()):
         stages.nth(i).click()
