@@ -41,7 +41,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests" / "e2e"))
 
 from bench.load_client import chromium_first_visit, first_visit_files  # noqa: E402
-from dashboard.page_visit import element_kinds, open_page, run_in_thread  # noqa: E402
+from dashboard.page_visit import element_kinds, open_page, run_in_thread, with_view  # noqa: E402
 from dashboard.warm_replica import warm  # noqa: E402
 from bench.run import print_rows  # noqa: E402
 
@@ -70,13 +70,13 @@ def rss_gb(pid: int) -> float:
 async def student(index: int, count: int, base: str, pages: list[str], queries: list[str],
                   static: list[str]) -> dict:
     await asyncio.sleep(index * ARRIVAL_S / count)
-    page = pages[index % len(pages)]
-    query = queries[(index // len(pages)) % len(queries)]
+    chosen = pages[index % len(pages)]
+    page, query = with_view(chosen, queries[(index // len(pages)) % len(queries)])
     async with asyncio.timeout(STUDENT_TIMEOUT_S):
         files = await first_visit_files(base, f"{page}?{query}", static)
         run = await open_page(base, page, query, cookies=files.cookies,
                               timeout=STUDENT_TIMEOUT_S - files.seconds)
-    return {"page": page, "files": files, "run": run}
+    return {"page": chosen, "files": files, "run": run}
 
 
 async def class_arrives(count: int, base: str, pages: list[str], static: list[str],
@@ -224,7 +224,8 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--students", default=",".join(map(str, STEPS)),
                         help="students per step, comma-separated (default 10,25,50,100)")
     parser.add_argument("--pages", default=",".join(PAGES),
-                        help="URL paths of the pages students open ('' is Home)")
+                        help="URL paths of the pages students open ('' is Home; "
+                             "'interventions?iv_view=claims' opens a view by its deep link)")
     args = parser.parse_args(argv)
     try:
         steps = [int(n) for n in args.students.split(",")]

@@ -37,7 +37,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests" / "e2e"))
 
 from bench.bench_load import gallery_queries  # noqa: E402
-from dashboard.page_visit import open_page, run_in_thread  # noqa: E402
+from dashboard.page_visit import open_page, run_in_thread, with_view  # noqa: E402
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 ARRIVAL_S = 5.0  # as bench_load
@@ -54,7 +54,7 @@ def visit(url: str, pid: int, page: str, query: str) -> tuple[float, float, floa
     bench_load's one client process spends per student on the page) of one new session's
     visit."""
     before, client = cpu_seconds(pid), time.process_time()
-    run = run_in_thread(open_page(url, page, query))
+    run = run_in_thread(open_page(url, *with_view(page, query)))
     if run.error or run.exceptions:
         raise RuntimeError(f"{page or 'Home'}?{query}: {run.error or 'an exception shown'}")
     return cpu_seconds(pid) - before, run.seconds, time.process_time() - client
@@ -67,8 +67,8 @@ async def arrivals(url: str, pages: list[str], queries: list[str], count: int) -
 
     async def student(index: int):
         await asyncio.sleep(index * ARRIVAL_S / count)
-        return await open_page(url, pages[index % len(pages)],
-                               queries[index // len(pages) % len(queries)])
+        return await open_page(url, *with_view(pages[index % len(pages)],
+                                               queries[index // len(pages) % len(queries)]))
     return await asyncio.gather(*(student(i) for i in range(count)))
 
 

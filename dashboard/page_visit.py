@@ -77,6 +77,13 @@ def element_kinds(payloads) -> tuple[list[str], int, bool]:
     return kinds, exceptions, False
 
 
+def with_view(page: str, query: str) -> tuple[str, str]:
+    """('interventions', 'image_choice=...&iv_view=claims') from a page written with its
+    view's deep link ('interventions?iv_view=claims') and the visit's own query string."""
+    page, _, view = page.partition("?")
+    return page, "&".join(part for part in (query, view) if part)
+
+
 async def open_page(base: str, page: str = "", query: str = "", cookies: dict | None = None,
                     timeout: float = 240) -> PageRun:
     """Open the page `base + page` (`base` ends with the app's prefix and '/') and wait for

@@ -170,6 +170,16 @@ def test_warming_stops_when_its_time_is_spent(monkeypatch):
     assert all("not opened" in run.error for _, run in runs[2:])
 
 
+def test_a_visit_can_name_a_pages_view_by_its_deep_link():
+    """The load bench's 'interventions?iv_view=claims' opens that view on the visit's image."""
+    from dashboard.page_visit import with_view
+
+    assert with_view("interventions?iv_view=claims", "image_choice=Cat") == (
+        "interventions", "image_choice=Cat&iv_view=claims")
+    assert with_view("comparison", "image_choice=Cat") == ("comparison", "image_choice=Cat")
+    assert with_view("", "") == ("", "")
+
+
 def test_health_of_a_closed_port_exits_2(capsys):
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
