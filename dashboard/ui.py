@@ -151,6 +151,18 @@ def stop_check():
 
 
 @contextmanager
+def progress_bar():
+    """A `progress(fraction, what)` callback for xai_core's long computations, drawn as a
+    bar that is removed when the block ends (a cached answer never calls it: no bar)."""
+    spot = st.empty()
+    try:
+        yield lambda fraction, what: spot.progress(min(max(fraction, 0.0), 1.0),
+                                                   text=literal.text(what))
+    finally:
+        spot.empty()
+
+
+@contextmanager
 def friendly_errors():
     """Turn bad input or an unavailable model into a message instead of a traceback (shown
     as plain text: it may quote what the visitor gave, e.g. a results.json's content)."""

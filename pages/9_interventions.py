@@ -210,10 +210,11 @@ def claims_view(model, image, target, head) -> None:
                                 format_func=BASELINE_NAMES.get)
     revealed = st.session_state.get("iv_revealed", (None, ()))
     mine = revealed[1] if revealed[0] == model.label else ()  # the picks you revealed: a star
-    with st.spinner("Removing each method's top patches and random ones..."):
+    with st.spinner("Removing each method's top patches and random ones..."), \
+            ui.progress_bar() as progress:
         found = claims.cause_vs_claim(model, image, target=target, head=head, removals=remove,
                                       baseline=baseline, learner=mine,
-                                      should_stop=ui.stop_check())
+                                      should_stop=ui.stop_check(), progress=progress)
     ui.show_figure(figs.claims_figure(found, remove), key="iv_claims")
     part, top = found.removals[remove], len(found.ks) - 1
     high = part.random_interval()[top, 1]
@@ -243,10 +244,11 @@ def predict_view(model, image, target, head) -> None:
     if st.session_state.get("iv_revealed") != (model.label, tuple(picked)):
         return
     removals = ("tokens", "pixels") if model.spec.family == "vit" else ("pixels",)
-    with st.spinner("Removing your patches, each method's and random ones..."):
+    with st.spinner("Removing your patches, each method's and random ones..."), \
+            ui.progress_bar() as progress:
         found = claims.cause_vs_claim(model, image, target=target, head=head, ks=(k,),
                                       removals=removals, learner=picked,
-                                      should_stop=ui.stop_check())
+                                      should_stop=ui.stop_check(), progress=progress)
     rows = lab.reveal_rows(found)
     for removal in removals:
         mine = found.removals[removal].learner

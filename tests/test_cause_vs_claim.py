@@ -131,6 +131,19 @@ def test_a_cnn_masks_16_pixel_cells():
         C.cause_vs_claim(model, image, removals="tokens", ks=(2,), methods=("gradcam",))
 
 
+def test_progress_is_reported_per_removal_and_k_while_computing(dinov2, image):
+    reports = []
+    C.RESULTS.clear()
+    request = dict(removals=("tokens", "pixels"), ks=(1, 2), methods=("attention",), seed=3)
+    C.cause_vs_claim(dinov2, image, progress=lambda *report: reports.append(report), **request)
+    assert [fraction for fraction, _ in reports] == [0.25, 0.5, 0.75, 1.0]
+    assert reports[0][1].startswith("tokens dropped from the sequence: k = 1 done")
+    assert reports[-1][1].startswith("pixels masked: k = 2 done")
+    reports.clear()
+    C.cause_vs_claim(dinov2, image, progress=lambda *report: reports.append(report), **request)
+    assert reports == []  # the cached answer
+
+
 def test_the_default_grid_stops_below_the_models_patch_count():
     """A 4x4-patch ViT takes k = 1, 2, 4, 8 by default; asking 16 of its 16 is refused."""
     from tiny_models import tiny_vit

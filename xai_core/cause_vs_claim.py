@@ -321,10 +321,11 @@ class ClaimTest:
 
 def cause_vs_claim(model, image, target=None, head=None, removals=tuple(REMOVALS), ks=None,
                    draws: int = MIN_DRAWS, seed: int = 0, learner=(), methods=None,
-                   baseline: str = "blur", should_stop=None) -> ClaimTest:
+                   baseline: str = "blur", should_stop=None, progress=None) -> ClaimTest:
     """The drops of every method's top-k, of random k and of the learner's patches (cached
     by content; treat the result as read-only). Bad values and requests over the budget
-    are refused in words before any pass."""
+    are refused in words before any pass. `progress(fraction, what)` is called after each
+    removal and k while it computes (not on a cached answer)."""
     values = check_request(model, removals, ks, draws, seed, learner, methods, baseline)
     check_budget(values, model)
     head = head_of(model, head)
@@ -333,7 +334,7 @@ def cause_vs_claim(model, image, target=None, head=None, removals=tuple(REMOVALS
         (k, tuple(v) if isinstance(v, tuple) else v) for k, v in values.items()),
         image=image_sha256(image), head=head)
     return RESULTS.get_or_compute(key, lambda: _measure(model, image, target, head, values,
-                                                        should_stop))
+                                                        should_stop, progress))
 
 
 def method_rankings(model, image, target: int, head, names) -> tuple[dict, dict]:
@@ -350,7 +351,8 @@ def method_rankings(model, image, target: int, head, names) -> tuple[dict, dict]
     return rankings, failed
 
 
-def _measure(model, image, target: int, head, values: dict, should_stop) -> ClaimTest:
+def _measure(model, image, target: int, head, values: dict, should_stop,
+             progress=None) -> ClaimTest:
     from .metrics.faithfulness import class_scorer, score_kind
 
     started = time.perf_counter()
@@ -360,7 +362,7 @@ def _measure(model, image, target: int, head, values: dict, should_stop) -> Clai
     orders = random_orders(num_patches(model), values["draws"], values["seed"])
     pixels = prepare(model, image).pixels
     learner = np.array(values["learner"], dtype=np.int64)
-    removals, images = {}, 0
+    removals, images, steps = {}, 0, len(values["removals"]) * len(values["ks"])
     for removal in values["removals"]:
         reference = (reference_pixels(model, pixels, values["baseline"])
                      if removal == "pixels" else None)
@@ -380,6 +382,10 @@ def _measure(model, image, target: int, head, values: dict, should_stop) -> Clai
             for same, drop in zip(sets.values(), score - scorer(out)):
                 drops[same] = drop
             images += len(sets)
+            if progress is not None and k in values["ks"]:
+                done = len(removals) * len(values["ks"]) + values["ks"].index(k) + 1
+                progress(done / steps, f"{REMOVALS[removal]}: k = {k} done ({images} images "
+                                       "so far)")
         by_k = {(name, k): drop for (name, k, _), drop in zip(rows, drops)}
         removals[removal] = Removal(
             removal, {name: np.array([by_k[name, k] for k in values["ks"]])
