@@ -82,8 +82,9 @@ def comparison(vit, cnn, image) -> None:
 
 def intervention_lab(vit, cnn, image) -> None:
     """Page 9 on the ViT: its first view (the strongest sink head switched off, zero
-    convention, with the maps before and after) and the three views a class waits for
-    (read-out, head importance, cause vs claim with tokens dropped: about 10 s on 2 cores)."""
+    convention, with the maps before and after) and the views a class waits for (read-out,
+    head importance, and cause vs claim with tokens dropped and with pixels masked by the
+    default blur: about 10 s each on 2 cores)."""
     target = _top(vit, image)
     block, head, _sink = lab.sink_suggestion(vit, image)
     interventions.intervene(vit, image, target=target, head=vit.head,
@@ -92,7 +93,9 @@ def intervention_lab(vit, cnn, image) -> None:
     readout.readout(vit, image, target=target, head=vit.head)
     lab.importance_stories(vit, image, interventions.head_importance(
         vit, image, target=target, head=vit.head, fill="zero"))
-    cause_vs_claim.cause_vs_claim(vit, image, target=target, head=vit.head, removals="tokens")
+    for removal in cause_vs_claim.REMOVALS:  # the view's radio: one test each
+        cause_vs_claim.cause_vs_claim(vit, image, target=target, head=vit.head,
+                                      removals=removal)
 
 
 PAGES = (home_and_tokens, vit_explainer, attention_distance, rollout_and_gae, gradcam_steps,
