@@ -241,3 +241,21 @@ def test_docs_numbers_are_recomputed(dinov2):
                    "attention", "daam", "rollout", "gae", "input-x-gradient", "legrad",
                    "saliency", "vit-gradcam")) + " |")
         assert row in docs, row
+
+
+def test_the_suggested_sink_head_comes_from_the_sinks_result_not_the_capture(dinov2, image):
+    """Page 9's first view names the strongest sink head: the one the analysis of the capture
+    finds, read from the `sinks` method's small result (a replica's first visit of a picture
+    must not read a 124 MB capture for it)."""
+    from xai_core import lab, pipeline
+    from xai_core.analysis.sinks import analyse_sinks
+
+    analysis = analyse_sinks(pipeline.vit_capture(dinov2, image))
+    sink = analysis.strongest()
+    lab.sink_suggestion(dinov2, image)  # its method result, computed once
+    pipeline.CAPTURE_CACHE.clear()
+    misses = pipeline.CAPTURE_CACHE.misses
+    block, head, found = lab.sink_suggestion(dinov2, image)
+    assert (block, head) == (analysis.blocks.index(sink.block), sink.head)
+    assert found.score == pytest.approx(sink.score) and found.key == sink.key
+    assert pipeline.CAPTURE_CACHE.misses == misses

@@ -9,9 +9,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .analysis.sinks import analyse_sinks
 from .capture import is_talking_heads, transformer_blocks
 from .interventions import _register_positions
+from .methods import METHODS
 from .pipeline import vit_capture
 
 ROLLOUT_WEIGHT = ("a head's weight in rollout: the part of rollout's final [CLS] row on the "
@@ -54,8 +54,10 @@ def attention_options(model) -> dict[str, str | None]:
 
 def sink_suggestion(model, image):
     """The strongest sink head of the plain forward (`analysis.sinks`): (block, head) in
-    self-attention block numbering, and the SinkHead."""
-    analysis = analyse_sinks(vit_capture(model, image))
+    self-attention block numbering, and the SinkHead. Read from the `sinks` method's shared
+    result, not the capture: a replica's first visit of a picture then reads a few kB from
+    the result store instead of a DINOv2 capture with gradients (124 MB)."""
+    analysis = METHODS["sinks"](model, image).detail
     sink = analysis.strongest()
     return analysis.blocks.index(sink.block), sink.head, sink
 
