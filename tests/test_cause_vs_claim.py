@@ -259,3 +259,21 @@ def test_the_suggested_sink_head_comes_from_the_sinks_result_not_the_capture(din
     assert (block, head) == (analysis.blocks.index(sink.block), sink.head)
     assert found.score == pytest.approx(sink.score) and found.key == sink.key
     assert pipeline.CAPTURE_CACHE.misses == misses
+
+
+def test_the_importance_stories_are_kept_and_read_no_capture_again(dinov2, image):
+    """A class opening page 9's importance view: the stories are computed once (the rollout
+    weights read the capture), then read without it; a different grid is its own entry."""
+    from xai_core import interventions as I
+    from xai_core import lab, pipeline
+
+    grid = I.head_importance(dinov2, image)
+    first = lab.importance_stories(dinov2, image, grid)
+    pipeline.CAPTURE_CACHE.clear()
+    misses = pipeline.CAPTURE_CACHE.misses
+    again = lab.importance_stories(dinov2, image, grid)
+    assert again is first and pipeline.CAPTURE_CACHE.misses == misses
+    mean = I.head_importance(dinov2, image, fill="mean")
+    other = lab.importance_stories(dinov2, image, mean)
+    np.testing.assert_array_equal(other.drops, mean.drops)
+    assert not np.array_equal(other.drops, first.drops)

@@ -23,7 +23,8 @@ import torch
 from single_thread import one_torch_thread
 from tiny_models import images, tiny_cnn, tiny_vit
 from xai_core.infra import cache, result_store
-from xai_core import cause_vs_claim, compare, explainer, interventions, pipeline, readout
+from xai_core import (cause_vs_claim, compare, explainer, interventions, lab, pipeline,
+                      readout)
 from xai_core.infra.cache import BoundedCache, cache_key, fingerprint
 from xai_core.methods.base import RESULT_CACHE
 from xai_core.models import disk_cache, settings
@@ -149,7 +150,9 @@ def test_every_kind_of_shared_result_comes_back_equal(models):
               interventions.head_importance(vit, image, target=0),
               readout.readout(vit, image, target=0),
               cause_vs_claim.cause_vs_claim(vit, image, target=0, removals="tokens", ks=(1, 2),
-                                            methods=("attention", "rollout"))]
+                                            methods=("attention", "rollout")),
+              lab.importance_stories(vit, image, interventions.head_importance(vit, image,
+                                                                               target=0))]
     for model in models:
         values += compare.run_methods(model, image, compare.default_methods(model), 1)
         values += [RESULT_CACHE.peek(key) for key in list(RESULT_CACHE._items)
@@ -387,6 +390,7 @@ def test_the_shared_caches_of_the_pipeline_use_the_store():
     assert pipeline.CAPTURE_CACHE.shared and RESULT_CACHE.shared
     assert explainer.EXPLAINER_CACHE.shared
     assert interventions.RESULTS.shared and readout.RESULTS.shared and cause_vs_claim.RESULTS.shared
+    assert lab.STORIES.shared
     assert cache._shared_store is disk_cache.result_store
 
 

@@ -115,7 +115,7 @@ def _shared_caches():
     from .methods.base import RESULT_CACHE
 
     return (pipeline.INPUT_CACHE, pipeline.CAPTURE_CACHE, RESULT_CACHE, explainer.EXPLAINER_CACHE,
-            interventions.RESULTS, readout.RESULTS, cause_vs_claim.RESULTS)
+            interventions.RESULTS, readout.RESULTS, cause_vs_claim.RESULTS, lab.STORIES)
 
 
 def _counts() -> tuple[int, int]:

@@ -10,10 +10,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from .capture import is_talking_heads, transformer_blocks
+from .images import image_sha256
+from .infra.cache import BoundedCache, cache_key, fingerprint
 from .interventions import _register_positions
 from .methods import METHODS
 from .pipeline import vit_capture
 
+STORIES = BoundedCache(max_entries=64, max_bytes=8 * 2**20, shared=True)
 ROLLOUT_WEIGHT = ("a head's weight in rollout: the part of rollout's final [CLS] row on the "
                   "image patches that passes through that head (rollout with (mean of heads "
                   "+ I) / 2 per block; by linearity head h of block b carries (1/2H) s_b A_bh "
@@ -113,7 +116,14 @@ class Stories:
 
 def importance_stories(model, image, grid) -> Stories:
     """`interventions.head_importance`'s grid beside the sink score, entropy and rollout
-    weight of each head, and Spearman's rho of the drops with each story."""
+    weight of each head, and Spearman's rho of the drops with each story; cached by content
+    and shared (the rollout weights read the capture: for DINOv2 with gradients 124 MB, per
+    picture and replica)."""
+    key = cache_key("importance-stories", model, fingerprint(grid), image=image_sha256(image))
+    return STORIES.get_or_compute(key, lambda: _stories(model, image, grid))
+
+
+def _stories(model, image, grid) -> Stories:
     from scipy.stats import spearmanr
 
     stories = {"sink score": grid.sink_scores, "entropy (nats)": grid.entropy,
