@@ -119,7 +119,10 @@ def importance_stories(model, image, grid) -> Stories:
     weight of each head, and Spearman's rho of the drops with each story; cached by content
     and shared (the rollout weights read the capture: for DINOv2 with gradients 124 MB, per
     picture and replica)."""
-    key = cache_key("importance-stories", model, fingerprint(grid), image=image_sha256(image))
+    # keyed by what the stories read, not by the grid's timing fields
+    key = cache_key("importance-stories", model,
+                    fingerprint((grid.drops, grid.sink_scores, grid.entropy)),
+                    image=image_sha256(image))
     return STORIES.get_or_compute(key, lambda: _stories(model, image, grid))
 
 
