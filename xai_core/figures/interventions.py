@@ -123,7 +123,8 @@ def claims_figure(found, removal: str, height: int = 680) -> go.Figure:
     figure.add_trace(go.Scatter(
         x=ks + ks[::-1], y=list(interval[:, 1]) + list(interval[::-1, 0]), fill="toself",
         fillcolor="rgba(120,120,120,0.25)", line=dict(width=0), hoverinfo="skip",
-        name=f"random, 95% t interval ({found.draws})"))
+        # two lines: in half a phone's width one line ran into the next column's entry
+        name=f"random: 95% t<br>interval, {found.draws} draws"))
     figure.add_trace(go.Scatter(x=ks, y=part.random_mean(), mode="lines", name="random (mean)",
                                 line=dict(color="grey", dash="dash")))
     for i, (name, drops) in enumerate(part.methods.items()):
