@@ -19,7 +19,8 @@ import os
 import statistics
 import time
 
-from xai_core import compare, pipeline
+from xai_core.studies import method_runs
+from xai_core import pipeline
 from xai_core.metrics import faithfulness
 from xai_core.images import load_sample
 from xai_core.models import get_model
@@ -60,7 +61,7 @@ def run() -> list[dict]:
         target = pipeline.resolve_target(model, None, image)
         pixels = pipeline.prepare(model, image).pixels
         batch = pipeline.default_batch_size(model)
-        runs = [r for r in compare.run_methods(model, image, compare.default_methods(model),
+        runs = [r for r in method_runs.run_methods(model, image, method_runs.default_methods(model),
                                                target) if r.ok]
         if not runs:
             rows.append({"name": f"{model_id}: no registered method", "value": 0.0,

@@ -156,7 +156,8 @@ def new_session_run(page: str, image: str, profiler: ScriptProfiler,
 
 def shared_caches() -> dict:
     """The process-wide caches a warm page run reads, by name (those this code has)."""
-    from xai_core import explainer, pipeline
+    from xai_core.lessons import explainer
+    from xai_core import pipeline
     from xai_core.figures import layers, reuse
     from xai_core.methods import base
 

@@ -19,7 +19,8 @@ from test_distance import brute_force_mean_pairwise, keras_mean_attention_distan
 
 from dashboard import explainer_tour as tour
 from dashboard.page_list import PAGES, PAGE_LIST
-from xai_core import explainer, pipeline
+from xai_core.lessons import explainer
+from xai_core import pipeline
 from xai_core.capture import transformer_blocks
 from xai_core.images import fit_to_model, load_sample, load_upload, model_crop_box
 from xai_core.methods import METHODS

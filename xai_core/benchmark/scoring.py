@@ -1,7 +1,7 @@
 """One unit of a benchmark: one image, one model, one method, every chosen metric.
 
 Every value comes from the code the single-image commands use: the method's map from
-`compare.run_method` (the comparison page's path, default options), the curve metrics
+`method_runs.run_method` (the comparison page's path, default options), the curve metrics
 from `metrics.faithfulness` (the `metrics` command's path), localisation from
 `metrics.localisation` (pointing game, energy in the boxes), ROAD from pytorch-grad-cam.
 """
@@ -19,7 +19,7 @@ import numpy as np
 import torch
 
 from ..capture import capture_cnn, model_layout
-from ..compare import run_method
+from ..studies.method_runs import run_method
 from ..images import model_input_box
 from ..maps import min_max, upsample
 from ..metrics.agreement import spearman

@@ -31,7 +31,7 @@ def warm_up(model_ids: tuple[str, ...] | None = None, sample: str = "chelsea") -
     from ..images import load_sample
     from ..models import availability, get_model
     from ..pipeline import predict
-    from ..readout import warm_block_banks
+    from ..studies.readout import warm_block_banks
 
     model_ids = model_ids or default_models()
 
@@ -120,7 +120,7 @@ def warm_gallery(lines: list[str]) -> dict:
 def _warm_one(store, vit, cnn, sample_id: str):
     """One gallery image's default views, every result on disk before it returns: a batch job
     waits for the writer rather than drop a write, as a request would."""
-    from ..gallery_warmup import warm_image
+    from ..lessons.warmup import warm_image
     from ..images import load_sample
 
     if store is None:

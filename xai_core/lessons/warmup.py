@@ -13,10 +13,12 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from . import cause_vs_claim, compare, explainer, interventions, lab, pipeline, readout
-from .analysis import tokens
-from .capture import shared_forwards
-from .methods import METHODS, daam, daam_knn, gradcam, rollout
+from ..studies import cause_vs_claim, interventions, method_runs, readout
+from . import explainer, interventions_lab
+from .. import pipeline
+from ..analysis import tokens
+from ..capture import shared_forwards
+from ..methods import METHODS, daam, daam_knn, gradcam, rollout
 
 
 def _top(model, image) -> int:
@@ -76,8 +78,8 @@ def daam_flow(vit, cnn, image) -> None:
 def comparison(vit, cnn, image) -> None:
     """Page 7 ("Theory and maps"): every default method on both models, top class."""
     for model in (vit, cnn):
-        compare.run_methods(model, image, compare.default_methods(model), _top(model, image),
-                            model.head, {})
+        method_runs.run_methods(model, image, method_runs.default_methods(model),
+                                _top(model, image), model.head, {})
 
 
 def intervention_lab(vit, cnn, image) -> None:
@@ -86,12 +88,12 @@ def intervention_lab(vit, cnn, image) -> None:
     head importance, and cause vs claim with tokens dropped and with pixels masked by the
     default blur: about 10 s each on 2 cores)."""
     target = _top(vit, image)
-    block, head, _sink = lab.sink_suggestion(vit, image)
+    block, head, _sink = interventions_lab.sink_suggestion(vit, image)
     interventions.intervene(vit, image, target=target, head=vit.head,
                             heads_off=f"{block}.{head}", heads_fill="zero")
     interventions.intervene(vit, image, target=target, head=vit.head)
     readout.readout(vit, image, target=target, head=vit.head)
-    lab.importance_stories(vit, image, interventions.head_importance(
+    interventions_lab.importance_stories(vit, image, interventions.head_importance(
         vit, image, target=target, head=vit.head, fill="zero"))
     for removal in cause_vs_claim.REMOVALS:  # the view's radio: one test each
         cause_vs_claim.cause_vs_claim(vit, image, target=target, head=vit.head,
@@ -112,10 +114,11 @@ class Warmed:
 
 
 def _shared_caches():
-    from .methods.base import RESULT_CACHE
+    from ..methods.base import RESULT_CACHE
 
     return (pipeline.INPUT_CACHE, pipeline.CAPTURE_CACHE, RESULT_CACHE, explainer.EXPLAINER_CACHE,
-            interventions.RESULTS, readout.RESULTS, cause_vs_claim.RESULTS, lab.STORIES)
+            interventions.RESULTS, readout.RESULTS, cause_vs_claim.RESULTS,
+            interventions_lab.STORIES)
 
 
 def _counts() -> tuple[int, int]:
