@@ -33,8 +33,8 @@ REPEATS = 3
 
 def _curve(model, pixels, saliency, metric, target, batch_size):
     return faithfulness.compute_curve(model, pixels, saliency, metric,
-                                      faithfulness.class_scorer(model, target), target,
-                                      faithfulness.score_kind(model), "zeros", STEPS, batch_size)
+                                      pipeline.class_scorer(model, target), target,
+                                      pipeline.score_kind(model), "zeros", STEPS, batch_size)
 
 
 def _speed_up(model, pixels, saliency, target, batch: int) -> dict:

@@ -8,7 +8,7 @@ from xai_core.lessons.comparison import FAMILY_LABEL
 from xai_core.infra import budget
 from xai_core.methods import METHODS
 from xai_core.methods.integrated_gradients import COMPLETENESS_LIMIT
-from xai_core.metrics.faithfulness import score_kind
+from xai_core.pipeline import score_kind
 
 from . import links, literal, state, ui
 

@@ -14,7 +14,8 @@ from xai_core.figures.matrices import agreement_heatmap
 from xai_core.figures.overlays import localisation_figure
 from xai_core.infra import budget
 from xai_core.methods import METHODS, THEORY_ROWS
-from xai_core.metrics.faithfulness import BASELINE_NAMES, BASELINES, MIN_STEPS
+from xai_core.metrics.faithfulness import MIN_STEPS
+from xai_core.analysis.perturbation import BASELINE_NAMES, BASELINES
 from xai_core.metrics.stability import is_seeded
 
 STABILITY, LOCALISE, FAITH, TOP_K = "cmp_stability", "cmp_localise", "cmp_faith", "cmp_topk"

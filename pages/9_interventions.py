@@ -10,7 +10,7 @@ from xai_core.lessons import interventions_lab
 from xai_core import pipeline
 from xai_core.capture import model_layout
 from xai_core.figures import intervention_figures as figs
-from xai_core.metrics.faithfulness import BASELINE_NAMES, BASELINES
+from xai_core.analysis.perturbation import BASELINE_NAMES, BASELINES
 from xai_core.studies.readout import readout
 
 st.title("Interventions: test a map against the model")

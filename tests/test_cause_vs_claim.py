@@ -18,7 +18,7 @@ from xai_core.studies.method_runs import run_method
 from xai_core.images import load_sample
 from xai_core.infra.errors import OptionError
 from xai_core.methods.attribution import reference_pixels
-from xai_core.metrics.faithfulness import class_scorer
+from xai_core.pipeline import class_scorer
 from xai_core.models import get_model
 from xai_core.pipeline import prepare
 

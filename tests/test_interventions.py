@@ -395,7 +395,7 @@ def test_output_of_runs_the_whole_forward_when_the_head_pools_the_patches(image)
 
 @pytest.mark.parametrize("fill", ["zero", "mean"])
 def test_head_importance_equals_switching_each_head_off_alone(dinov2, image, fill):
-    from xai_core.metrics.faithfulness import class_scorer
+    from xai_core.pipeline import class_scorer
 
     grid = I.head_importance(dinov2, image, fill=fill)
     assert grid.drops.shape == (12, 6)
@@ -439,7 +439,7 @@ def test_cli_head_importance_refuses_a_cnn_before_loading(capsys, monkeypatch):
 # --- read-out (logit lens) --------------------------------------------------------------------
 
 def test_readout_at_the_last_block_is_dinov2s_prediction(dinov2, image):
-    from xai_core.metrics.faithfulness import class_scorer
+    from xai_core.pipeline import class_scorer
     from xai_core.pipeline import predict
     from xai_core.studies.readout import block_heads, readout
 
@@ -604,7 +604,7 @@ def test_positions_on_reg4_move_only_the_patches_embeddings(image):
 
 
 def test_head_importance_on_deit_distilled_spot_checks(image):
-    from xai_core.metrics.faithfulness import class_scorer
+    from xai_core.pipeline import class_scorer
 
     model = random_layout("deit_small_distilled_patch16_224", 64, classes=10)
     grid = I.head_importance(model, image, target=2)

@@ -23,11 +23,11 @@ from ..studies.method_runs import run_method
 from ..images import model_input_box
 from ..maps import min_max, upsample
 from ..metrics.agreement import spearman
-from ..metrics.faithfulness import class_scorer, faithfulness, score_kind
+from ..metrics.faithfulness import faithfulness
 from ..metrics.localisation import energy_in_boxes, pointing_hit
 from ..metrics.stability import mean_pairwise_spearman, seed_stability, stability_seeds
 from ..methods import METHODS
-from ..pipeline import head_of, prepare, resolve_target
+from ..pipeline import class_scorer, head_of, prepare, resolve_target, score_kind
 from ..infra.rng import seeded
 from .plan import BOX_METRICS, CURVE_METRICS, RANDOM_METHOD, ImageItem, Settings, load_item
 

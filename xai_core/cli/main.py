@@ -13,8 +13,9 @@ import sys
 import numpy as np
 
 from .benchmark import add_benchmark_command
+from ..infra.provenance import run_meta
 from .common import (FAULT, USAGE_ERROR, CliError, add_budget_flag, budget_of, emit, labelled,
-                     load_image, load_model, method_options_model_image, run_meta, save_npz)
+                     load_image, load_model, method_options_model_image, save_npz)
 from .studies import add_interventions_commands
 from .lesson import add_lesson_command
 from .metrics import add_metrics_command

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import numpy as np
 
+from ..infra.provenance import run_meta
 from .common import (CliError, add_budget_flag, emit, labelled, load_image, load_model,
-                     parse_sets, run_meta, save_npz)
+                     parse_sets, save_npz)
 
 
 def add_interventions_commands(add) -> None:

@@ -2,9 +2,9 @@
 what its views derive from it: seed stability, faithfulness curves, agreement, attention vs
 gradient, localisation against a box, and the export bundle with its figures.
 
-`compare` runs and measures the methods; this module works on their runs, so the page keeps
-only layout and words, and the CLI or a bench can ask the same questions. Every number comes
-from a content-keyed cache (the methods' results, the curves, the agreement matrices, the
+`studies.method_runs` runs and measures the methods; this module works on their runs, so the
+page keeps only layout and words, and the CLI or a bench can ask the same questions. Every
+number comes from a content-keyed cache (the methods' results, the curves, the agreement matrices, the
 built figures), so the export, asked after the other views, reuses what they computed.
 The defaults of the views are named here once.
 """
@@ -21,12 +21,13 @@ from ..studies import method_runs
 from ..studies.method_runs import AttentionVsGradient, ModelSection
 from ..figures.curves import attention_gradient_scatter, curves_figure
 from ..figures.matrices import agreement_heatmap
+from ..analysis.perturbation import BASELINES
 from ..figures.overlays import practical_matrix
 from ..figures.style import plain_text
 from ..infra.faults import StopCheck
 from ..methods import METHODS
 from ..metrics.agreement import agreement_matrices
-from ..metrics.faithfulness import BASELINES, faithfulness
+from ..metrics.faithfulness import faithfulness
 from ..metrics.stability import UNSTABLE_BELOW, seed_stability
 from ..pipeline import prepare
 

@@ -6,6 +6,9 @@ settings (the top predicted class, the shared head, the first choice of every co
 the keys are the ones the page asks for. The pages' own control code is Streamlit's and
 lives in `pages/`; `bench/bench_result_store.py` runs the real pages after this warm-up and
 counts what they still compute.
+
+`warm_up` loads the models themselves (and DINOv2's banks) before the first visitor: the
+`warmup` command runs it, and so does `make run` (`dashboard/serve.py`).
 """
 
 from __future__ import annotations
@@ -140,3 +143,39 @@ def warm_image(vit, cnn, sample_id: str, image) -> Warmed:
     now_computed, now_read = _counts()
     return Warmed(sample_id, time.perf_counter() - started, now_computed - computed,
                   now_read - read, failures)
+
+
+# --- the models, before the first visitor (`warmup`, and `make run` via dashboard/serve.py) ---
+
+def default_models() -> tuple[str, ...]:
+    from ..models import DEFAULT_CNN, DEFAULT_TEXT, DEFAULT_VIT
+
+    return (DEFAULT_VIT, DEFAULT_CNN, DEFAULT_TEXT)
+
+
+def warm_up(model_ids: tuple[str, ...] | None = None, sample: str = "chelsea") -> list[dict]:
+    """Load each model (building DINOv2's k-NN bank and its per-block banks) and run one
+    prediction.
+
+    Returns one row per model: id, whether it loaded, seconds, and the top class.
+    """
+    from ..images import load_sample
+    from ..models import availability, get_model
+
+    model_ids = model_ids or default_models()
+
+    image = load_sample(sample)
+    rows = []
+    for model_id in model_ids:
+        started = time.perf_counter()
+        status = availability(model_id)
+        if not status.available:
+            rows.append({"model": model_id, "loaded": False, "seconds": 0.0,
+                         "top": None, "reason": status.reason})
+            continue
+        model = get_model(model_id)
+        top = pipeline.predict(model, image, topk=1)[0].label if model.head is not None else None
+        readout.warm_block_banks(model)  # the Explainer's and page 9's read-out
+        rows.append({"model": model_id, "loaded": True,
+                     "seconds": time.perf_counter() - started, "top": top, "reason": ""})
+    return rows

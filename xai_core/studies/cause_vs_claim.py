@@ -12,7 +12,7 @@ interval, `metrics.statistics.t_interval`), and the patches a learner chose.
 Two ways to remove a patch (`REMOVALS`):
     tokens  its token leaves the sequence after the position embeddings (prefix tokens kept,
             the kept patches keep their own position embeddings: `interventions.tokens_drop`)
-    pixels  its pixels are replaced by a benchmark baseline (`metrics.faithfulness.BASELINES`:
+    pixels  its pixels are replaced by a benchmark baseline (`analysis.perturbation.BASELINES`:
             the image the deletion curves move towards; `interventions.patches_mask`)
 A CNN has no tokens: it takes `pixels`, its patches the attribution methods' 16-pixel cells.
 
@@ -59,7 +59,7 @@ OVERLAP = ("overlap: the share of your k patches that are also among the method'
 
 
 def _baselines() -> tuple[str, ...]:
-    from ..metrics.faithfulness import BASELINES
+    from ..analysis.perturbation import BASELINES
 
     return BASELINES
 
@@ -354,7 +354,7 @@ def method_rankings(model, image, target: int, head, names) -> tuple[dict, dict]
 
 def _measure(model, image, target: int, head, values: dict, should_stop,
              progress=None) -> ClaimTest:
-    from ..metrics.faithfulness import class_scorer, score_kind
+    from ..pipeline import class_scorer, score_kind
 
     started = time.perf_counter()
     scorer = class_scorer(model, target, head)

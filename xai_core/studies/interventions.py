@@ -448,7 +448,7 @@ class Outcome:
 
 
 def _score(model, head, output: torch.Tensor, target: int) -> float:
-    from ..metrics.faithfulness import class_scorer
+    from ..pipeline import class_scorer
 
     return float(class_scorer(model, target, head)(output)[0])
 
@@ -468,7 +468,7 @@ def intervene(model, image, target=None, head=None, maps: bool = True, **given) 
 
 
 def _intervene(model, image, target: int, head, maps: bool, values: dict) -> Outcome:
-    from ..metrics.faithfulness import score_kind
+    from ..pipeline import score_kind
     from ..pipeline import model_output
 
     pixels = prepare(model, image).pixels
@@ -648,7 +648,7 @@ def _head_importance(model, image, target: int, head, fill: str, should_stop) ->
     from scipy.stats import spearmanr
 
     from ..infra.faults import check_stop
-    from ..metrics.faithfulness import class_scorer, score_kind
+    from ..pipeline import class_scorer, score_kind
     from ..pipeline import default_batch_size
 
     started = time.perf_counter()

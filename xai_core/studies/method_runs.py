@@ -25,7 +25,7 @@ import numpy as np
 from ..infra.budget import OverBudget
 from ..infra.cache import cache_key
 from ..capture import CaptureError, shared_forwards, shared_outputs
-from ..cli.common import run_meta
+from ..infra.provenance import run_meta
 from ..infra.errors import OptionError
 from ..infra.faults import Cancelled, StopCheck
 from ..methods import METHODS, Method

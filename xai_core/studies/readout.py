@@ -10,7 +10,7 @@ model's own output, so the read-out there is the model's prediction.
   norm, put where the head reads ([CLS], and [DIST] for DeiT-distilled) and classified
   alone: the target's score per patch, block by block.
 
-The score is the metrics' class score (`metrics.faithfulness.class_scorer`: the softmax
+The score is the metrics' class score (`pipeline.class_scorer`: the softmax
 probability of an ImageNet classifier). A self-supervised model (DINOv2) has a k-NN head
 whose bank holds final-block features; each block k gets a bank of its own, built once from
 the same gallery views as the default bank (`models.knn`), so block k's features are
@@ -157,7 +157,7 @@ def readout(model, image, target=None, head=None, patches: bool = True) -> Reado
 
 
 def _readout(model, image, target: int, head, patches: bool) -> Readout:
-    from ..metrics.faithfulness import class_scorer, score_kind
+    from ..pipeline import class_scorer, score_kind
 
     heads, bank = block_heads(model, head)
     grid = model_layout(model).tokens.grid
