@@ -28,7 +28,7 @@ from xai_core.methods.rollout import attention_rollout, auto_start
 from xai_core.models import get_model
 
 JS = "\n".join(path.read_text() for path in sorted(
-    (Path(explainer.__file__).resolve().parent.parent / "dashboard" / "static"
+    (Path(__file__).resolve().parents[1] / "dashboard" / "static"
      / "explainer").glob("*.js")))  # the component's modules
 F16 = 2.0 ** -11  # float16's relative rounding error
 
