@@ -281,7 +281,7 @@ def test_road_equals_pytorch_grad_cam_and_randomisation_uses_a_private_copy(tmp_
     import torch
     from pytorch_grad_cam.metrics.road import ROADCombined
 
-    from xai_core.benchmark.scoring import randomised_twin
+    from xai_core.metrics.randomisation import randomised_twin
     from xai_core.studies.method_runs import run_method
     from xai_core.images import load_sample
     from xai_core.models import get_model

@@ -16,29 +16,16 @@ from PIL import Image, ImageOps
 from ..images import IMAGE_SUFFIXES, SAMPLES, ImageError, load_image_file, load_sample, sample_path
 from ..infra.errors import OptionError
 from ..methods import METHODS
-from ..metrics.faithfulness import METRICS, check_baseline_and_steps
+from ..metrics import HIGHER, METRICS, curve_metrics, needing
+from ..metrics.faithfulness import BASELINE, STEPS, check_baseline_and_steps
 
 RANDOM_METHOD = "random"  # the floor: a seeded random map on the model's explanation grid
-LOWER, HIGHER = "lower", "higher"
-# metric -> which direction is better
-DIRECTION = {"deletion": LOWER, "insertion": HIGHER, "pos-perturb": LOWER, "neg-perturb": HIGHER,
-             "road": HIGHER, "randomisation": LOWER, "pointing-game": HIGHER,
-             "energy-in-box": HIGHER}
-CURVE_METRICS = METRICS  # deletion, insertion, pos-perturb, neg-perturb (metrics.faithfulness)
-BOX_METRICS = ("pointing-game", "energy-in-box")
-METRIC_NOTES = {
-    "deletion": "area under the class score as the top-ranked pixels are removed",
-    "insertion": "area under the class score as the top-ranked pixels are put back",
-    "pos-perturb": "Chefer: area as the most relevant map cells are blanked (0-90 %)",
-    "neg-perturb": "Chefer: area as the least relevant map cells are blanked (0-90 %)",
-    "road": "pytorch-grad-cam's ROADCombined: (LeRF - MoRF) / 2 score change under noisy "
-            "linear imputation, averaged over the 10-90 % percentiles",
-    "randomisation": "Spearman correlation between the map on the trained model and on a copy "
-                     "whose weights are replaced by noise (Adebayo et al.); lower means the "
-                     "map depends on what the model learned",
-    "pointing-game": "1 when the map's peak falls in a box (15-pixel tolerance), else 0",
-    "energy-in-box": "share of the map's positive mass inside the boxes",
-}
+# Every metric's direction and words are its declaration's (`xai_core.metrics`).
+DIRECTION = {name: declared.better for name, declared in METRICS.items()}
+METRIC_NOTES = {name: declared.summary for name, declared in METRICS.items()}
+CURVE_METRICS = curve_metrics()  # deletion, insertion, pos-perturb, neg-perturb
+BOX_METRICS = needing("boxes")  # pointing-game, energy-in-box
+DEFAULT_METRICS = curve_metrics("pixel")  # deletion and insertion
 DEFAULT_MODELS = ("dinov2-s14", "efficientnet-lite0")
 
 
@@ -80,9 +67,9 @@ class Settings:
     models: tuple[str, ...] = DEFAULT_MODELS
     images: str = "sample:"
     methods: tuple[str, ...] = ("all",)
-    metrics: tuple[str, ...] = ("deletion", "insertion")
-    steps: int = 20
-    baseline: str = "zeros"
+    metrics: tuple[str, ...] = DEFAULT_METRICS
+    steps: int = STEPS.default
+    baseline: str = BASELINE.default
     boxes: str | None = None
     seed: int = 0
     random_weights: bool = False
@@ -119,7 +106,7 @@ def check_settings(settings: Settings) -> None:
         raise OptionError(f"Unknown metric(s) {', '.join(unknown) or '(none)'}; choose from: "
                           f"{', '.join(DIRECTION)}.")
     if any(m in BOX_METRICS for m in settings.metrics) and not settings.boxes:
-        raise OptionError("pointing-game and energy-in-box need a box file (--boxes FILE).")
+        raise OptionError(f"{' and '.join(BOX_METRICS)} need a box file (--boxes FILE).")
     check_baseline_and_steps(settings.baseline, settings.steps)
     for model_id in settings.models:
         methods_for(model_id, settings.methods)

@@ -1,15 +1,15 @@
 """One unit of a benchmark: one image, one model, one method, every chosen metric.
 
 Every value comes from the code the single-image commands use: the method's map from
-`method_runs.run_method` (the comparison page's path, default options), the curve metrics
-from `metrics.faithfulness` (the `metrics` command's path), localisation from
-`metrics.localisation` (pointing game, energy in the boxes), ROAD from pytorch-grad-cam.
+`method_runs.run_method` (the comparison page's path, default options), every metric through
+its declaration in `xai_core.metrics`: the curves from `metrics.faithfulness` (the `metrics`
+command's path), localisation from `metrics.localisation` (pointing game, energy in the
+boxes), ROAD from pytorch-grad-cam (`metrics.road`), the randomisation check on a private
+copy of the model (`metrics.randomisation`).
 """
 
 from __future__ import annotations
 
-import copy
-import dataclasses
 import hashlib
 import math
 import threading
@@ -21,15 +21,11 @@ import torch
 from ..capture import capture_cnn, model_layout
 from ..studies.method_runs import run_method
 from ..images import model_input_box
-from ..maps import min_max, upsample
-from ..metrics.agreement import spearman
-from ..metrics.faithfulness import faithfulness
-from ..metrics.localisation import energy_in_boxes, pointing_hit
+from ..metrics import METRICS, MetricRequest
 from ..metrics.stability import mean_pairwise_spearman, seed_stability, stability_seeds
 from ..methods import METHODS
-from ..pipeline import class_scorer, head_of, prepare, resolve_target, score_kind
-from ..infra.rng import seeded
-from .plan import BOX_METRICS, CURVE_METRICS, RANDOM_METHOD, ImageItem, Settings, load_item
+from ..pipeline import resolve_target, score_kind
+from .plan import RANDOM_METHOD, ImageItem, Settings, load_item
 
 
 def unit_rows(settings: Settings, item: ImageItem, model, method: str,
@@ -83,29 +79,26 @@ def map_stability(model, image, method: str, target: int, item: ImageItem, seed:
 
 def metric_value(settings: Settings, model, image, item, method, saliency, target, metric,
                  boxes) -> dict:
-    if metric in CURVE_METRICS:
-        curve = faithfulness(model, image, saliency, metric, target, settings.baseline,
-                                     settings.steps)
-        return {"value": curve.auc, "scores": [float(s) for s in curve.scores]}
+    """One metric of one map, through its declaration (`xai_core.metrics`), with the run's
+    settings as the options the metric declares (a curve's steps and baseline)."""
+    declared = METRICS[metric]
     size = tuple(model.spec.input_size)
-    if metric == "road":
-        return {"value": road_score(model, image, saliency, target, settings.seed)}
-    if metric == "randomisation":
-        twin = randomised_twin(model, settings.seed)
-        other, error, _ = method_map(twin, image, method, target, item, settings.seed)
+    placed = () if declared.needs != "boxes" else tuple(
+        b for b in (model_input_box(box, item.original_size(), size, model.spec.crop_pct)
+                    for box in boxes or []) if b is not None)
+
+    def remap(other_model):
+        other, error, _ = method_map(other_model, image, method, target, item, settings.seed)
         if other is None:
             raise ValueError(f"on the randomised model: {error}")
-        return {"value": spearman(saliency, other)}
-    if metric in BOX_METRICS:
-        placed = [b for b in (model_input_box(box, item.original_size(), size,
-                                              model.spec.crop_pct) for box in boxes or [])
-                  if b is not None]
-        if not placed:
-            raise ValueError("no box of this image lies inside the model's input crop")
-        if metric == "pointing-game":
-            return {"value": float(any(pointing_hit(saliency, size, b) for b in placed))}
-        return {"value": energy_in_boxes(saliency, size, placed)}
-    raise ValueError(f"unknown metric {metric}")
+        return other
+    request = MetricRequest(model, image, saliency, target, boxes=placed, seed=settings.seed,
+                            remap=remap)
+    options = {o.name: getattr(settings, o.name) for o in declared.options}
+    result = declared(request, **options)
+    if declared.is_curve:
+        return {"value": result.auc, "scores": [float(s) for s in result.scores]}
+    return {"value": declared.value(result)}
 
 
 # --- the random floor ---------------------------------------------------------------------------
@@ -139,64 +132,3 @@ def random_map(model, image_id: str, seed: int) -> np.ndarray:
     digest = hashlib.sha256(f"{seed}|{image_id}|{model_id}".encode()).digest()
     rng = np.random.default_rng(int.from_bytes(digest[:8], "little"))
     return rng.random(explanation_grid(model)).astype(np.float32)
-
-
-# --- ROAD (pytorch-grad-cam) ------------------------------------------------------------------
-
-class _ProbabilityTarget:
-    """pytorch-grad-cam calls targets on one unbatched output; ours is the same class score
-    as deletion/insertion (softmax probability, or the k-NN class score)."""
-
-    def __init__(self, model, target: int):
-        self.scorer = class_scorer(model, target)
-
-    def __call__(self, output: torch.Tensor) -> torch.Tensor:
-        return torch.tensor(self.scorer(output.float().cpu()[None])[0])
-
-
-def road_score(model, image, saliency: np.ndarray, target: int, seed: int) -> float:
-    """ROADCombined over the library's percentiles 10..90: (LeRF - MoRF) / 2 of the class
-    score change; higher is better. Its imputation draws noise from torch's global
-    generator, so the call runs under a forked, seeded generator."""
-    from pytorch_grad_cam.metrics.road import ROADCombined
-
-    pixels = prepare(model, image).pixels.to(model.device)
-    cam = min_max(upsample(saliency, tuple(pixels.shape[-2:])))[None].astype(np.float32)
-    with seeded(model.device, seed), model.lock:  # the generator's lock first, as everywhere
-        return float(ROADCombined()(pixels, cam, [_ProbabilityTarget(model, target)],
-                                    model.module)[0])
-
-
-# --- model randomisation (sanity check) -------------------------------------------------------
-
-_TWINS: dict = {}
-_TWINS_LOCK = threading.Lock()
-
-
-def randomised_twin(model, seed: int):
-    """A private copy of `model` whose every weight tensor is replaced by Gaussian noise
-    with that tensor's own mean and standard deviation (constant tensors such as
-    LayerNorm scales at 1 are kept). The shared model is never touched. Its spec id is
-    new, so nothing cached for the trained model is reused. One per model per process."""
-    from ..models import LoadedModel
-
-    key = (model.spec.id, model.random_weights, str(model.device), seed)
-    with _TWINS_LOCK:
-        if key in _TWINS:
-            return _TWINS[key]
-        with model.lock:
-            module = copy.deepcopy(model.module)
-        generator = torch.Generator().manual_seed(seed)
-        with torch.no_grad():
-            for parameter in module.parameters():
-                if parameter.numel() > 1 and float(parameter.std()) > 0:
-                    noise = torch.randn(parameter.shape, generator=generator)
-                    parameter.copy_(noise.to(parameter) * parameter.std() + parameter.mean())
-        spec = dataclasses.replace(model.spec, id=f"{model.spec.id}~randomised-{seed}",
-                                   display_name=f"{model.spec.display_name} (randomised)")
-        twin = LoadedModel(spec=spec, module=module, device=model.device, random_weights=True,
-                           weights_source="trained weights replaced by noise (sanity check)",
-                           class_names=model.class_names, head=head_of(model),
-                           extras={"randomised_from": model.spec.id})
-        _TWINS[key] = twin
-        return twin

@@ -15,13 +15,17 @@ from typing import Callable
 from ..images import SAMPLES
 from ..infra import budget
 from ..methods import METHODS
-from .plan import RANDOM_METHOD, Settings, methods_for
+from ..methods.base import Int
+from ..metrics.faithfulness import BASELINE
+from .plan import DEFAULT_METRICS, RANDOM_METHOD, Settings, methods_for
 
 DEFAULT_IMAGE_COUNT = 3  # the first gallery images
 DEFAULT_METHODS = ("gradcam", "saliency", "legrad", "attention")
-DEFAULT_STEPS, MIN_STEPS, MAX_STEPS = 10, 2, 50
-METRICS = ("deletion", "insertion")
-BASELINE = "zeros"
+# Fewer steps than a curve's own default, and at most 50: the run is one request.
+STEPS = Int("steps", 10, 2, 50, "Perturbation steps of every curve of the run: each step is "
+                                "one perturbed image per unit through the model.")
+DEFAULT_STEPS, MIN_STEPS, MAX_STEPS = STEPS.default, STEPS.low, STEPS.high
+METRICS = DEFAULT_METRICS  # deletion and insertion, at the curves' default baseline
 
 
 def default_images() -> list[str]:
@@ -50,7 +54,7 @@ class SmallRun:
     def settings(self) -> Settings:
         return Settings(models=self.models, images="sample:" + ",".join(self.images),
                         methods=self.methods, metrics=METRICS, steps=int(self.steps),
-                        baseline=BASELINE, random_weights=self.random_weights)
+                        baseline=BASELINE.default, random_weights=self.random_weights)
 
     def passes(self, steps: int | None = None) -> int:
         """Image passes through the models: per image and model the prediction, then per

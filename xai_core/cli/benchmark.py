@@ -3,8 +3,11 @@ is imported only when the command runs)."""
 
 from __future__ import annotations
 
-METRIC_HELP = ("deletion, insertion, pos-perturb, neg-perturb, road, randomisation, "
-               "pointing-game, energy-in-box (the last two need --boxes)")
+from .metrics import add_curve_flags, curve_options
+
+METRIC_HELP = ("comma-separated, as declared in xai_core.metrics: deletion, insertion, "
+               "pos-perturb, neg-perturb, road, randomisation, pointing-game, energy-in-box "
+               "(the last two need --boxes; default: deletion,insertion)")
 
 
 def add_benchmark_command(add) -> None:
@@ -17,9 +20,8 @@ def add_benchmark_command(add) -> None:
                      help="sample: (the gallery), sample:a,b, a folder, or an ImageFolder tree")
     sub.add_argument("--methods", default="all", help="a,b,... or all (the comparison "
                                                       "page's default methods)")
-    sub.add_argument("--metrics", default="deletion,insertion", help=METRIC_HELP)
-    sub.add_argument("--steps", type=int, default=20, help="perturbation steps (2-500)")
-    sub.add_argument("--baseline", default="zeros", help="zeros, blur, rise-blur or mean")
+    sub.add_argument("--metrics", help=METRIC_HELP)
+    add_curve_flags(sub)
     sub.add_argument("--boxes", help="CSV (image,x0,y0,x1,y1) or COCO JSON boxes")
     sub.add_argument("--seed", type=int, default=0, help="random floor, bootstrap, ROAD noise")
     sub.add_argument("--out", default="benchmark-results", help="output folder")
@@ -36,16 +38,18 @@ def add_benchmark_command(add) -> None:
 
 
 def cmd_benchmark(args) -> None:
-    from ..benchmark.plan import DEFAULT_MODELS, Settings
+    from ..benchmark.plan import DEFAULT_METRICS, DEFAULT_MODELS, Settings
     from ..benchmark.run import run_benchmark
     from ..benchmark.summary import format_ranking
     from .common import emit, require_available
 
+    steps, baseline = curve_options(args)
+    metrics = DEFAULT_METRICS if args.metrics is None else tuple(
+        m.strip() for m in args.metrics.split(",") if m.strip())
     settings = Settings(
         models=tuple(args.model or DEFAULT_MODELS), images=args.images,
         methods=tuple(m.strip() for m in args.methods.split(",") if m.strip()),
-        metrics=tuple(m.strip() for m in args.metrics.split(",") if m.strip()),
-        steps=args.steps, baseline=args.baseline, boxes=args.boxes, seed=args.seed,
+        metrics=metrics, steps=steps, baseline=baseline, boxes=args.boxes, seed=args.seed,
         random_weights=args.random_weights, stability=args.stability)
     if not args.random_weights:
         for model_id in settings.models:

@@ -8,27 +8,46 @@ from __future__ import annotations
 from ..infra.provenance import run_meta
 from .common import CliError, add_budget_flag, emit, labelled, method_options_model_image
 
-METRIC_CHOICES = ("deletion", "insertion", "pos-perturb", "neg-perturb")
-BASELINE_CHOICES = ("zeros", "blur", "rise-blur", "mean")
 
 
 def add_metrics_command(add) -> None:
     sub = add("metrics", cmd_metrics, "faithfulness curve (deletion, insertion, perturbation) "
                                       "of one method's map")
     sub.add_argument("--method", required=True)
-    sub.add_argument("--metric", required=True, choices=METRIC_CHOICES)
-    sub.add_argument("--steps", type=int, default=20, help="perturbation steps (2-500)")
-    sub.add_argument("--baseline", default="zeros", choices=BASELINE_CHOICES)
+    sub.add_argument("--metric", required=True, help="a faithfulness curve: deletion, "
+                                                      "insertion, pos-perturb or neg-perturb")
+    add_curve_flags(sub)
     sub.add_argument("--target", help="class index or name (default: the top prediction)")
     sub.add_argument("--set", action="append", metavar="KEY=VALUE",
                      help="method option; repeatable")
     add_budget_flag(sub)
 
 
+def add_curve_flags(sub) -> None:
+    """--steps and --baseline, the options every faithfulness curve declares: their defaults,
+    ranges and choices are the declaration's (`metrics.faithfulness`), read when the command
+    runs, so `--help` answers before torch loads."""
+    sub.add_argument("--steps", help="perturbation steps (default: the curves' declared one, "
+                                     "within their declared range)")
+    sub.add_argument("--baseline", help="what a removed pixel shows: one of the analysis "
+                                        "baselines (default: the curves' declared one)")
+
+
+def curve_options(args) -> tuple[int, str]:
+    """(steps, baseline) given on the command line, the others at their declared defaults;
+    a bad value refused in one line."""
+    from ..metrics.faithfulness import BASELINE, STEPS
+
+    steps = STEPS.default if args.steps is None else STEPS.parse(args.steps)
+    baseline = BASELINE.default if args.baseline is None else BASELINE.parse(args.baseline)
+    return steps, baseline
+
+
 def cmd_metrics(args) -> None:
     from ..metrics.faithfulness import check_curve_options, faithfulness
     from ..pipeline import resolve_target
 
+    args.steps, args.baseline = curve_options(args)
     check_curve_options(args.metric, args.baseline, args.steps)
     method, options, model, image = method_options_model_image(args, (args.metric, args.steps))
     if model.head is None:

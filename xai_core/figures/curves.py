@@ -101,14 +101,14 @@ def receptive_field_figure(textbook: list[int], stages: list, stage_positions: l
 
 
 @reused
-def curves_figure(curves: dict, title: str, metrics=("deletion", "insertion")) -> go.Figure:
-    """Recorded faithfulness curves, one subplot per metric, one line per method.
+def curves_figure(curves: dict, title: str, better: dict[str, str]) -> go.Figure:
+    """Recorded faithfulness curves, one subplot per metric of `better` (metric -> which
+    AUC is better, "lower" or "higher", as the metric declares it), one line per method.
     `curves` = {(method, metric): Curve}."""
     methods = list(dict.fromkeys(method for method, _ in curves))
-    shown = [m for m in metrics if any(metric == m for _, metric in curves)]
+    shown = [m for m in better if any(metric == m for _, metric in curves)]
     figure = make_subplots(rows=1, cols=max(1, len(shown)), subplot_titles=[
-        f"{m} ({'lower' if m in ('deletion', 'pos-perturb') else 'higher'} AUC is better)"
-        for m in shown])
+        f"{m} ({better[m]} AUC is better)" for m in shown])
     score_kind = ""
     for c, metric in enumerate(shown, start=1):
         for i, method in enumerate(methods):

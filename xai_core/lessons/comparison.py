@@ -21,13 +21,13 @@ from ..studies import method_runs
 from ..studies.method_runs import AttentionVsGradient, ModelSection
 from ..figures.curves import attention_gradient_scatter, curves_figure
 from ..figures.matrices import agreement_heatmap
-from ..analysis.perturbation import BASELINES
 from ..figures.overlays import practical_matrix
 from ..figures.style import plain_text
 from ..infra.faults import StopCheck
 from ..methods import METHODS
+from ..metrics import METRICS, curve_metrics
 from ..metrics.agreement import agreement_matrices
-from ..metrics.faithfulness import faithfulness
+from ..metrics.faithfulness import BASELINE, STEPS, faithfulness
 from ..metrics.stability import UNSTABLE_BELOW, seed_stability
 from ..pipeline import prepare
 
@@ -35,9 +35,8 @@ FAMILY_LABEL = {"vit": "ViT", "cnn": "CNN"}
 DEFAULT_TOP_K_PERCENT = 10  # the agreement's top-k overlap, in % of a map's cells
 DEFAULT_BOX = (0.25, 0.25, 0.75, 0.75)  # the localisation box: the middle half of the input
 BOX_NAMES = ("x0", "y0", "x1", "y1")
-DEFAULT_FAITH_STEPS = 20
-CURVE_METRICS = ("deletion", "insertion")
-PERTURB_METRICS = ("pos-perturb", "neg-perturb")
+CURVE_METRICS = curve_metrics("pixel")  # deletion, insertion
+PERTURB_METRICS = curve_metrics("cell")  # pos-perturb, neg-perturb
 Progress = Callable[[float, str], None]  # (fraction done, what runs now)
 
 
@@ -50,8 +49,8 @@ def default_box(width: int, height: int) -> list[int]:
 class FaithSettings:
     """What "Run faithfulness metrics" asked for."""
 
-    baseline: str = BASELINES[0]
-    steps: int = DEFAULT_FAITH_STEPS
+    baseline: str = BASELINE.default  # the curves' declared options (metrics.faithfulness)
+    steps: int = STEPS.default
     perturb: bool = True
 
     @property
@@ -139,7 +138,8 @@ class Comparison:
         return len(jobs)
 
     def curve_figures(self) -> list:
-        return [curves_figure(s.curves, f"{self.family(s)}: {s.model.label}")
+        better = {name: METRICS[name].better for name in CURVE_METRICS}
+        return [curves_figure(s.curves, f"{self.family(s)}: {s.model.label}", better)
                 for s in self.sections if s.curves]
 
     # --- agreement ---------------------------------------------------------------------------

@@ -33,16 +33,24 @@ from typing import Callable
 import numpy as np
 import torch
 
-from ..analysis.perturbation import BASELINES, baseline_pixels
+from ..analysis.perturbation import BASELINE_NAMES, BASELINES, baseline_pixels
 from ..infra.cache import BoundedCache, cache_key
 from ..infra.errors import OptionError
 from ..infra.faults import StopCheck, check_stop, retry_with_smaller_batch
 from ..maps import check_map, upsample
+from ..methods.base import Choice, Int
 from ..pipeline import (class_scorer, default_batch_size, head_of, prepare, resolve_target,
                         score_kind)
+from .contract import HIGHER, LOWER, METRICS, MetricRequest, curve_metrics, metric
 
-METRICS = ("deletion", "insertion", "pos-perturb", "neg-perturb")
-MIN_STEPS, MAX_STEPS = 2, 500
+# The options every faithfulness curve declares (below): their one home.
+STEPS = Int("steps", 20, 2, 500, "Perturbation steps: the fractions 0, 1/N, ..., 1 of the "
+                                 "ranked units moved (0, ..., (N-1)/N for pos/neg-perturb).")
+BASELINE = Choice("baseline", "zeros", BASELINES,
+                  "What a removed unit shows: " + "; ".join(f"{name} = {words}" for name, words
+                                                          in BASELINE_NAMES.items()) + ".")
+CURVE_OPTIONS = (STEPS, BASELINE)
+MIN_STEPS, MAX_STEPS = STEPS.low, STEPS.high
 
 Progress = Callable[[int, int], None]
 # Curves and end scores are a few hundred bytes each, but a page-7 run makes 4 per method and
@@ -68,10 +76,17 @@ def _ranks(values: np.ndarray, most_first: bool) -> np.ndarray:
     return ranks
 
 
+def _ranks_pixels(metric: str) -> bool:
+    """Whether the curve ranks pixels (deletion, insertion) rather than map cells (or is a
+    name no metric declares, e.g. read from a results.json)."""
+    declared = METRICS.get(metric)
+    return declared is not None and declared.unit == "pixel"
+
+
 def pixel_ranks(saliency: np.ndarray, size: tuple[int, int], metric: str) -> tuple[np.ndarray, int]:
     """(H, W) perturbation rank of every input pixel and how many units are ranked."""
     saliency = np.asarray(saliency, dtype=np.float64)
-    if metric in ("deletion", "insertion"):
+    if _ranks_pixels(metric):
         return _ranks(upsample(saliency, size).astype(np.float64).ravel(), True).reshape(size), \
             size[0] * size[1]
     cell_ranks = _ranks(saliency.ravel(), most_first=(metric == "pos-perturb"))
@@ -79,7 +94,7 @@ def pixel_ranks(saliency: np.ndarray, size: tuple[int, int], metric: str) -> tup
 
 
 def fractions_for(metric: str, steps: int) -> np.ndarray:
-    if metric in ("deletion", "insertion"):
+    if _ranks_pixels(metric):
         return np.arange(steps + 1) / steps
     return np.arange(steps) / steps  # Chefer: 0 %, 10 %, ..., 90 % for 10 steps
 
@@ -110,22 +125,22 @@ class Curve:
 
 
 def check_curve_options(metric: str, baseline: str, steps: int) -> None:
-    if metric not in METRICS:
-        raise OptionError(f"Metric '{metric}' is not one of: {', '.join(METRICS)}.")
+    if metric not in curve_metrics():
+        raise OptionError(f"Metric '{metric}' is not one of: {', '.join(curve_metrics())}.")
     check_baseline_and_steps(baseline, steps)
 
 
 def check_baseline_and_steps(baseline: str, steps: int) -> None:
-    """The settings every curve of a run shares (the benchmark checks them once per run)."""
-    if baseline not in BASELINES:
-        raise OptionError(f"Baseline '{baseline}' is not one of: {', '.join(BASELINES)}.")
-    if not MIN_STEPS <= int(steps) <= MAX_STEPS:
-        raise OptionError(f"Steps must be between {MIN_STEPS} and {MAX_STEPS}, got {steps}.")
+    """The settings every curve of a run shares (the benchmark checks them once per run),
+    against their declarations."""
+    BASELINE.parse(baseline)
+    STEPS.parse(steps)
 
 
 def compute_curve(model, pixels: torch.Tensor, saliency: np.ndarray, metric: str,
                   scorer: Callable[[torch.Tensor], np.ndarray], target: int, kind: str,
-                  baseline: str = "zeros", steps: int = 20, batch_size: int = 16,
+                  baseline: str = BASELINE.default, steps: int = STEPS.default,
+                  batch_size: int = 16,
                   progress: Progress | None = None,
                   should_stop: StopCheck | None = None,
                   ends: tuple[float, float] | None = None) -> Curve:
@@ -157,8 +172,8 @@ def compute_curve(model, pixels: torch.Tensor, saliency: np.ndarray, metric: str
     scores[list(known)] = list(known.values())
     full, base = (ends if ends is not None
                   else _ends_read_off_the_curve(model, empty, scorer, metric, scores))
-    return Curve(metric=metric, baseline=baseline, unit="pixel" if metric in ("deletion", "insertion")
-                 else "cell", target=int(target), score_kind=kind, fractions=fractions,
+    return Curve(metric=metric, baseline=baseline, unit=METRICS[metric].unit,
+                 target=int(target), score_kind=kind, fractions=fractions,
                  scores=scores, auc=float(np.trapezoid(scores, fractions)), full_score=full,
                  baseline_score=base, images=len(measured), batches=len(batched),
                  seconds=time.perf_counter() - started)
@@ -230,7 +245,7 @@ def map_digest(saliency: np.ndarray) -> str:
 
 
 def faithfulness(model, image, saliency: np.ndarray, metric: str, target: int | str | None = None,
-                 baseline: str = "zeros", steps: int = 20, head=None,
+                 baseline: str = BASELINE.default, steps: int = STEPS.default, head=None,
                  batch_size: int | None = None, progress: Progress | None = None,
                  should_stop: StopCheck | None = None) -> Curve:
     """A faithfulness curve for `saliency` on (model, image), cached by content:
@@ -257,3 +272,35 @@ def faithfulness(model, image, saliency: np.ndarray, metric: str, target: int | 
     if not computed and progress is not None:
         progress(1, 1)
     return curve
+
+
+# --- the declarations -------------------------------------------------------------------------
+
+def _curve_of(request: MetricRequest, name: str, steps: int, baseline: str) -> Curve:
+    return faithfulness(request.model, request.image, request.saliency, name, request.target,
+                        baseline, steps, head=request.head, progress=request.progress,
+                        should_stop=request.should_stop)
+
+
+@metric("deletion", better=LOWER, unit="pixel", options=CURVE_OPTIONS,
+        summary="area under the class score as the top-ranked pixels are removed")
+def deletion(request: MetricRequest, *, steps: int, baseline: str) -> Curve:
+    return _curve_of(request, "deletion", steps, baseline)
+
+
+@metric("insertion", better=HIGHER, unit="pixel", options=CURVE_OPTIONS,
+        summary="area under the class score as the top-ranked pixels are put back")
+def insertion(request: MetricRequest, *, steps: int, baseline: str) -> Curve:
+    return _curve_of(request, "insertion", steps, baseline)
+
+
+@metric("pos-perturb", better=LOWER, unit="cell", options=CURVE_OPTIONS,
+        summary="Chefer: area as the most relevant map cells are blanked (0-90 %)")
+def pos_perturb(request: MetricRequest, *, steps: int, baseline: str) -> Curve:
+    return _curve_of(request, "pos-perturb", steps, baseline)
+
+
+@metric("neg-perturb", better=HIGHER, unit="cell", options=CURVE_OPTIONS,
+        summary="Chefer: area as the least relevant map cells are blanked (0-90 %)")
+def neg_perturb(request: MetricRequest, *, steps: int, baseline: str) -> Curve:
+    return _curve_of(request, "neg-perturb", steps, baseline)

@@ -12,6 +12,7 @@ import numpy as np
 
 from ..infra.errors import OptionError
 from ..maps import check_map, upsample
+from .contract import HIGHER, MetricRequest, metric
 
 LOCALISATION_THRESHOLD = 0.1
 POINTING_TOLERANCE = 15
@@ -102,3 +103,25 @@ def energy_in_boxes(saliency: np.ndarray, size: tuple[int, int], boxes) -> float
         x0, y0, x1, y1 = check_box(box, size)
         inside[y0:y1, x0:x1] = True
     return float(values[inside].sum()) / total
+
+
+# --- the declarations (the benchmark's box metrics) -------------------------------------------
+
+def _input_size(request: MetricRequest) -> tuple[int, int]:
+    if not request.boxes:
+        raise ValueError("no box of this image lies inside the model's input crop")
+    return tuple(request.model.spec.input_size)
+
+
+@metric("pointing-game", better=HIGHER, needs="boxes",
+        summary=f"1 when the map's peak falls in a box ({POINTING_TOLERANCE}-pixel tolerance), "
+                "else 0")
+def pointing_game(request: MetricRequest) -> float:
+    size = _input_size(request)
+    return float(any(pointing_hit(request.saliency, size, box) for box in request.boxes))
+
+
+@metric("energy-in-box", better=HIGHER, needs="boxes",
+        summary="share of the map's positive mass inside the boxes")
+def energy_in_box(request: MetricRequest) -> float:
+    return energy_in_boxes(request.saliency, _input_size(request), request.boxes)
