@@ -11,6 +11,7 @@ from xai_core.benchmark import summary as bench_summary
 from xai_core.figures.curves import mean_curves_figure, ranking_figure
 from xai_core.figures.matrices import agreement_heatmap
 from xai_core.images import SAMPLES
+from xai_core.lessons.views.p7_comparison import COMPARISON
 from xai_core.infra.errors import OptionError
 
 from . import literal, ui
@@ -26,7 +27,8 @@ def dataset_view(models) -> None:
         "method must beat - corrected (Holm) for the methods compared at once. It is "
         "the same code as `python -m xai_core benchmark` (load its `results.json` here), and every "
         "value equals what this page computes for one image.")
-    source = st.radio("Benchmark results", ["run", "load"], key="cmp_bench_source", horizontal=True,
+    source = st.radio("Benchmark results", COMPARISON.choices("cmp_bench_source"),
+                      key="cmp_bench_source", horizontal=True,
                       format_func={"run": "Run a small one on the gallery",
                                    "load": "Load a results.json"}.get)
     with ui.friendly_errors():

@@ -10,6 +10,7 @@ from xai_core.analysis.attention_sinks import (DEFINITION, ENTROPY_DEFINITION, S
 from xai_core.analysis.token_marks import HIGH_NORM_RATIO, largest_norm_ratio
 from xai_core.figures.matrices import block_head_heatmap, head_mosaic
 from xai_core.figures.overlays import token_map_figure
+from xai_core.lessons.views.p4_rollout_heads import ROLLOUT
 from xai_core.methods import METHODS
 
 from . import links, ui
@@ -31,7 +32,8 @@ def _heads_grid(model, image, layout, eligible, prefix, model_image, marks):
                                    key="p4_grid_query_kind") == "[CLS]"
     if not use_cls:
         keep_valid("p4_grid_query", range(layout.num_patches), layout.centre_patch)
-        grid_query = st.number_input("Query patch for the grid", 0, layout.num_patches - 1,
+        grid_query = st.number_input("Query patch for the grid",
+                                     *ROLLOUT.bounds("p4_grid_query", model),
                                      key="p4_grid_query")
         if not has_cls:
             st.caption("These blocks have no [CLS] token, so a patch is the query.")
@@ -51,7 +53,7 @@ def _heads_grid(model, image, layout, eligible, prefix, model_image, marks):
         big_block = links.choice(st.selectbox, "Block", eligible, key="p4_big_block",
                                  default=eligible[-1])
         big_head = links.choice(st.selectbox, "Head", list(range(heads)), key="p4_big_head",
-                                default=0)
+                                default=ROLLOUT.default("p4_big_head"))
         tile = maps[eligible.index(big_block), big_head]
         st.markdown(f"Block {big_block}, head {big_head}: the {who} query puts "
                     f"**{tile.sum():.1%}** of its attention on image patches; its strongest "

@@ -16,13 +16,13 @@ from PIL import Image
 from xai_core import pipeline
 from xai_core.capture import CaptureError
 from xai_core.infra.faults import Cancelled, ModelOutOfMemory
-from xai_core.images import (COLLAGE_ID, COLLAGE_TITLE, SAMPLES, ImageError, load_sample,
-                             shared_image)
+from xai_core.images import (COLLAGE_ID, COLLAGE_TITLE, DEFAULT_SAMPLE, SAMPLES, ImageError,
+                             load_sample, shared_image)
 from xai_core.models import (DEFAULT_CNN, DEFAULT_VIT, ModelUnavailableError, availability,
                              get_model, get_spec)
 
 UPLOAD_CHOICE = "upload"
-DEFAULT_IMAGE = "chelsea"
+DEFAULT_IMAGE = DEFAULT_SAMPLE
 # Everything a page can fail on because of user input, an unavailable model, or a fault of
 # the machine (out of memory) or a run that was stopped - each with a sentence to show.
 USER_ERRORS = (ImageError, ModelUnavailableError, pipeline.TargetError, CaptureError, ValueError,

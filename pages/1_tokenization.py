@@ -13,6 +13,7 @@ from xai_core.figures.matrices import (embedding_pca_figure, position_map_figure
                                        position_mosaic_figure)
 from xai_core.figures.tokenization import token_strip_figure, tokenization_figure
 from xai_core.images import COLLAGE_ID
+from xai_core.lessons.views.p1_tokenization import TOKENS
 
 st.title("From pixels to tokens")
 st.markdown(
@@ -30,8 +31,6 @@ rows, cols = layout.grid
 ph, pw = layout.patch_size
 height, width = layout.input_size
 
-VIEWS = {"patches": "1-2 · Patches and the sequence", "embedding": "3 · Patch embedding",
-         "position": "4 · Position embeddings", "prediction": "5 · The prediction"}
 
 
 @st.fragment
@@ -115,7 +114,7 @@ def patches_view():
 def embedding_view():
     st.header("3 · Turn each patch into a vector: the patch embedding E")
     with ui.friendly_errors():
-        pca = tokens.cached_embedding_pca(model, components=28)
+        pca = tokens.cached_embedding_pca(model)
         rows_e, dim = pca.e_shape
         left, right = st.columns([1, 1.2])
         with left:
@@ -243,6 +242,6 @@ def prediction_view():
                   "comes from.")
 
 
-view = ui.view_picker(VIEWS, key="tok_view", label="Step")
+view = ui.view_picker(**TOKENS.picker_args("tok_view"))
 {"patches": patches_view, "embedding": embedding_view, "position": position_view,
  "prediction": prediction_view}[view]()

@@ -15,6 +15,7 @@ from xai_core.figures.click_targets import clicked_index
 from xai_core.figures.curves import distribution_figure, entropy_curve_figure
 from xai_core.figures.matrices import matrix_figure, multihead_figure
 from xai_core.figures.overlays import query_attention_figure
+from xai_core.lessons.views.p2_self_attention import ATTENTION, MEAN_HEAD
 from xai_core.methods import METHODS
 
 st.title("Self-attention: queries, keys, values, heads")
@@ -36,9 +37,6 @@ def _reset_tables():
         st.session_state.pop(key, None)
 
 
-MEAN_HEAD = "mean"  # the head option averaging all heads (in links: sa_head=mean, or an index)
-VIEWS = {"hand": "1 · By hand", "temperature": "2 · Temperature", "heads": "3 · Heads",
-         "model": "4 · In the real model"}
 
 
 def _head_name(head) -> str:
@@ -207,8 +205,8 @@ def model_view():
         cols = layout.grid[1]
         blocks = capture.blocks
         c1, c2, c3 = st.columns(3)
-        block = links.number(c1.slider, "Block", 0, len(blocks) - 1, key="sa_block",
-                             default=len(blocks) - 1)
+        block = links.number(c1.slider, "Block", *ATTENTION.bounds("sa_block", model),
+                             key="sa_block", default=ATTENTION.default("sa_block", model))
         record = blocks[block]
         head_choice = links.choice(c2.selectbox, "Head",
                                    [MEAN_HEAD] + list(range(record.num_heads)),
@@ -219,9 +217,10 @@ def model_view():
             use_cls = True
         elif not has_cls:
             use_cls = False
-        keep_valid("sa_query", range(layout.num_patches), layout.centre_patch)
-        query = st.number_input("Query patch (raster index; or click a patch on the image)", 0,
-                                layout.num_patches - 1, key="sa_query", disabled=use_cls)
+        keep_valid("sa_query", range(layout.num_patches), ATTENTION.default("sa_query", model))
+        query = st.number_input("Query patch (raster index; or click a patch on the image)",
+                                *ATTENTION.bounds("sa_query", model), key="sa_query",
+                                disabled=use_cls)
         per_head = METHODS["attention"](model, image, block=block,
                                         query=-1 if use_cls else int(query)).arrays["per_head"]
         values = per_head.mean(0) if head_choice == MEAN_HEAD else per_head[head_choice]
@@ -254,7 +253,6 @@ def model_view():
                        "queries and heads, prefix rows and columns dropped, as on page 3.")
 
 
-view = ui.view_picker(VIEWS, key="sa_view", label="Part",
-                      opened_by={"model": ("sa_block", "sa_head")})
+view = ui.view_picker(**ATTENTION.picker_args("sa_view"))
 {"hand": by_hand_view, "temperature": temperature_view, "heads": heads_view,
  "model": model_view}[view]()

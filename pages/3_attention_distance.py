@@ -10,7 +10,8 @@ from xai_core import pipeline
 from xai_core.figures.curves import distance_scatter, receptive_field_figure
 from xai_core.figures.matrices import distance_variation
 from xai_core.figures.overlays import token_map_figure
-from xai_core.images import COLLAGE_ID, SAMPLES, load_sample
+from xai_core.images import load_sample, sample_ids
+from xai_core.lessons.views.p3_attention_distance import DISTANCE
 from xai_core.methods import METHODS, distance
 from xai_core.methods.attention import query_prefix_attention
 from xai_core.analysis.attention_sinks import SINK_THRESHOLD
@@ -102,12 +103,14 @@ def _one_head(model, image, capture, result) -> None:
     layout, blocks = capture.layout, result.blocks
     apply_chart_click("p3_head_map", lambda d: {"p3_query": int(d[0])})
     heads = result.mad.shape[1]
-    keep_valid("p3_query", range(layout.num_patches), layout.centre_patch)
+    keep_valid("p3_query", range(layout.num_patches), DISTANCE.default("p3_query", model))
     pick = st.columns(3)
-    block = links.choice(pick[0].selectbox, "Block", blocks, key="p3_block", default=blocks[-1])
-    head = links.choice(pick[1].selectbox, "Head", list(range(heads)), key="p3_head", default=0)
-    query = pick[2].number_input("Query patch (raster index; or click the left image)", 0,
-                                 layout.num_patches - 1, key="p3_query")
+    block = links.choice(pick[0].selectbox, "Block", blocks, key="p3_block",
+                         default=DISTANCE.default("p3_block", model))
+    head = links.choice(pick[1].selectbox, "Head", list(range(heads)), key="p3_head",
+                        default=DISTANCE.default("p3_head"))
+    query = pick[2].number_input("Query patch (raster index; or click the left image)",
+                                 *DISTANCE.bounds("p3_query", model), key="p3_query")
     position = blocks.index(block)
     row_map = METHODS["attention"](model, image, block=block, query=query).arrays["per_head"][head]
     prefix_share = query_prefix_attention(capture, block, query)[head].tolist()
@@ -147,8 +150,7 @@ def gallery_view(model, result, prefix, renormalise) -> None:
         "Run the same measurement on every gallery image (and your upload, if you added one) "
         "and compare: if a head's distance barely moves between images, the distance is a "
         "property of the trained weights, not of what is in the picture.")
-    gallery = {SAMPLES[s].title: load_sample(s) for s in SAMPLES}
-    gallery[state.image_title(COLLAGE_ID)] = load_sample(COLLAGE_ID)
+    gallery = {state.image_title(s): load_sample(s) for s in sample_ids()}  # and the collage
     upload = st.session_state.get("upload_image")
     if upload is not None:
         gallery["Your upload"] = upload
@@ -179,8 +181,6 @@ def gallery_view(model, result, prefix, renormalise) -> None:
     st.caption("Images: " + ", ".join(names) + ". Each image's capture is the same cached "
                "forward pass the other pages use.")
 
-
-VIEWS = {"all": "Every head", "head": "One head", "gallery": "Image or weights?"}
 
 with ui.friendly_errors():
     controls = st.columns([1, 1.4])
@@ -214,7 +214,7 @@ with ui.friendly_errors():
     # a click on a point of the scatter opens that head (before the widgets it sets are drawn)
     apply_chart_click("p3_scatter", lambda d: {"p3_block": int(d[0]), "p3_head": int(d[1]),
                                                "p3_view": "head"})
-    view = ui.view_picker(VIEWS, key="p3_view", opened_by={"head": ("p3_block", "p3_head")})
+    view = ui.view_picker(**DISTANCE.picker_args("p3_view"))
     if view == "all":
         every_head_view(model, image, result, sink_heads)
     elif view == "head":

@@ -9,6 +9,7 @@ from xai_core.analysis.token_marks import RULE as HIGH_NORM_RULE
 from xai_core.analysis.token_marks import high_norm_tokens, largest_norm_ratio
 from xai_core.capture import shared_forwards
 from xai_core.figures.overlays import difference_figure, token_map_figure
+from xai_core.lessons.views.p4_rollout_heads import ROLLOUT
 from xai_core.methods import METHODS, rollout
 from xai_core.analysis.tokens import prefix_token_names
 
@@ -280,14 +281,10 @@ def _conventions(inputs: RolloutInputs, roll_map, chosen, end, fusion, discard, 
                    "rounding, as they should." if fusion == "mean" and discard == 0 else ""))
 
 
-VIEWS = {"rollout": "Rollout", "sinks": "Sinks and registers", "heads": "Every head"}
-
 # one forward pass for the capture, the prediction and GAE's backward
 with ui.friendly_errors(), shared_forwards():
     inputs = RolloutInputs(model, image)
-    view = ui.view_picker(VIEWS, key="p4_view",
-                          opened_by={"sinks": ("p4_sink_block", "p4_sink_head"),
-                                     "heads": ("p4_big_block", "p4_big_head")})
+    view = ui.view_picker(**ROLLOUT.picker_args("p4_view"))
     if view == "rollout":
         rollout_view(inputs)
     elif view == "sinks":

@@ -8,16 +8,14 @@ from xai_core.capture import shared_forwards
 from xai_core.figures.curves import alpha_bars
 from xai_core.figures.matrices import per_head_maps, taxonomy_mosaic
 from xai_core.figures.overlays import MIN_MAX, cell_overlay, coarse, map_row, overlay
+from xai_core.lessons.views.p5_gradcam import GRADCAM
 from xai_core.methods import METHODS, gradcam
 from xai_core.methods.saliency import saliency_for_display
 from xai_core.methods.vit_gradcam import (HEAD_MODES, HEAD_NAMES, LOCATION_NAMES, LOCATIONS,
                                           MULTI_HEAD, WEIGHT_NAMES, WEIGHTS, ZERO_GRADIENT)
 
 st.title("Grad-CAM, and why a ViT has more than a hundred of them")
-part = ui.view_picker({"cnn": "Grad-CAM on a CNN", "vit": "Grad-CAM on a ViT: the taxonomy"},
-                      key="gc_part", label="Part")
-CNN_VIEWS = {"steps": "Step by step", "classes": "One image, two classes",
-             "family": "The CAM family"}
+part = ui.view_picker(**GRADCAM.picker_args("gc_part"))
 
 
 def cnn_part(image, model) -> None:
@@ -38,9 +36,7 @@ def cnn_part(image, model) -> None:
                              help="The default is the model's last conv stage, where Grad-CAM "
                                   "is usually taken. Earlier stages have finer maps with less "
                                   "class meaning.")
-    view = ui.view_picker(CNN_VIEWS, key="gc_cnn_view", label="Section",
-                          opened_by={"classes": ("gc_class_a", "gc_class_b"),
-                                     "family": ("gc_family",)})
+    view = ui.view_picker(**GRADCAM.picker_args("gc_cnn_view"))
     if view == "steps":
         steps_view(model, image, target, layer)
     elif view == "classes":
@@ -99,7 +95,7 @@ def classes_view(model, image, layer: str) -> None:
         first = ui.target_picker(model, image, key="gc_class_a", label="Class A")
     with d2:
         second = ui.target_picker(model, image, key="gc_class_b", label="Class B",
-                                  default_rank=1)
+                                  default_rank=GRADCAM.option("gc_class_b").rank)
     pair = [METHODS["gradcam"](model, image, target=t, layer=layer) for t in (first, second)]
     saliency = [METHODS["saliency"](model, image, target=t).map for t in (first, second)]
     ui.show_figure(map_row(model_image, [
@@ -130,7 +126,7 @@ def family_view(model, image, target: int, layer: str) -> None:
     slow = ", ".join(gradcam.SLOW_CAMS)
     chosen = links.choices(
         st.multiselect, "Methods", list(gradcam.CAM_FAMILY), key="gc_family",
-        default=[n for n in gradcam.CAM_FAMILY if n not in gradcam.SLOW_CAMS],
+        default=list(GRADCAM.default("gc_family")),
         help=f"{slow} run one masked or ablated forward pass per channel "
              f"({channels} here), so they take much longer.")
     if chosen:
@@ -213,7 +209,8 @@ def cell_detail(result, model_image, weights: str, heads: str) -> None:
     st.subheader("One cell in detail")
     c1, c2 = st.columns([2, 1])
     last = result.num_blocks - 1
-    block = links.number(c1.slider, "Block", 0, last, key="gc_block", default=last)
+    block = links.number(c1.slider, "Block", GRADCAM.option("gc_block").low, last,
+                         key="gc_block", default=last)
     location = links.choice(c2.selectbox, "Location", LOCATIONS, key="gc_location",
                             format_func=lambda loc: f"{loc} · {LOCATION_NAMES[loc]}")
     with ui.friendly_errors():

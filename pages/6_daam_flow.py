@@ -9,6 +9,7 @@ from xai_core.capture import shared_forwards
 from xai_core.figures.curves import contributions_figure, weights_figure
 from xai_core.figures.overlays import flow_figure, map_row_figure
 from xai_core.images import COLLAGE_ID
+from xai_core.lessons.views.p6_daam_flow import FLOW
 from xai_core.methods import METHODS, daam, daam_knn
 from xai_core.metrics import daam_sanity
 from xai_core.analysis.tokens import prefix_token_names
@@ -59,7 +60,7 @@ def controls(model, image, head, knn: bool):
                             persist_state="session", format_func=RELU_LABELS.get,
                             help="The official code clips the gradient to its positive part for "
                                  "classifiers, and does not clip it in the k-NN variant.")
-        formula = "official"
+        formula = FLOW.default("daam_formula")
         if knn:
             formula = st.selectbox("Eq. 13 weights", daam_knn.KNN_FORMULAS, key="daam_formula",
                                    persist_state="session", format_func=FORMULA_LABELS.get,
@@ -187,12 +188,10 @@ with ui.friendly_errors(), shared_forwards():
             f"patch grid. The flow runs over {where}; prefix tokens are left out of the maps "
             "because they have no pixels.")
 
-    views = {"flow": "The flow", "vote": "The memory bank's vote",
-             "channels": "Channel inspector", "sanity": "Sanity check"}
+    picker = FLOW.picker_args("daam_view")
     if not (knn and result.knn is not None):
-        del views["vote"]
-    view = ui.view_picker(views, key="daam_view",
-                          opened_by={"channels": ("daam_channel_block",)})
+        del picker["views"]["vote"]
+    view = ui.view_picker(**picker)
     if view == "flow":
         flow_view(result, model, image, head, top, display, formula, relu, model_image)
     elif view == "vote":

@@ -14,7 +14,7 @@ from xai_core.figures.matrices import agreement_heatmap
 from xai_core.figures.overlays import localisation_figure
 from xai_core.infra import budget
 from xai_core.methods import METHODS, THEORY_ROWS
-from xai_core.metrics.faithfulness import MIN_STEPS
+from xai_core.lessons.views.p7_comparison import COMPARISON
 from xai_core.analysis.perturbation import BASELINE_NAMES, BASELINES
 from xai_core.metrics.stability import is_seeded
 
@@ -104,10 +104,11 @@ def faithfulness_view(cmp: Comparison) -> None:
                    f"“{literal.text(section.target_label)}”.")
     left, middle, right = st.columns(3)
     defaults = FaithSettings()
-    baseline = left.selectbox("Baseline", BASELINES, key="cmp_baseline",
-                              format_func=lambda b: BASELINE_NAMES[b])
-    most = budget.most_curve_steps(100)  # one curve is one request of the server's budget
-    steps = middle.number_input("Steps", min_value=MIN_STEPS, max_value=most,
+    baseline = left.selectbox("Baseline", BASELINES, BASELINES.index(defaults.baseline),
+                              key="cmp_baseline", format_func=lambda b: BASELINE_NAMES[b])
+    low, high = COMPARISON.bounds("cmp_steps")
+    most = budget.most_curve_steps(high)  # one curve is one request of the server's budget
+    steps = middle.number_input("Steps", min_value=low, max_value=most,
                                 value=min(defaults.steps, most), key="cmp_steps",
                                 help="Each step is one perturbed image through the model, "
                                      "evaluated in batches.")
@@ -142,8 +143,8 @@ def faithfulness_view(cmp: Comparison) -> None:
 @st.fragment
 def agreement_part(cmp: Comparison) -> None:
     """The two agreement heatmaps; the top-k slider reruns only this part."""
-    percent = links.number(st.slider, "Top-k % for the overlap", 1, 50, key=TOP_K,
-                           default=DEFAULT_TOP_K_PERCENT)
+    percent = links.number(st.slider, "Top-k % for the overlap", *COMPARISON.bounds(TOP_K),
+                           key=TOP_K, default=COMPARISON.default(TOP_K))
     numbers = cmp.agreement(percent)
     st.markdown(
         "**Spearman ρ** compares the full ranking of cells (1 = same order, -1 = reversed). "
@@ -274,10 +275,7 @@ for column, model in zip(st.columns(len(models)), models):
 if not sections:
     st.stop()
 comparison = Comparison(image, sections)
-VIEWS = {"maps": "1-2 · Theory and maps", "faith": "3 · Faithfulness", "agree": "4 · Agreement",
-         "local": "5 · Localisation", "export": "6 · Export", "dataset": "7 · Over a data set"}
-view = ui.view_picker(VIEWS, key="cmp_view", label="Section",
-                      opened_by={"agree": (TOP_K,), "local": (LOCALISE,)})
+view = ui.view_picker(**COMPARISON.picker_args("cmp_view"))
 if view == "dataset":
     benchmark_view.dataset_view(models)
 else:

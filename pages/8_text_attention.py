@@ -9,25 +9,10 @@ import streamlit as st
 from dashboard import links, literal, state, ui
 from xai_core.analysis import text_attention as text
 from xai_core.figures import text as ft
+from xai_core.lessons.views.p8_text_attention import EXAMPLES, TEXT, TEXT_MODELS
 from xai_core.metrics import text_heads as tm
-from xai_core.models import get_spec, specs_of_family
+from xai_core.models import get_spec
 
-# title -> (sentence to inspect, second sentence for the similarity target)
-EXAMPLES = {
-    "Pronoun to resolve (it = animal?)": (
-        "The animal didn't cross the street because it was too tired.",
-        "The animal was exhausted."),
-    "Pronoun to resolve (it = street?)": (
-        "The animal didn't cross the street because it was too wide.",
-        "The road was very broad."),
-    "Winograd: trophy and suitcase": (
-        "The trophy doesn't fit into the brown suitcase because it is too large.",
-        "The trophy is big."),
-    "Negation": ("This film was not good at all, although the actors tried hard.",
-                 "I loved this movie."),
-    "Rare word split into pieces": ("Photosynthesis converts sunlight into chemical energy.",
-                                    "Plants make food from light."),
-}
 CUSTOM = "(type your own)"
 
 
@@ -52,12 +37,13 @@ def head_view(capture) -> None:
     """Layer/head controls and their two charts: moving them reruns only this part."""
     tokens = capture.tokens
     n, layers, heads = capture.num_tokens, capture.num_layers, capture.num_heads
-    view_options = ["one head", "mean of the heads", "all heads of the layer"]
+    view_options = TEXT.choices("text_view")
     left, middle, right = st.columns(3)
-    layer = links.number(left.slider, "Layer", 0, layers - 1, key="text_layer",
-                         default=layers - 1)
+    layer = links.number(left.slider, "Layer", TEXT.option("text_layer").low, layers - 1,
+                         key="text_layer", default=layers - 1)
     view = middle.radio("Show", view_options, key="text_view", horizontal=True)
-    head = links.number(right.slider, "Head", 0, heads - 1, key="text_head", default=0,
+    head = links.number(right.slider, "Head", TEXT.option("text_head").low, heads - 1,
+                        key="text_head", default=TEXT.default("text_head"),
                         disabled=view != "one head")
 
     if view == "all heads of the layer":
@@ -118,7 +104,6 @@ st.markdown(
     "changes with depth - and then check whether the tokens that get the attention are the "
     "ones the output actually depends on.")
 
-TEXT_MODELS = [spec.id for spec in specs_of_family("text")]
 text_model = links.choice(st.selectbox, "Text model", TEXT_MODELS, key="text_model",
                           format_func=lambda i: get_spec(i).display_name, what="text model",
                           help="The bundled MiniLM works offline; BERT-base needs the hub.")
@@ -127,13 +112,13 @@ if model is None:
     st.stop()
 ui.model_caption(model)
 
-first = next(iter(EXAMPLES.values()))
-st.session_state.setdefault("text_input", first[0])
-st.session_state.setdefault("text_reference", first[1])
+st.session_state.setdefault("text_input", TEXT.default("text_input"))
+st.session_state.setdefault("text_reference", TEXT.default("text_reference"))
 st.selectbox("Example", list(EXAMPLES) + [CUSTOM], key="text_example", on_change=use_example,
              persist_state="session",
              help="Choosing an example fills both sentences below; then edit freely.")
-sentence = st.text_area("Sentence to inspect", key="text_input", height=90, max_chars=5000,
+sentence = st.text_area("Sentence to inspect", key="text_input", height=90,
+                        max_chars=TEXT.option("text_input").most,
                         persist_state="session")
 
 try:
@@ -153,8 +138,6 @@ st.markdown(" ".join(literal.code(token) for token in tokens))
 st.caption(f"{n} tokens. [CLS] opens and [SEP] closes every input; a piece starting with ## "
            "continues the word before it. The uncased model lower-cases everything first.")
 
-VIEWS = {"head": "Head view", "special": "Head specialisation", "layers": "Layer by layer",
-         "rollout": "Rollout", "importance": "Attention vs. importance"}
 
 
 def head_section() -> None:
@@ -232,11 +215,13 @@ def importance_view() -> None:
         "each input word embedding, multiplied by the embedding itself, summarised by its length "
         "per token.")
     reference = st.text_input("Second sentence (the target is the similarity to it)",
-                              key="text_reference", max_chars=2000, persist_state="session")
+                              key="text_reference", persist_state="session",
+                              max_chars=TEXT.option("text_reference").most)
     source_col, special_col = st.columns([2, 1])
     source = source_col.selectbox("Attention summary to compare", list(tm.ATTENTION_SOURCES),
                                   format_func=tm.ATTENTION_SOURCES.get, key="text_source")
-    with_special = special_col.checkbox("Include [CLS] and [SEP]", value=False, key="text_special",
+    with_special = special_col.checkbox("Include [CLS] and [SEP]", key="text_special",
+                                        value=TEXT.default("text_special"),
                                         help="Special tokens collect a lot of attention; including "
                                              "them mostly measures that.")
     try:
@@ -273,6 +258,6 @@ def importance_view() -> None:
         "method that asks the output.")
 
 
-view = ui.view_picker(VIEWS, key="text_part", label="Part")
+view = ui.view_picker(**TEXT.picker_args("text_part"))
 {"head": head_section, "special": specialisation_view, "layers": layers_view,
  "rollout": rollout_view, "importance": importance_view}[view]()

@@ -7,6 +7,7 @@ from dashboard.clicks import apply_chart_click
 from xai_core.studies import cause_vs_claim as claims
 from xai_core.studies import interventions as iv
 from xai_core.lessons import interventions_lab
+from xai_core.lessons.views.p9_interventions import LAB_PAGE
 from xai_core import pipeline
 from xai_core.capture import model_layout
 from xai_core.figures import intervention_figures as figs
@@ -22,23 +23,16 @@ st.markdown(
     "themselves (Jain & Wallace 2019), and most heads can go with little loss (Michel et al. "
     "2019). Blocks, heads and patches are numbered from 0; patches row by row.")
 
-VIEWS = {"heads": "Switch heads off", "tokens": "Drop tokens / mask patches",
-         "positions": "Positions", "attention": "Sinks, registers, uniform",
-         "readout": "Read-out per block", "importance": "Head importance",
-         "claims": "Cause vs claim", "predict": "Predict, then reveal"}
-OPENED_BY = {"heads": ("iv_heads",), "tokens": ("iv_patches", "iv_remove"),
-             "positions": ("iv_positions", "iv_seed"), "attention": ("iv_change",),
-             "readout": ("iv_readout_block",), "claims": ("iv_claim_remove",),
-             "predict": ("iv_k",)}
+VIEWS = LAB_PAGE.picker_args("iv_view")
 FILLS = {"zero": "zero: its output set to 0", "mean": "mean: its output over the image's tokens"}
 REMOVE = {"tokens": "drop the tokens", "pixels": "mask the pixels"}
 
 image = state.current_image()
 if image is None:
     st.stop()
-family = links.choice(st.radio, "Model", ["vit", "cnn"], key="iv_model", horizontal=True,
-                      format_func={"vit": "the sidebar's ViT", "cnn": "the sidebar's CNN "
-                                   "(pixels only)"}.get)
+family = links.choice(st.radio, "Model", LAB_PAGE.choices("iv_model"), key="iv_model",
+                      horizontal=True, format_func={"vit": "the sidebar's ViT", "cnn": "the "
+                                                    "sidebar's CNN (pixels only)"}.get)
 model = state.current_vit() if family == "vit" else state.current_cnn()
 if model is None:
     st.stop()
@@ -116,10 +110,10 @@ def tokens_view(model, image, target, head) -> None:
                           format_func=REMOVE.get)
     patches = links.choices(st.multiselect, "Patches (click them on the image)",
                             list(range(claims.num_patches(model))), key="iv_patches")
-    baseline = "blur"
+    baseline = LAB_PAGE.default("iv_baseline")
     if remove == "pixels":
         baseline = links.choice(st.selectbox, "Masked pixels show", list(BASELINES),
-                                key="iv_baseline", default="blur", format_func=BASELINE_NAMES.get)
+                                key="iv_baseline", default=baseline, format_func=BASELINE_NAMES.get)
     patch_picker(model, image, "iv_patch_pick", patches)
     if not patches:
         st.info("Click patches on the image (or list them) to remove them.")
@@ -135,9 +129,10 @@ def positions_view(model, image, target, head) -> None:
                 "patches (the same seed, the same order) or remove them: a model that ignored "
                 "positions would not notice. Prefix tokens keep theirs.")
     cols = st.columns(2)
-    how = links.choice(cols[0].radio, "Position embeddings", ["shuffle", "zero"],
+    how = links.choice(cols[0].radio, "Position embeddings", LAB_PAGE.choices("iv_positions"),
                        key="iv_positions", horizontal=True)
-    seed = links.number(cols[1].number_input, "Seed", 0, 9999, key="iv_seed", default=0)
+    seed = links.number(cols[1].number_input, "Seed", *LAB_PAGE.bounds("iv_seed"), key="iv_seed",
+                        default=LAB_PAGE.default("iv_seed"))
     show_outcome(model, image, target, head, {"positions": how, "seed": seed})
 
 
@@ -172,7 +167,8 @@ def readout_view(model, image, target, head) -> None:
     ui.show_figure(figs.readout_figure(found.target_scores, found.score_kind,
                                        found.first_block), key="iv_readout")
     last = len(found.top) - 1
-    block = links.number(st.slider, "Block", 0, last, key="iv_readout_block", default=last)
+    block = links.number(st.slider, "Block", LAB_PAGE.option("iv_readout_block").low, last,
+                         key="iv_readout_block", default=last)
     grid = found.patch_scores.shape[1:]
     size = model.spec.input_size
     ui.show_figure(figs.readout_patch_figure(
@@ -204,10 +200,10 @@ def claims_view(model, image, target, head) -> None:
     choices = ["tokens", "pixels"] if model.spec.family == "vit" else ["pixels"]
     remove = links.choice(st.radio, "Remove a patch by", choices, key="iv_claim_remove",
                           horizontal=True, format_func=REMOVE.get)
-    baseline = "blur"
+    baseline = LAB_PAGE.default("iv_claim_baseline")
     if remove == "pixels":
         baseline = links.choice(st.selectbox, "Masked pixels show", list(BASELINES),
-                                key="iv_claim_baseline", default="blur",
+                                key="iv_claim_baseline", default=baseline,
                                 format_func=BASELINE_NAMES.get)
     revealed = st.session_state.get("iv_revealed", (None, ()))
     mine = revealed[1] if revealed[0] == model.label else ()  # the picks you revealed: a star
@@ -228,7 +224,8 @@ def claims_view(model, image, target, head) -> None:
 
 
 def predict_view(model, image, target, head) -> None:
-    k = links.number(st.slider, "k: how many patches", 1, 16, key="iv_k", default=4)
+    k = links.number(st.slider, "k: how many patches", *LAB_PAGE.bounds("iv_k"), key="iv_k",
+                     default=LAB_PAGE.default("iv_k"))
     picked = st.session_state.setdefault("iv_picked", [])
     if len(picked) > k:
         st.session_state["iv_picked"] = picked = picked[:k]
@@ -264,10 +261,10 @@ def predict_view(model, image, target, head) -> None:
                  f"{k}.") + f" Measure: {claims.OVERLAP}.")
 
 
-view = ui.view_picker(VIEWS, key="iv_view", opened_by=OPENED_BY)
+view = ui.view_picker(**VIEWS)
 why_not = interventions_lab.refusals(model).get(view)
 if why_not:
-    st.info(f"{VIEWS[view]} is not available for this model: {why_not}")
+    st.info(f"{VIEWS['views'][view]} is not available for this model: {why_not}")
     st.stop()
 with ui.friendly_errors():
     target = ui.target_picker(model, image, key="iv_target", head=head)

@@ -74,6 +74,7 @@ SAMPLES: MappingProxyType[str, Sample] = MappingProxyType(
     }
 )
 
+DEFAULT_SAMPLE = next(iter(SAMPLES))  # the picture the app opens on (the cat)
 COLLAGE_ID = "collage"
 COLLAGE_TITLE = "Cat and coffee cup (collage)"
 

@@ -86,6 +86,19 @@ def cmd_methods(args) -> None:
     emit(args, {"methods": described}, "\n".join(map(line, described)))
 
 
+def cmd_views(args) -> None:
+    from ..lessons.views import PAGES
+
+    described = [page.describe() for page in PAGES.values()]
+
+    def line(page: dict, view: dict) -> str:
+        options = ", ".join(f"{o['name']}={o['default']}" for o in view["options"]) or "none"
+        where = view["link"] or "(its only view)"
+        return f"{page['page']:22} {where:22} {view['title']}\n{'':22} options: {options}"
+    emit(args, {"pages": described},
+         "\n".join(line(page, view) for page in described for view in page["views"]))
+
+
 def cmd_explain(args) -> None:
     from ..pipeline import resolve_target
 
@@ -135,6 +148,8 @@ def build_parser() -> argparse.ArgumentParser:
     add("models", cmd_models, "list models and whether they can load here", image=False)
     add("methods", cmd_methods, "list explanation methods with their options and conventions",
         image=False)
+    add("views", cmd_views, "list every page's views with their deep links, options and "
+                            "default computations", image=False)
     add("predict", cmd_predict, "top classes for an image").add_argument(
         "--topk", type=int, default=5, choices=range(1, 51), metavar="K")
     add("capture", cmd_capture, "record every block's attention to an .npz").add_argument(

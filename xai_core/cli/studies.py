@@ -156,8 +156,8 @@ def add_cause_vs_claim_command(add) -> None:
     sub.add_argument("--target", help="class index or name (default: the top prediction)")
     sub.add_argument("--remove", help="tokens, pixels or tokens,pixels (default: both on a "
                                       "ViT, pixels on a CNN)")
-    sub.add_argument("--baseline", default="blur", help="what masked pixels show (the "
-                                                        "benchmark's baselines)")
+    sub.add_argument("--baseline", help="what masked pixels show (the benchmark's baselines; "
+                                        "default: the masking intervention's)")
     sub.add_argument("--k", help="patch counts, comma-separated (default: 1,2,4,8,16,32, "
                                  "those below the model's patch count)")
     sub.add_argument("--draws", default="20", help="random draws per k (20-200)")
@@ -169,7 +169,7 @@ def add_cause_vs_claim_command(add) -> None:
 
 
 def cmd_cause_vs_claim(args) -> None:
-    from ..studies.cause_vs_claim import cause_vs_claim, check_budget, check_request
+    from ..studies.cause_vs_claim import BASELINE, cause_vs_claim, check_budget, check_request
     from ..studies.interventions import model_shell
 
     shell = model_shell(args.model)
@@ -178,7 +178,7 @@ def cmd_cause_vs_claim(args) -> None:
     learner = args.learner
     methods = args.methods.split(",") if args.methods else None
     request = dict(removals=removals, ks=args.k, draws=args.draws, seed=args.seed,
-                   learner=learner, methods=methods, baseline=args.baseline)
+                   learner=learner, methods=methods, baseline=args.baseline or BASELINE.default)
     check_budget(check_request(shell, **request), shell)  # refused before the weights load
     model, image = load_model(args), load_image(args.image)
     if model.head is None:

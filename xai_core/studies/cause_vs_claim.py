@@ -41,10 +41,10 @@ from ..infra.cache import BoundedCache, cache_key
 from ..infra.errors import OptionError
 from ..infra.faults import check_stop
 from ..images import image_sha256
-from .interventions import ListOption, _num_cells, output_of
+from .interventions import BY_NAME, ListOption, _num_cells, output_of
 from ..maps import upsample
 from ..methods.attribution import cell_mask, cell_size, reference_pixels
-from ..methods.base import Cost, Int
+from ..methods.base import Choice, Cost, Int
 from ..pipeline import default_batch_size, head_of, model_output, prepare, resolve_target
 
 K_GRID = (1, 2, 4, 8, 16, 32)
@@ -62,6 +62,11 @@ def _baselines() -> tuple[str, ...]:
     from ..analysis.perturbation import BASELINES
 
     return BASELINES
+
+
+# What masked pixels show unless asked: the intervention's own default (`mask_baseline`).
+BASELINE = Choice("baseline", BY_NAME["mask_baseline"].default, _baselines(),
+                  "What a masked patch's pixels show (the benchmark's baselines).")
 
 
 def _images(values: dict, _spec=None) -> int:
@@ -112,7 +117,7 @@ def parse_ks(raw) -> tuple[int, ...]:
 
 
 def check_request(model, removals, ks, draws: int, seed: int, learner=(), methods=None,
-                  baseline: str = "blur") -> dict:
+                  baseline: str = BASELINE.default) -> dict:
     """The request's values, checked against the model (a loaded one, or
     `interventions.model_shell`'s weightless one) before any pass; refused in words."""
     family = model.spec.family
@@ -322,7 +327,8 @@ class ClaimTest:
 
 def cause_vs_claim(model, image, target=None, head=None, removals=tuple(REMOVALS), ks=None,
                    draws: int = MIN_DRAWS, seed: int = 0, learner=(), methods=None,
-                   baseline: str = "blur", should_stop=None, progress=None) -> ClaimTest:
+                   baseline: str = BASELINE.default, should_stop=None,
+                   progress=None) -> ClaimTest:
     """The drops of every method's top-k, of random k and of the learner's patches (cached
     by content; treat the result as read-only). Bad values and requests over the budget
     are refused in words before any pass. `progress(fraction, what)` is called after each

@@ -592,7 +592,8 @@ class HeadImportance:
                 "batches": self.forwards}
 
 
-def head_importance(model, image, target=None, head=None, fill: str = "zero",
+def head_importance(model, image, target=None, head=None,
+                    fill: str = BY_NAME["heads_fill"].default,
                     should_stop=None) -> HeadImportance:
     """Every (block, head) switched off on its own (`heads_fill` = `fill`), cached by content."""
     fill = BY_NAME["heads_fill"].parse(fill)
