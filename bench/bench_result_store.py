@@ -28,15 +28,16 @@ TIMED = textwrap.dedent("""
     sys.path.insert(0, {root!r})
     import xai_core
     from xai_core.lessons import warmup
+    from xai_core.lessons.views.view import ranked_class
     from xai_core.images import load_sample
     from xai_core.models import DEFAULT_CNN, DEFAULT_VIT, disk_cache, get_model
     vit, cnn = get_model(DEFAULT_VIT), get_model(DEFAULT_CNN)
     image = load_sample({sample!r})
-    warmup._top(vit, image), warmup._top(cnn, image)  # the models' first pass
+    ranked_class(vit, image), ranked_class(cnn, image)  # the models' first pass
     what = sys.argv[1]
     started = time.perf_counter()
     if what == "page4":
-        warmup.rollout_and_gae(vit, cnn, image)
+        warmup.warm_views({{"vit": vit, "cnn": cnn}}, image, pages=("4_rollout_heads.py",))
         computed, read = warmup._counts()
     else:
         row = warmup.warm_image(vit, cnn, {sample!r}, image)

@@ -51,6 +51,8 @@ def cmd_warmup(args) -> None:
     emit(args, payload, "\n".join(lines))
     problems = [f"{row['image']} ({'; '.join(row['failures'])})"
                 for row in payload.get("gallery", {}).get("images", []) if row["failures"]]
+    problems += [f"{row['model']} ({'; '.join(row['failures'])})"
+                 for row in rows if row.get("failures")]
     if problems:
         raise CliError("Some default views could not be computed: " + ", ".join(problems))
 
@@ -66,7 +68,7 @@ def warm_gallery(lines: list[str]) -> dict:
     store = disk_cache.result_store()
     where = (f"{store.folder} (bound {store.max_bytes / 2**20:.0f} MB)" if store else
              "off: results stay in this process (set VIT_LENS_RESULTS_DIR to share them)")
-    vit, cnn = get_model(DEFAULT_VIT), get_model(DEFAULT_CNN)
+    vit, cnn = get_model(DEFAULT_VIT), get_model(DEFAULT_CNN)  # the sidebar's defaults
     started, rows = time.perf_counter(), []
     for sample_id in sample_ids():
         row = _warm_one(store, vit, cnn, sample_id)
