@@ -53,9 +53,12 @@ def _image_picker() -> None:
         if uploaded is not None:
             try:
                 st.session_state["upload_image"] = shared_image(load_upload(uploaded.getvalue()))
-            except ImageError as error:
+                st.session_state.pop(state.UPLOAD_ERROR, None)
+            except ImageError as error:  # said in the main area, where the learner looks
                 st.session_state["upload_image"] = None
-                st.error(str(error))
+                st.session_state[state.UPLOAD_ERROR] = str(error)
+        else:
+            st.session_state.pop(state.UPLOAD_ERROR, None)
         upload = st.session_state.get("upload_image")
         if upload is not None:
             spec = MODEL_SPECS[state.selection().vit_id]
@@ -86,10 +89,24 @@ def sidebar(charts_follow: bool):
         return st.empty()  # for the disk-cache notice, filled once the page has run
 
 
+def _sidebar_start() -> str | None:
+    """A lecture opened by a presentation link (`?presentation=true`) starts with the sidebar
+    collapsed: on a 1280x720 projector it took a quarter of the width, and the page's
+    parts the tour points at had to stack taller than the screen. Asked on the session's
+    first run only (None keeps what the learner did with it since)."""
+    if st.session_state.get(SIDEBAR_STARTED):
+        return None
+    st.session_state[SIDEBAR_STARTED] = True
+    return "collapsed" if links.is_true(st.query_params.get("presentation")) else "auto"
+
+
+SIDEBAR_STARTED = "sidebar_started"
+
+
 def main() -> None:
     # a local icon: a ":material/...:" favicon is fetched from fonts.gstatic.com
     st.set_page_config(page_title="ViT Lens", page_icon=str(ROOT / "dashboard" / "favicon.png"),
-                       layout="wide")
+                       layout="wide", initial_sidebar_state=_sidebar_start())
     pages = [st.Page(PAGES / name, title=title, icon=icon, default=(name == "home.py"))
              for name, title, icon in existing_pages()]
     navigation = st.navigation(pages)

@@ -137,6 +137,11 @@ def number(draw: Callable, label: str, low: int, high: int, *, key: str, default
 _TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
 
 
+def is_true(raw: str | None) -> bool:
+    """Whether a link's value for a flag reads as on (`flag`'s words)."""
+    return raw is not None and raw.strip().lower() in _TRUE
+
+
 def flag(draw: Callable, label: str, *, key: str, default: bool = False,
          what: str | None = None, **kwargs) -> bool:
     """A checkbox or toggle linked as `true` / `false`."""

@@ -75,11 +75,12 @@ def test_switching_steps_carry_their_result_and_quote_its_numbers(dinov2, image)
     changes = [s["switch"]["target"]["after"] - s["switch"]["target"]["before"]
                for s in switching]
     claim = switching[1]["text"]
-    assert (f"step 11: {tour.signed_change(changes[0])}; this focused head: "
-            f"{tour.signed_change(changes[1])}.") in claim
+    assert (f"sink head of step 11 changed it by {tour.signed_change(changes[0])}, this "
+            f"focused head by {tour.signed_change(changes[1])}.") in claim
     # chelsea: +0.001 and -0.014 of 0.967, both under 5 % of the score
-    largest = max(map(abs, changes)) / switching[1]["switch"]["target"]["before"]
-    assert largest < 0.05 and f"by {100 * largest:.1f}% of itself" in claim
+    before = switching[1]["switch"]["target"]["before"]
+    assert max(map(abs, changes)) / before < 0.05
+    assert f"under 5% of the score itself ({before:.3f})" in claim
     assert all(s["switch"] is None for s in steps if s not in switching)
 
 
