@@ -29,7 +29,8 @@ class Term:
 
 GLOSSARY: dict[str, Term] = {
     "transformer": Term("transformer", "the kind of network this is: it reads a list of "
-                        "tokens and lets them exchange information", r"transformers?"),
+                        "tokens and lets them exchange information",
+                        r"(?:vision )?transformers?"),
     "cls": Term("[CLS]", "an extra token with no pixels, learned in training, that gathers a "
                 "summary of the picture", r"\[CLS\]"),
     "dist": Term("[DIST]", "an extra token with no pixels that learns, in training, to copy "
@@ -49,16 +50,15 @@ GLOSSARY: dict[str, Term] = {
                 r"dot product"),
     "softmax": Term("softmax", "turns a list of scores into shares that are positive and add "
                     "up to 1; a larger score gets a larger share", r"softmax"),
-    "w_o": Term("projection W_O", "one learned matrix that mixes the outputs of all heads back "
-                "into one list of numbers per token", r"W_O|projection"),
+    "w_o": Term("projection W_O", "one learned table of weights that mixes the outputs of all "
+                "heads back into one list of numbers per token", r"W_O|projection"),
     "sink": Term("attention sink", "a key that gets nearly all of a head's attention from "
                  "every query, whatever the picture shows there", r"sinks?", taught="sinks"),
     "mad": Term("mean attention distance", "how far from its query, on average, a head's "
                 "attention lands on the picture, each key counted by its share",
                 r"mean attention distance"),
-    "cnn": Term("CNN", "a convolutional network, the kind of image model before "
-                "transformers: each layer looks at small neighbourhoods of the one before",
-                r"CNNs?"),
+    "cnn": Term("CNN", "the kind of image model common before this one: each layer looks at "
+                "small neighbourhoods of the layer before", r"CNNs?|convolutional"),
     "residual": Term("residual stream", "the tokens as they run through the blocks: each "
                      "block adds its result to them instead of replacing them",
                      r"residual(?: stream)?", taught="residual"),
@@ -66,7 +66,7 @@ GLOSSARY: dict[str, Term] = {
                     "use, unrelated to the part of the picture that token came from",
                     r"scratch space"),
     "rollout": Term("attention rollout", "attention followed through all blocks, not one: "
-                    "the blocks' attention matrices multiplied in order",
+                    "each block's attention combined with the next one's, in order",
                     r"rollout", taught="rollout"),
     "daam": Term("DAAM", "a map of where the decision for one class is built: what [CLS] "
                  "gathers in each block, weighed by how much it moves that class's score",
@@ -82,18 +82,19 @@ GLOSSARY: dict[str, Term] = {
     "knn": Term("k-NN vote", "the k stored examples most like this picture vote for their "
                 "labels", r"k-NN"),
     "bank": Term("memory bank", "the stored features of labelled example pictures, which "
-                 "the k-NN vote compares a picture with", r"memory bank|bank"),
+                 "the vote compares a picture with", r"memory bank|banks?"),
     "cosine": Term("cosine similarity", "how alike two lists of numbers are in direction: 1 "
                    "for the same direction, 0 for unrelated", r"cosine"),
-    "vote_weight": Term("exp(cos/T)", "each voter's weight: e to the power of its cosine "
+    "vote_weight": Term("exp(cos/T)", "each voter's weight: e to the power of its "
                         "similarity divided by a small number T, so a slightly more similar "
                         "entry counts much more", r"exp\(cos/[\d.]+\)"),
     "class_score": Term("class score", "the number the model gives one class. For a k-NN "
                         "head, how alike the picture is to that class's nearest bank "
                         "pictures (1 = the same); for a classifier, its probability",
                         r"class score"),
-    "logit_lens": Term("logit lens", "logits are a model's class scores before softmax; the "
-                       "lens reads them out after an early block", r"logit(?: lens)?|logits"),
+    "logit_lens": Term("logit lens", "logits are a model's class scores before they become "
+                       "shares; this reads them out after an early block",
+                       r"logit(?: lens)?|logits"),
     "gradcam": Term("Grad-CAM", "a map of the class score's gradient at a late layer, "
                     "weighing where that layer's features support the class", r"Grad-CAM"),
     "feature": Term("feature", "the list of numbers the model sums the picture up in, which "

@@ -115,7 +115,7 @@ TOUR: list[Step] = [
          text="Attention on its own treats the tokens as an unordered set: shuffle the "
               "patches and it computes the same thing. So each place in the grid has its own "
               "list of numbers (a table of {pos_table}), added to the token of the patch "
-              "there before the first block. The vectors themselves are not drawn: the small "
+              "there before the first block. These lists are not drawn themselves: the small "
               "map beside this text shows each patch token's ⟦norm|length ‖x‖⟧ with its "
               "position vector added. Page 1, view 4, shows which places the model learned "
               "to treat as alike. Blocks and heads are numbered from 0 here, as on the other "
@@ -156,7 +156,7 @@ TOUR: list[Step] = [
          text="Point at or tap the head chips. In {middle_label}, head {sharpest} has the "
               "most focused {middle_row}: its attention is packed into the fewest patches. The "
               "heads' outputs are put side by side ({heads}×{d} = {D} numbers) and mixed by "
-              "one learned matrix, the ⟦w_o⟧.",
+              "the ⟦w_o⟧.",
          stage="blocks", block="middle", head="mean", patch=None, overlay="attention",
          targets=("image", "heads"), page="4_rollout_heads.py"),
     Step(id="sinks", title="Attention sinks",
@@ -183,7 +183,7 @@ TOUR: list[Step] = [
          targets=("image", "caption", "player"), page="3_attention_distance.py"),
     Step(id="residual", title="The residual stream",
          lead="Each block **adds** to its tokens: {growth_lead}.",
-         text="A block never replaces its input: x + attention(x), then x + MLP(x). This "
+         text="A block never replaces its input: x + attention(x), then x + ⟦mlp|MLP⟧(x). This "
               "running sum is the **⟦residual|residual stream⟧**. The chart shows the tokens' "
               "⟦norm|lengths ‖x‖⟧ after every block: {growth_sentence} {outlier_sentence}",
          stage="norm", block="last_self", head="mean", patch="longest", overlay="attention",
@@ -368,7 +368,9 @@ def tour_facts(overview: dict, switch: Switch, live: bool = True,
         "sqrt_d": f"{math.sqrt(dims['head_dim']):.3g}",
         "tokens_block": str(blocks[0]["nk"]),
         "random_note": ("The weights are random, so that answer means nothing; the shapes "
-                        "are real. " if random else ""),
+                        "are real. " if random else "" if prediction["open_set"]["known"] else
+                        "A forced guess, because this picture looks like none of what the "
+                        "model knows. "),
         "picture_sentence": _picture_sentence(overview),
         "prefix_sentence": _prefix_sentence(names, late, dims),
         "token_sentence": _token_sentence(layout, names, late),
@@ -487,7 +489,7 @@ def _switch_lead(overview: dict, pair: tuple[int, int], result: dict) -> str:
         return f"{where[0].upper()}{where[1:]} cannot be switched off here."
     target = result["target"]
     knn = overview["prediction"]["head"] == "knn"
-    score = "k-NN ⟦class_score⟧" if knn else "probability"
+    score = "⟦knn|k-NN⟧ ⟦class_score⟧" if knn else "probability"
     text = (f"{where[0].upper()}{where[1:]} off: {short(target['label'])}'s {score} "
             f"{target['before']:.3f} → {target['after']:.3f}")
     quotes = switch_quotes(result, knn)
@@ -524,7 +526,7 @@ def _compare_sentence(sink: tuple[int, int], sharp: tuple[int, int], results: di
     target = results[sharp]["target"]
     change = {pair: results[pair]["target"]["after"] - results[pair]["target"]["before"]
               for pair in (sink, sharp)}
-    text = (f"Switching off the sink head of step {step} changed it by "
+    text = (f"Switching off the ⟦sink⟧ head of step {step} changed it by "
             f"{signed_change(change[sink])}, this focused head by "
             f"{signed_change(change[sharp])}.")
     largest = max(abs(c) for c in change.values()) / max(abs(target["before"]), 1e-12)
@@ -548,7 +550,7 @@ def _holds_itself(overview: dict) -> bool:
 # What would make a fair test of a k-NN head when the bank holds the picture or knows nothing
 # like it (issue 40: the tour sent the learner to their own photo, where an 8-picture bank
 # calls everything unknown).
-TEACH = ("On Home, teach the ⟦knn⟧ two or three labelled photos of one kind of thing (\"Teach "
+TEACH = ("On Home, teach the ⟦knn|k-NN⟧ two or three labelled photos of one kind of thing (\"Teach "
          "the k-NN a new class\"), then open another photo of that kind here: the vote then "
          "has to recognise it, not find it.")
 
@@ -565,14 +567,17 @@ def _fair_test(overview: dict, second_opinion: dict | None) -> str:
     text = (f"The bank knows only {prediction['classes']} kinds of thing. For a fair test, "
             + TEACH[0].lower() + TEACH[1:])
     if second_opinion:
-        text += (f" Or compare with a model trained on ⟦imagenet⟧'s 1000 classes: beside "
-                 f"the bars, {second_opinion['model']} answers **{second_opinion['label']}** "
+        text += (f" Or compare with a model trained on the {second_opinion['classes']} "
+                 f"classes of ⟦imagenet⟧: beside the bars, {second_opinion['model']} answers **{second_opinion['label']}** "
                  f"({share_label(second_opinion['share'])}).")
     return text
 
 
 def _readout_sentence(overview: dict) -> str:
     found = overview["readout"]
+    if "unavailable" in found and overview["layout"]["cls_joins_late"]:
+        return ("Not here: in this model's last blocks only the summary token asks, so the "
+                "tokens after an early block cannot go to the head as they are.")
     if "unavailable" in found:
         return f"Not here: {found['unavailable']}"
     if overview["model"]["random"]:
@@ -650,8 +655,7 @@ def _top_answer(prediction: dict) -> str:
     top = prediction["top"][0]
     if prediction["open_set"]["known"]:
         return f"**{short(top['label'])}** ({share_label(top['probability'])})"
-    return (f"a forced guess, **{top['label']}**, because this picture looks like none of "
-            "what it knows")
+    return f"a forced guess, **{short(top['label'])}**"
 
 
 def _prediction_lead(overview: dict) -> str:
@@ -685,8 +689,9 @@ def _prediction_sentence(prediction: dict) -> str:
     top = prediction["top"]
     found = prediction["open_set"]
     if not found["known"]:
+        why = found["why"].replace("cosine similarity", "⟦cosine|cosine similarity⟧", 1)
         return (f"Here the picture looks like **none of what the model knows**: "
-                f"{found['why']}. The model must still name one of its classes "
+                f"{why}. The model must still name one of its classes "
                 f"({top[0]['label']}), so that is a guess, not an answer.")
     second = (f"{top[1]['label']} ({share_label(top[1]['probability'])})" if len(top) > 1
               else "nothing else")
@@ -744,7 +749,7 @@ def _outlier_sentence(overview: dict) -> str:
     rule = (f"a patch stands apart when its list of numbers is at least {HIGH_NORM_RATIO:g}× "
             f"as long as the median patch's and {HIGH_NORM_GAP:g}× as long as every unmarked "
             "one")
-    study = ("a 2024 study by Darcet and colleagues found large vision transformers "
+    study = ("a 2024 study by Darcet and colleagues found large models like this one "
              "re-using a few patches as ⟦scratch⟧")
     if not marks["flagged"]:
         return (f"The marked patch is the longest ({where(marks['largest'])}) but does not "
@@ -789,8 +794,8 @@ def _distance_sentence(overview: dict) -> str:
         return text
     near_first, near_last = min(kept[0]), min(kept[-1])
     patch = overview["layout"]["patch"][0]  # a difference under one patch is not a trend
-    text += (" The vision transformer papers report early blocks mixing near- and "
-             "far-looking heads, late blocks only far-looking ones; ")
+    text += (" The papers on vision ⟦transformer|transformers⟧ report early blocks mixing "
+             "near- and far-looking heads, late blocks only far-looking ones; ")
     if near_last >= near_first + patch:
         return text + (f"here {name(-1)}'s nearest head ({near_last:.0f} pixels) looks farther "
                        f"than {name(0)}'s ({near_first:.0f} pixels).")
@@ -826,7 +831,7 @@ def _near_head_sentence(overview: dict) -> str:
     if not sinks or len(sinks) == len(_head_distances(overview, block)):
         return text
     left_out = "; ".join(
-        f"head {h} ({percent(s['score'])} to {s['key']}: "
+        f"head {h} ({percent(s['score'])} to {key_words(s['key'])}: "
         + ("its map is that patch whatever you pin)" if s["on_patch"] else
            "a token with no place on the picture, so no distance)")
         for h, s in sorted(sinks.items()))
@@ -842,10 +847,11 @@ def _sink_sentences(overview: dict) -> tuple[str, str]:
     if strongest["score"] < SINK_THRESHOLD:
         return ("Does any head pour most of its attention into one key? Not here.",
                 f"The most concentrated head ({block}, head {strongest['head']}) gives its "
-                f"favourite key, {strongest['key']}, {share} of the attention on average, "
+                f"favourite key, {key_words(strongest['key'])}, {share} of the attention on "
+                "average, "
                 f"below the {SINK_THRESHOLD:.0%} that makes an ⟦sink⟧.")
     lead = (f"Head {strongest['head']} of {block} sends {share} of its attention to "
-            f"{strongest['key']}: an **⟦sink|attention sink⟧**.")
+            f"{key_words(strongest['key'])}: an **⟦sink|attention sink⟧**.")
     text = ("That share is the mean over every query. Such a head copies nearly the same "
             "thing into every token, whatever the picture shows there. Point at or tap the "
             "other heads of this block to compare.")
@@ -853,6 +859,15 @@ def _sink_sentences(overview: dict) -> tuple[str, str]:
         text += (" A sink on a patch would light up that patch in attention ⟦rollout⟧, so "
                  "the rollout here starts after it.")
     return lead, text
+
+
+def key_words(key: str) -> str:
+    """A key as the tour names it: a patch in words, an extra token with its glossary mark."""
+    if key == "[CLS]":
+        return "⟦cls⟧"
+    if key == "[DIST]":
+        return "⟦dist⟧"
+    return key if key.startswith("patch") else f"⟦register|{key}⟧"
 
 
 def sink_patch(overview: dict) -> int | None:
@@ -910,7 +925,8 @@ def _summary_sentence(overview: dict) -> str:
     if "[DIST]" in names:
         return (f"The picture's summary is two tokens, ⟦cls⟧ and ⟦dist⟧, of **{width} "
                 "numbers** each.")
-    pooling = {s["id"]: s for s in overview["stages"]}["feature"]["sentence"]
+    pooling = {s["id"]: s for s in overview["stages"]}["feature"]["sentence"].replace(
+        "[CLS]", "⟦cls⟧", 1)
     return f"The picture's summary, its **⟦feature⟧**, is {pooling}."
 
 
