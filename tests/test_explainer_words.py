@@ -183,3 +183,20 @@ def test_first_uses_in_brackets_and_in_a_lead():
     assert explained[1] == ("", f"⟦softmax⟧ again, ⟦rollout|a rollout⟧ ({rollout.words})")
     assert explained[2] == ("", "⟦rollout⟧ taught here")
     assert glossary.plain("⟦w_o⟧ and ⟦mlp|MLPs⟧") == "projection W_O and MLPs"
+
+
+def test_the_docs_say_what_the_tour_says():
+    """docs/explainer.md's tour range and its distances for DINOv2 on the cat are the tour's
+    own (issue 40: the docs said 1-18 for a 21-step tour, and 44-140 px for block 0 where
+    the screen said 57-101, sink heads left out)."""
+    from pathlib import Path
+
+    docs = " ".join((Path(__file__).parent.parent / "docs" / "explainer.md").read_text().split())
+    assert f"a step of the guided tour, `1`-`{len(tour.TOUR)}`" in docs
+    assert f"{len(tour.TOUR)} steps from pixels to prediction" in docs
+    model, image = get_model("dinov2-s14"), load_sample("chelsea")
+    overview = explainer.overview_payload(model, image)
+    spans = re.findall(r"(\d+)–(\d+) pixels", tour._distance_sentence(overview))
+    (low0, high0), (low11, high11) = spans
+    assert (f"block 0's heads {low0}-{high0} pixels from their query, block 11's "
+            f"{low11}-{high11})") in docs

@@ -205,7 +205,8 @@ ADDRESS_USERS = {("dashboard/links.py", "_follow"), ("dashboard/links.py", "_pub
                  ("dashboard/ui.py", "panel_switch"),
                  ("dashboard/explainer_component.py", "linked_view"),
                  ("dashboard/explainer_component.py", "component_data"),
-                 ("dashboard/explainer_component.py", "_on_view")}
+                 ("dashboard/explainer_component.py", "_on_view"),
+                 ("dashboard/app.py", "_sidebar_start")}  # reads `presentation`, shows nothing
 
 
 def address_users() -> set[tuple[str, str]]:

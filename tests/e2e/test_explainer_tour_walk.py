@@ -9,15 +9,19 @@ from __future__ import annotations
 import re
 
 import pytest
-from e2e_helpers import running_apps, wait_app_idle, watched_tab
+from e2e_helpers import ARTIFACTS, running_apps, wait_app_idle, watched_tab
 from explainer_driver import ROOT, Traffic, open_explainer, state, wait_for_state
 
-from dashboard.explainer_glossary import plain
+from dashboard.explainer_glossary import GLOSSARY, plain
 from dashboard.explainer_tour import TOUR
+from xai_core.explainer import head_switch
+from xai_core.images import load_sample
+from xai_core.models import get_model
 
 SCREENS = {"projector": (1280, 720, "?presentation=true&tour=1", {}),
            "laptop": (1366, 768, "?tour=1", {}),
            "phone": (390, 844, "?tour=1", {"is_mobile": True, "has_touch": True})}
+SHOTS = ARTIFACTS / "screenshots"
 COMPACT = 0.24  # of the screen's height: the most the tour box may take (one line + "more")
 
 SEEN = """(root) => {
@@ -122,12 +126,68 @@ def test_every_step_shows_what_it_points_at(app, browser, screen):
                 wait_for_state(page, "tour", str(number))
                 wait_app_idle(page)
             seen = settled(page, number)
+            SHOTS.mkdir(parents=True, exist_ok=True)  # docs/explainer.md shows five of these
+            page.screenshot(path=str(SHOTS / f"tour-{screen}-{number:02d}.png"))
             quoted += len(step["quotes"])
             found = problems_of(step, seen, (width, height), grid, touch)
             if found:
                 missed[f"{number} {step['id']}"] = found
         assert missed == {}, missed
         assert quoted >= 15  # the steps that quote measured numbers were checked
+    finally:
+        context.close()
+    assert errors == [], errors
+
+
+def test_closing_the_tour_turns_the_steps_head_back_on(app, browser):
+    """Closed at the last step, which switched block 6's focused head off, the tour leaves
+    every head on: the learner's next switch is that one head alone (issue 40: it gave two
+    heads off, 0.911 instead of the documented 0.931)."""
+    context, page, errors = watched_tab(browser, 1366, 768)
+    try:
+        open_explainer(page, app.url, f"?tour={len(TOUR)}")
+        switched = TOUR[-1]
+        assert switched.switch_off
+        wait_for_state(page, "off", lambda off: bool(off))
+        block = int(state(page)["off"].split(".")[0])
+        page.keyboard.press("Escape")
+        wait_for_state(page, "tour", "0")
+        wait_for_state(page, "off", "")
+        wait_app_idle(page)
+        page.locator(f"{ROOT} .vx-headchip[data-head='2'] ~ .vx-headoff").click()
+        wait_for_state(page, "off", f"{block}.2")
+        answer = page.locator(f"{ROOT} [data-part='answer']")
+        page.wait_for_function("a => a.dataset.shown === 'switched'", arg=answer.element_handle())
+        expected = head_switch(get_model("dinov2-s14"), load_sample("chelsea"), None,
+                               [(block, 2)])["target"]
+        status = answer.locator(".vx-answer-status").inner_text()
+        assert status.startswith(f"block {block} head 2 off") and \
+            f"{expected['before']:.3f} → {expected['after']:.3f}" in status, status
+    finally:
+        context.close()
+    assert errors == [], errors
+
+
+def test_a_marked_word_opens_its_meaning_and_a_presentation_link_hides_the_sidebar(app, browser):
+    """A lecture link (`?presentation=true`) opens with the sidebar collapsed; a step's
+    marked term opens its words in a popover, and Esc closes the popover before the tour."""
+    context, page, errors = watched_tab(browser, 1280, 720)
+    try:
+        number = 1 + [step.id for step in TOUR].index("switch_sink")
+        open_explainer(page, app.url, f"?presentation=true&tour={number}")
+        sidebar = page.locator("[data-testid='stSidebar']")
+        assert sidebar.get_attribute("data-collapsed") == "true"
+        assert page.locator(ROOT).bounding_box()["width"] > 1150  # the page's whole width
+        term = page.locator(f"{ROOT} [data-tour-box] .vx-term").first
+        term.click()
+        words = page.locator(f"{ROOT} .vx-term-pop")
+        assert words.is_visible()
+        name = term.get_attribute("data-term")
+        assert GLOSSARY[name].words in words.inner_text()
+        page.keyboard.press("Escape")
+        assert words.is_hidden() and state(page)["tour"] == str(number)
+        page.locator(f"{ROOT} [data-tour-box] [data-act='more']").click()
+        assert page.locator(f"{ROOT} .vx-tour-dots").is_visible()  # the rest, on demand
     finally:
         context.close()
     assert errors == [], errors

@@ -138,10 +138,12 @@ export class Tour {
       `<button class="vx-btn primary" data-act="next" title="Next (→ key or a presenter's clicker)" ${st.tour === steps.length ? "disabled" : ""}>Next ▶</button>` +
       `<button class="vx-btn" data-act="close" title="Close the tour (Esc)" aria-label="Close the tour">✕</button></span></div>` +
       `<div class="vx-tour-text">${rich(words, s.terms)} <button class="vx-more" data-act="more" aria-expanded="${more}">` +
-      `${more ? "less" : "more"}</button></div><div class="vx-term-pop" role="note" hidden></div>` +
+      `${more ? "less" : "more"}</button>` +
+      (s.page ? ` <button class="vx-more" data-act="deeper" title="Opens ${esc(s.page.title)}; come back here to resume the tour">` +
+        `Go deeper →</button>` : "") + `</div><div class="vx-term-pop" role="note" hidden></div>` +
       (more ? `<div class="vx-tour-bar"><span class="vx-tour-dots">${steps.map((_, i) =>
         `<button class="vx-tour-dot${i + 1 === st.tour ? " on" : ""}" data-step="${i + 1}" title="Step ${i + 1}: ${esc(steps[i].title)}"></button>`).join("")}</span>` +
-        (s.page ? `<button class="vx-btn" data-act="deeper" title="Opens that page; come back here to resume the tour">Go deeper: ${esc(s.page.title)} →</button>` : "") +
+        `<span class="muted">Go deeper opens ${esc(s.page ? s.page.title : "")}</span>` +
         `<span class="vx-keys muted">← → keys · Esc closes</span></div>` : "");
   }
 
