@@ -667,7 +667,10 @@ def _prediction_lead(overview: dict) -> str:
     vote = "The vote" if prediction["head"] == "knn" else "The answer"
     second = (f", then {short(top[1]['label'])} {share_label(top[1]['probability'])}"
               if len(top) > 1 else "")
-    return f"{vote}: **{short(top[0]['label'])}** {share_label(top[0]['probability'])}{second}."
+    caveat = (", but the bank holds this very picture"
+              if _holds_itself(overview) and not overview["model"]["random"] else "")
+    return (f"{vote}: **{short(top[0]['label'])}** {share_label(top[0]['probability'])}{second}"
+            f"{caveat}.")
 
 
 def prediction_quotes(overview: dict, second_opinion: dict | None = None) -> list[str]:

@@ -72,7 +72,8 @@ export class PredictionNotes {
     if (nearest && !app.model.ov.model.random) {
       answer.appendChild(el("div", "vx-note", `Nearest bank entry: ${esc(nearest.source)} (${esc(nearest.label)}), ` +
         `cosine similarity ${nearest.similarity.toFixed(3)}` + (nearest.similarity > 0.999
-          ? ": this very picture, so the vote finds it rather than recognises it." : ".")));
+          ? ": this very picture, so the vote finds it rather than recognises it. A fair test: on Home, " +
+            "teach the k-NN two or three photos of one kind of thing, then open another photo of that kind." : ".")));
     }
     if (!p.open_set.known) {
       // the model must name a class: say when the picture is unlike all it knows
