@@ -692,9 +692,8 @@ def _prediction_sentence(prediction: dict) -> str:
     top = prediction["top"]
     found = prediction["open_set"]
     if not found["known"]:
-        why = found["why"].replace("cosine similarity", "⟦cosine|cosine similarity⟧", 1)
         return (f"Here the picture looks like **none of what the model knows**: "
-                f"{why}. The model must still name one of its classes "
+                f"{found['why']}. The model must still name one of its classes "
                 f"({top[0]['label']}), so that is a guess, not an answer.")
     second = (f"{top[1]['label']} ({share_label(top[1]['probability'])})" if len(top) > 1
               else "nothing else")
@@ -948,7 +947,8 @@ def _feature_sentence(prediction: dict, names: list[str]) -> str:
 def _head_sentence(prediction: dict) -> str:
     if prediction["head"] == "knn":
         return (f"Classes come from a ⟦bank|memory bank⟧ of labelled examples: the "
-                f"{prediction['k']} entries most similar to this feature vote, the more "
+                f"{prediction['k']} entries most like this feature (by "
+                f"⟦cosine|cosine similarity⟧) vote, the more "
                 f"similar ones much more strongly: each with the weight "
                 f"⟦vote_weight|exp(cos/{prediction['temperature']})⟧.")
     return "⟦softmax|Softmax⟧ turns the class scores into probabilities that add up to 1."

@@ -18,6 +18,7 @@ from PIL import Image
 from test_distance import brute_force_mean_pairwise, keras_mean_attention_distance
 
 from dashboard import explainer_tour as tour
+from dashboard.explainer_glossary import plain
 from dashboard.page_list import PAGES, PAGE_LIST
 from xai_core import explainer, pipeline
 from xai_core.capture import transformer_blocks
@@ -451,7 +452,7 @@ def test_distance_step_quotes_the_measured_heads(case):
     assert titles.index("Near and far: how far the heads look") > titles.index("Attention sinks")
     step = {s["title"]: s for s in tour.resolve_steps(overview, tour.switcher(model, image, None))}[
         "Near and far: how far the heads look"]
-    text, width = step["text"], capture.layout.patch_size[0]
+    text, width = plain(step["text"]), capture.layout.patch_size[0]
 
     def kept(record) -> tuple[np.ndarray, list[int], dict[int, int]]:
         attention = record.acts["attn"].double().numpy()
@@ -501,14 +502,14 @@ def test_distance_sentence_leaves_sink_heads_out_of_every_number(last, verdict):
     sink = {"block": 0, "head": 2, "score": 0.6, "key": "[CLS]", "on_patch": False}
     overview = synthetic_overview([30.0, 80.0, 5.0], last, [sink])
     assert tour.nearest_head(overview, 0) == 0 and tour.kept_heads(overview, 0) == [0, 1]
-    text = tour._distance_sentence(overview)
+    text = plain(tour._distance_sentence(overview))
     assert re.search(r"block 0 look 30–80 pixels", text)
     quoted = [int(n) for pair in re.findall(r"\((\d+)(?: and (\d+))? pixels", text)
               for n in pair if n]  # the nearest heads' distances, in brackets
     assert 5 not in quoted and 30 in quoted and int(last[0]) in quoted
     assert ("not here" in text) == (verdict != "farther")
     assert verdict in text
-    said = tour._near_head_sentence(overview)
+    said = plain(tour._near_head_sentence(overview))
     assert re.search(r"head 0 of block 0", said) and "head 2 (60.0% to [CLS]" in said
     # every head a sink: none is left out (nothing would be left to draw)
     everyone = [dict(sink, head=h) for h in range(3)]
