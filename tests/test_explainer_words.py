@@ -11,7 +11,8 @@ import pytest
 
 from dashboard import explainer_glossary as glossary
 from dashboard import explainer_tour as tour
-from xai_core import explainer, pipeline
+from xai_core import pipeline
+from xai_core.lessons import explainer
 from xai_core.images import load_sample
 from xai_core.models import DEFAULT_CNN, get_model
 

@@ -14,7 +14,7 @@ from explainer_driver import ROOT, Traffic, open_explainer, state, wait_for_stat
 
 from dashboard.explainer_glossary import GLOSSARY, plain
 from dashboard.explainer_tour import TOUR
-from xai_core.explainer import head_switch
+from xai_core.lessons.explainer import head_switch
 from xai_core.images import load_sample
 from xai_core.models import get_model
 
