@@ -89,29 +89,33 @@ def sidebar(charts_follow: bool):
         return st.empty()  # for the disk-cache notice, filled once the page has run
 
 
-def _sidebar_start() -> str | None:
-    """A lecture opened by a presentation link (`?presentation=true`) starts with the sidebar
-    collapsed: on a 1280x720 projector it took a quarter of the width, and the page's
-    parts the tour points at had to stack taller than the screen. Asked on the session's
-    first run only (None keeps what the learner did with it since)."""
+def _sidebar_start(page: str) -> None:
+    """A lecture link to the ViT Explainer in presentation mode (`?presentation=true`, as
+    the tour's projector links are) starts with the sidebar collapsed: on a 1280x720
+    projector it took a quarter of the width, and the parts the tour points at had to
+    stack taller than the screen. Decided on the session's first run only: what the
+    learner does with the sidebar afterwards stays theirs."""
     if st.session_state.get(SIDEBAR_STARTED):
-        return None
+        return
     st.session_state[SIDEBAR_STARTED] = True
-    return "collapsed" if links.is_true(st.query_params.get("presentation")) else "auto"
+    if page == EXPLAINER_PATH and links.is_true(st.query_params.get("presentation")):
+        st.set_page_config(initial_sidebar_state="collapsed")
 
 
 SIDEBAR_STARTED = "sidebar_started"
+EXPLAINER_PATH = "vit_explainer"  # st.Page's URL path for pages/0_vit_explainer.py
 
 
 def main() -> None:
     # a local icon: a ":material/...:" favicon is fetched from fonts.gstatic.com
     st.set_page_config(page_title="ViT Lens", page_icon=str(ROOT / "dashboard" / "favicon.png"),
-                       layout="wide", initial_sidebar_state=_sidebar_start())
+                       layout="wide")
     pages = [st.Page(PAGES / name, title=title, icon=icon, default=(name == "home.py"))
              for name, title, icon in existing_pages()]
     navigation = st.navigation(pages)
+    _sidebar_start(navigation.url_path)
     links.start_run()
-    cache_spot = sidebar(charts_follow=navigation.url_path != "vit_explainer")
+    cache_spot = sidebar(charts_follow=navigation.url_path != EXPLAINER_PATH)
     ui.cache_notice(cache_spot)
     replica.restart_notice()
     try:
