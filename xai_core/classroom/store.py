@@ -228,8 +228,8 @@ class ClassStore:
         query = select(ClassRow).where(ClassRow.code == (wanted or ""))
         row = db.execute(query.with_for_update() if lock else query).scalar_one_or_none()
         if row is None or row.expires <= self.clock():
-            shown = wanted or "that code"
-            raise UnknownClass(f"There is no class {shown} on this server (a class ends after "
+            shown = f"class {wanted}" if wanted else "class with that code"
+            raise UnknownClass(f"There is no {shown} on this server (a class ends after "
                                "its hours, or when the instructor ends it).")
         return row
 
