@@ -57,6 +57,7 @@ class QuestionRow(Base):
     context: Mapped[str] = mapped_column(Text)  # JSON: picture, model, k, block, options...
     opened: Mapped[float] = mapped_column(Double)
     revealed: Mapped[bool] = mapped_column(Boolean, default=False)
+    result: Mapped[str | None] = mapped_column(Text, nullable=True)  # JSON: the model's answer
 
 
 class AnswerRow(Base):

@@ -82,6 +82,7 @@ class Question:
     kind: str
     context: dict
     revealed: bool
+    result: dict | None = None  # the model's answer, stored at the reveal
 
 
 @dataclass(frozen=True)
@@ -335,14 +336,15 @@ class ClassStore:
                        .values(question_id=question_id))
         return Question(question_id, number, kind, json.loads(_json(context)), False)
 
-    def reveal(self, code, key) -> None:
-        """Reveal the open question: students now see the class's answers and the model's."""
+    def reveal(self, code, key, result: dict | None = None) -> None:
+        """Reveal the open question: students now see the class's answers and the model's
+        (`result`, computed once by the instructor's session, read by every student's)."""
         with self._write() as db:
             row = self._instructor(db, code, key)
             if row.question_id is None:
                 raise ClassError("No question is open.")
             db.execute(update(QuestionRow).where(QuestionRow.id == row.question_id)
-                       .values(revealed=True))
+                       .values(revealed=True, result=None if result is None else _json(result)))
 
     def close_question(self, code, key) -> None:
         with self._write() as db:
@@ -449,6 +451,8 @@ class ClassStore:
                                   "asks": KINDS[question.kind], "answers": len(values),
                                   "revealed": question.revealed,
                                   "context": json.loads(question.context),
+                                  "model": None if question.result is None
+                                  else json.loads(question.result),
                                   "tally": tally(question.kind, values)})
             check_rows = db.execute(select(CheckAnswerRow.phase, CheckAnswerRow.item,
                                            CheckAnswerRow.choice)
@@ -462,7 +466,8 @@ def _whole(value) -> bool:
 
 
 def _question(row: QuestionRow) -> Question:
-    return Question(row.id, row.number, row.kind, json.loads(row.context), bool(row.revealed))
+    return Question(row.id, row.number, row.kind, json.loads(row.context), bool(row.revealed),
+                    None if row.result is None else json.loads(row.result))
 
 
 def check_value(question: Question, value):

@@ -49,7 +49,8 @@ def upgrade() -> None:
         sa.Column("kind", sa.String(16), nullable=False),
         sa.Column("context", sa.Text, nullable=False),
         sa.Column("opened", sa.Double, nullable=False),
-        sa.Column("revealed", sa.Boolean, nullable=False))
+        sa.Column("revealed", sa.Boolean, nullable=False),
+        sa.Column("result", sa.Text, nullable=True))
     op.create_table(
         "answers",
         sa.Column("id", sa.Integer, primary_key=True),
