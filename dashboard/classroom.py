@@ -127,8 +127,9 @@ def start_run() -> None:
             else:
                 st.warning("This instructor link does not open a class here: the class may "
                            "have ended, or the link is not complete.")
-        elif "class" in params and codes.normalise_code(params.get("class")) != \
-                st.session_state.get(CODE):
+        elif "class" in params and (codes.normalise_code(params.get("class")) is None or
+                                    codes.normalise_code(params.get("class"))
+                                    != st.session_state.get(CODE)):
             if not _join(params.get("class")):
                 del params["class"]
         if role() == "student":  # what this run draws; the poll reruns the page on a change

@@ -62,12 +62,14 @@ class PatchReveal:
 
 
 def patch_reveal(model, image, answers: list[list[int]], k: int, target=None, head=None,
-                 should_stop=None, progress=None) -> PatchReveal:
-    """Page 9's reveal numbers for the class's most-clicked k patches."""
+                 methods=None, should_stop=None, progress=None) -> PatchReveal:
+    """Page 9's reveal numbers for the class's most-clicked k patches (`methods`: page 7's
+    list by default, as on page 9)."""
     patches = most_clicked(answers, k)
     removals = ("tokens", "pixels") if model.spec.family == "vit" else ("pixels",)
     found = cause_vs_claim(model, image, target=target, head=head, ks=(k,), removals=removals,
-                           learner=patches, should_stop=should_stop, progress=progress)
+                           learner=patches, methods=methods, should_stop=should_stop,
+                           progress=progress)
     rows = [{**row, "chooser": "the class"} if row["chooser"] == "you" else row
             for row in reveal_rows(found)]
     return PatchReveal(patches, found, rows)
