@@ -94,7 +94,7 @@ class ClassSession:
             additional_headers={"Cookie": cookie} if cookie else None), timeout)
         self._reader = asyncio.create_task(self._read())
         finished = len(self.seen.finished)
-        await self._socket.send(self._rerun())
+        await self._send(self._rerun())
         await self.wait_for(lambda: len(self.seen.finished) > finished, timeout)
 
     async def set_and_press(self, values: dict[str, object], button: str,
@@ -104,9 +104,17 @@ class ClassSession:
         for key, value in values.items():
             self._states[self.widget_id(key)] = value
         started, finished = time.perf_counter(), len(self.seen.finished)
-        await self._socket.send(self._rerun(triggers={self.widget_id(button): True}))
+        await self._send(self._rerun(triggers={self.widget_id(button): True}))
         await self.wait_for(lambda: len(self.seen.finished) > finished, timeout)
         return time.perf_counter() - started
+
+    async def _send(self, message: bytes) -> None:
+        from websockets.exceptions import ConnectionClosed
+
+        try:
+            await self._socket.send(message)
+        except ConnectionClosed as error:  # the replica went away
+            raise ConnectionError(f"the socket closed: {error}") from None
 
     def widget_id(self, key: str) -> str:
         if key not in self.seen.widgets:
@@ -154,8 +162,8 @@ class ClassSession:
         while True:
             await asyncio.sleep(interval)
             try:
-                await self._socket.send(self._rerun(fragment_id))
-            except Exception:  # noqa: BLE001  the socket closed: the reader notes why
+                await self._send(self._rerun(fragment_id))
+            except ConnectionError:  # the reader notes why
                 return
 
     async def wait_for(self, condition, timeout: float) -> None:
@@ -175,6 +183,9 @@ class ClassSession:
         for task in self._pollers.values():
             task.cancel()
         if self._socket is not None:
-            await self._socket.close()
+            try:
+                await self._socket.close()
+            except Exception:  # noqa: BLE001  already closed by the server's end
+                pass
         if self._reader is not None:
             self._reader.cancel()
