@@ -25,7 +25,7 @@ from dashboard.page_visit import RUN_DONE, loopback
 class Seen:
     """What the session has received so far."""
 
-    widgets: dict[str, tuple[str, str]] = field(default_factory=dict)  # user key -> (kind, id)
+    widgets: dict[str, tuple] = field(default_factory=dict)  # user key -> (kind, id, proto)
     texts: list[tuple[float, str]] = field(default_factory=list)  # (time, markdown/alert text)
     pages: list[tuple[float, str, str]] = field(default_factory=list)  # (time, path, query)
     finished: list[float] = field(default_factory=list)  # times of finished runs
@@ -156,7 +156,7 @@ class ClassSession:
             elif which in ("markdown", "alert"):
                 self.seen.texts.append((now, body.body))
             elif hasattr(body, "id") and isinstance(getattr(body, "id"), str) and body.id:
-                self.seen.widgets[_user_key(body.id)] = (which, body.id)
+                self.seen.widgets[_user_key(body.id)] = (which, body.id, body)
 
     async def _poll(self, fragment_id: str, interval: float) -> None:
         while True:

@@ -20,9 +20,11 @@ normalised one (letters and digits of `codes.ALPHABET`).
 
 from __future__ import annotations
 
+import os
 import re
 import threading
 import time
+from contextlib import contextmanager
 from urllib.parse import quote, urlsplit
 
 import streamlit as st
@@ -35,11 +37,23 @@ from xai_core.classroom import checks, codes
 from xai_core.classroom.report import report_csv
 from xai_core.classroom.store import KINDS, ClassError, shared_store
 
-# A following student's poll: one fragment rerun per student per period (measured in
-# bench/bench_class.py: see docs/classroom.md), reading a row cached for PLACE_TTL_S per
-# process, so 50 students on a replica cost it about 1/PLACE_TTL_S database reads a second.
-POLL_S = 1.0
-PLACE_TTL_S = 0.5
+# A following student's poll: one fragment rerun per student per period, reading a row
+# cached for PLACE_TTL_S per process (however many students poll, a replica reads the database
+# at most 1/PLACE_TTL_S times a second). Each rerun costs the replica a few ms of CPU
+# (bench/bench_class.py, docs/classroom.md#follow-and-its-cost): 1 s keeps following within
+# 2 s; a server short of CPU may trade latency for CPU with VIT_LENS_CLASS_POLL_S.
+POLL_ENV = "VIT_LENS_CLASS_POLL_S"
+
+
+def _poll_period() -> float:
+    try:
+        return min(max(float(os.environ.get(POLL_ENV, "") or 1.0), 0.5), 30.0)
+    except ValueError:
+        return 1.0
+
+
+POLL_S = _poll_period()
+PLACE_TTL_S = 0.25
 CODE, KEY, TOKEN = "class_code", "class_instructor_key", "class_token"
 FOLLOW, SEEN, HERE, DRAWN, PUBLISHED = ("class_follow", "class_seen", "class_here",
                                         "class_drawn", "class_published")
@@ -55,6 +69,18 @@ DB_TROUBLE = ("The class database cannot be reached right now; your page works a
 
 def _store():
     return shared_store()
+
+
+@contextmanager
+def refusals_in_words():
+    """A refusal of the store as its sentence; the database unreachable as one sentence that
+    names nothing of it (its URL may hold a password)."""
+    try:
+        yield
+    except SQLAlchemyError:
+        st.warning(DB_TROUBLE)
+    except ClassError as error:
+        st.warning(literal.text(error))
 
 
 _PLACES: dict[str, tuple[float, object]] = {}
@@ -269,6 +295,11 @@ def _student_sidebar() -> None:
 def _poll() -> None:
     """A following student's poll: go where the instructor went; rerun the page when a
     question or the check opens or is revealed; otherwise offer "Catch up"."""
+    with refusals_in_words():
+        _poll_once()
+
+
+def _poll_once() -> None:
     code = st.session_state.get(CODE)
     if not code or role() != "student":
         return
@@ -299,15 +330,11 @@ def _poll() -> None:
 
 def panel(url_path: str) -> None:
     """The instructor's controls and the class's answers, or a student's open question."""
-    try:
+    with refusals_in_words():
         if role() == "instructor":
             _instructor_panel(url_path)
         elif role() == "student":
             _student_panel()
-    except SQLAlchemyError:
-        st.warning(DB_TROUBLE)
-    except ClassError as error:
-        st.warning(literal.text(error))
 
 
 def _model_and_image(context: dict):
@@ -393,6 +420,11 @@ def _ask_controls(code: str, key: str, url_path: str) -> None:
 @st.fragment(run_every=POLL_S)
 def _live_question(code: str, key: str) -> None:
     """The open question on the projector: the live count, the class's answers, Reveal."""
+    with refusals_in_words():
+        _live_question_once(code, key)
+
+
+def _live_question_once(code: str, key: str) -> None:
     store = _store()
     place = store.place(code)
     question = place.question
@@ -554,7 +586,13 @@ def _student_panel() -> None:
             _answer_check(code, token, place.check_phase)
 
 
+@st.fragment  # a tap or Send reruns this part only, not the page under it
 def _answer_question(code: str, token: str, question) -> None:
+    with refusals_in_words():
+        _question_form(code, token, question)
+
+
+def _question_form(code: str, token: str, question) -> None:
     store = _store()
     mine = store.my_answer(code, token, question.id)
     st.markdown(f"**Question {question.number}: {_asks(question)}**")
@@ -625,7 +663,13 @@ def _pick_choice(question, mine):
     return None if picked is None else values[picked]
 
 
+@st.fragment
 def _answer_check(code: str, token: str, phase: str) -> None:
+    with refusals_in_words():
+        _check_form(code, token, phase)
+
+
+def _check_form(code: str, token: str, phase: str) -> None:
     store = _store()
     mine = store.my_checks(code, token, phase)
     st.markdown(f"**Learning check, {checks.PHASES[phase]}**")
