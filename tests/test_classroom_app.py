@@ -78,3 +78,22 @@ def test_hostile_codes_are_refused_without_being_repeated(store, hostile):
     app.sidebar.button[0].click().run()  # the form's Join button
     assert not any(hostile in w.value for w in app.warning)
     assert "class_code" not in app.session_state
+
+
+def test_a_student_answers_the_learning_check(store):
+    from xai_core.classroom import checks
+
+    made = store.new_class()
+    store.set_check_phase(made.code, made.key, "before")
+    app = open_link(**{"class": made.code})
+    assert not app.exception, app.exception
+    for number, item in enumerate(checks.ITEMS):  # the right answer, wherever it is shown
+        radio = app.radio(key=f"class_check_before_{number}")
+        shown = item.shown_order().index(checks.CORRECT if number % 2 else 1)
+        radio.set_value(shown)
+    next(b for b in app.button if b.label == "Send my answers").click().run()
+    assert not app.exception, app.exception
+    assert any("Received 4 answers" in s.value for s in app.success)
+    shares = store.report(made.code)["checks"]
+    assert [item["before"]["correct"] for item in shares] == [0, 1, 0, 1]
+    assert [item["after"]["answers"] for item in shares] == [0] * 4
