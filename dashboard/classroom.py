@@ -30,26 +30,27 @@ from urllib.parse import quote, urlsplit
 import streamlit as st
 from sqlalchemy.exc import SQLAlchemyError
 
-from dashboard import links, literal, state, ui
+from dashboard import class_wake, links, literal, state, ui
 from dashboard.clicks import apply_chart_click
 from dashboard.page_list import PAGES, existing_pages, url_path as page_url_path
 from xai_core.classroom import checks, codes
 from xai_core.classroom.report import report_csv
 from xai_core.classroom.store import KINDS, ClassError, shared_store
 
-# A following student's poll: one fragment rerun per student per period, reading a row
-# cached for PLACE_TTL_S per process (however many students poll, a replica reads the database
-# at most 1/PLACE_TTL_S times a second). Each rerun costs the replica a few ms of CPU
-# (bench/bench_class.py, docs/classroom.md#follow-and-its-cost): 1 s keeps following within
-# 2 s; a server short of CPU may trade latency for CPU with VIT_LENS_CLASS_POLL_S.
+# A following student's poll: a fragment that reads the class's row (cached PLACE_TTL_S per
+# process) and moves the student. The browser reruns it every POLL_S only as a fallback: a
+# rerun costs a replica about 2.5 ms of CPU, so at 1 s 100 idle students cost it 25 % of a
+# core (bench/bench_class.py). Instead `class_wake` watches the class once per process and
+# reruns the polls of its sessions when something changed. LIVE_S: the projector's live count.
 POLL_ENV = "VIT_LENS_CLASS_POLL_S"
+LIVE_S = 1.0
 
 
 def _poll_period() -> float:
     try:
-        return min(max(float(os.environ.get(POLL_ENV, "") or 1.0), 0.5), 30.0)
+        return min(max(float(os.environ.get(POLL_ENV, "") or 10.0), 0.5), 60.0)
     except ValueError:
-        return 1.0
+        return 10.0
 
 
 POLL_S = _poll_period()
@@ -58,6 +59,7 @@ CODE, KEY, TOKEN = "class_code", "class_instructor_key", "class_token"
 FOLLOW, SEEN, HERE, DRAWN, PUBLISHED = ("class_follow", "class_seen", "class_here",
                                         "class_drawn", "class_published")
 PICKED, PICK_CHART = "class_picked", "class_pick"
+FOLLOW_TOGGLE = "class_follow_toggle"
 RUN_PLACE = "class_run_place"  # the place read at the top of this run
 FOLLOWED = {"image_choice", "vit_model", "cnn_model", "iv_model"}  # and each page's view
 VIEW_KEY = re.compile(r"^[a-z0-9]+_(view|part)$")
@@ -87,23 +89,23 @@ _PLACES: dict[str, tuple[float, object]] = {}
 _PLACES_LOCK = threading.Lock()
 
 
-def cached_place(code: str):
+def cached_place(code: str, fresher: tuple[float, object] | None = None):
     """The class's place (None: the class is gone), read at most every PLACE_TTL_S seconds
-    per process however many students poll."""
+    per process however many students poll; `fresher`: (when, place) this session read
+    itself, used when it is the newer read."""
     now = time.monotonic()
     with _PLACES_LOCK:
         found = _PLACES.get(code)
-        if found and now - found[0] < PLACE_TTL_S:
-            return found[1]
-    try:
-        place = _store().place(code)
-    except ClassError:
-        place = None
-    with _PLACES_LOCK:
-        if len(_PLACES) > 256:
-            _PLACES.clear()
-        _PLACES[code] = (now, place)
-    return place
+    if not (found and now - found[0] < PLACE_TTL_S):
+        try:
+            found = (now, _store().place(code))
+        except ClassError:
+            found = (now, None)
+        with _PLACES_LOCK:
+            if len(_PLACES) > 256:
+                _PLACES.clear()
+            _PLACES[code] = found
+    return fresher[1] if fresher and fresher[0] > found[0] else found[1]
 
 
 def _forget_place(code: str) -> None:
@@ -119,6 +121,8 @@ def role() -> str | None:
 
 
 def _leave() -> None:
+    if st.session_state.get(CODE):
+        class_wake.forget(st.session_state[CODE])
     for key in (CODE, KEY, SEEN, HERE, DRAWN, PUBLISHED, PICKED, RUN_PLACE):
         st.session_state.pop(key, None)
 
@@ -160,7 +164,7 @@ def start_run() -> None:
                 del params["class"]
         if role() == "student":  # what this run draws; the poll reruns the page on a change
             place = _store().place(st.session_state[CODE])
-            st.session_state[RUN_PLACE] = place
+            st.session_state[RUN_PLACE] = (time.monotonic(), place)
             st.session_state[DRAWN] = _shown(place)
     except ClassError:
         _leave()
@@ -286,7 +290,11 @@ def _instructor_sidebar() -> None:
 
 def _student_sidebar() -> None:
     st.caption(f"You are in class {st.session_state[CODE]}. Your answers are anonymous.")
-    st.toggle("Follow the instructor", key=FOLLOW,
+    # drawn from FOLLOW, not keyed by it: a run the server starts (a page switch, a wake)
+    # carries no widget states, and a keyed toggle would fall back to off
+    st.toggle("Follow the instructor", value=st.session_state.get(FOLLOW, True),
+              key=FOLLOW_TOGGLE, on_change=lambda: st.session_state.update(
+                  {FOLLOW: st.session_state[FOLLOW_TOGGLE]}),
               help="Open the page, picture and step the instructor shows, as they move.")
     _poll()
 
@@ -299,19 +307,31 @@ def _poll() -> None:
         _poll_once()
 
 
+def _wake_state(code: str):
+    """What a student's page must be woken for: a move, a question or check opened or
+    revealed (None once the class is gone)."""
+    try:
+        place = _store().place(code)
+    except ClassError:
+        return None
+    return place.version, _shown(place)
+
+
 def _poll_once() -> None:
     code = st.session_state.get(CODE)
     if not code or role() != "student":
         return
+    class_wake.register(code, _wake_state)
     following = st.session_state.get(FOLLOW, True)
 
     def moved(place) -> bool:
         return following and 0 < place.version != st.session_state.get(SEEN)
 
-    place = cached_place(code)
+    run_place = st.session_state.get(RUN_PLACE)  # read at the top of the last full run
+    place = cached_place(code, run_place)
     if place is not None and (moved(place) or _shown(place) != st.session_state.get(DRAWN)):
         _forget_place(code)  # a change: confirmed by a fresh read before acting on it
-        place = cached_place(code)
+        place = cached_place(code, run_place)
     if place is None:
         _leave()
         st.rerun(scope="app")
@@ -417,7 +437,7 @@ def _ask_controls(code: str, key: str, url_path: str) -> None:
         st.caption("The patch question is asked from page 9's view \"Predict, then reveal\".")
 
 
-@st.fragment(run_every=POLL_S)
+@st.fragment(run_every=LIVE_S)
 def _live_question(code: str, key: str) -> None:
     """The open question on the projector: the live count, the class's answers, Reveal."""
     with refusals_in_words():
@@ -575,7 +595,7 @@ def _check_controls(code: str, key: str, phase: str | None) -> None:
 
 def _student_panel() -> None:
     code, token = st.session_state[CODE], st.session_state[TOKEN]
-    place = st.session_state[RUN_PLACE]
+    place = st.session_state[RUN_PLACE][1]
     question = place.question
     if question is None and place.check_phase is None:
         return

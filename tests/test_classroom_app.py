@@ -61,7 +61,7 @@ def test_a_student_link_joins(store):
     app = open_link(**{"class": made.code.lower()})
     assert not app.exception, app.exception
     assert store.report(made.code)["students"] == 1
-    assert app.toggle(key="class_follow").value is True
+    assert app.toggle(key="class_follow_toggle").value is True
     assert f"You are in class {made.code}" in shown_text(app)
     assert store.place(made.code).version == 0  # a student moves nothing
 
