@@ -8,8 +8,8 @@ question, through the nginx recipe and two replicas (the stack of bench_load and
   Explainer's tour at the sink step, page 9's "Predict, then reveal", Home) and presses
   "Ask: what will the model answer?".
 - Students: protocol sessions that open `?class=CODE` spread over ARRIVAL_S, then rerun their
-  follow poll when the server asks (as Chromium does), and answer by choosing an option and
-  pressing "Send my answer".
+  follow poll when the server asks (as Chromium does), and answer, spread over ANSWER_SPREAD_S
+  once the question is on their screens, by choosing an option and pressing "Send my answer".
 
 Reported: errors; follow latency p50/p95 per move (the instructor's run that moved has
 finished -> the student's session is on the new page: its navigation message) and until the
@@ -46,7 +46,9 @@ from dashboard.page_visit import open_page, run_in_thread  # noqa: E402
 STUDENTS = 100
 ARRIVAL_S = 20.0
 IDLE_S = 30.0
-SETTLE_S = 8.0  # after each move: time for every student to arrive and draw
+ANSWER_SPREAD_S = 15.0  # the class's answers arrive over this long (time to think)
+SETTLE_S = 8.0  # after the class joined
+SETTLE_MAX_S = 120.0  # a move's wait for every student to arrive and draw
 PREFIX = "vit-lens"
 MOVES = [("vit_explainer", "tour=10"), ("interventions", "iv_view=predict"), ("", "")]
 WARM_PAGES = [("", ""), ("vit_explainer", "tour=10"), ("interventions", "iv_view=predict")]
@@ -95,13 +97,18 @@ async def a_class(base: str, code: str, key: str, count: int, pids: list[int]) -
     await asyncio.sleep(SETTLE_S)
 
     found["moves"] = []
+    sequence = time.perf_counter()
     for path, query in MOVES:
         finished = len(teacher.seen.finished)
         teacher.page_hash, teacher.page, teacher.query = "", path, query
         await teacher._send(teacher._rerun())
         await teacher.wait_for(lambda: len(teacher.seen.finished) > finished, TIMEOUT_S)
         moved = teacher.seen.finished[-1]  # its place is committed at the run's end
-        await asyncio.sleep(SETTLE_S)
+        try:  # the next move once every student has arrived and drawn the page
+            await teacher.wait_for(lambda: all(arrival(s, path, query, moved)[1] == arrival(
+                s, path, query, moved)[1] for s in students), SETTLE_MAX_S)
+        except TimeoutError:
+            pass  # counted as not arrived
         found["moves"].append((path or "Home", [arrival(s, path, query, moved)
                                                 for s in students]))
 
@@ -115,15 +122,17 @@ async def a_class(base: str, code: str, key: str, count: int, pids: list[int]) -
     async def answer(index: int, student: ClassSession) -> tuple[float, float]:
         nonlocal question_key
         await student.wait_for(lambda: "class_send" in student.seen.widgets and any(
-            k.startswith("class_choice_") for k in student.seen.widgets), 60)
+            k.startswith("class_choice_") for k in student.seen.widgets), TIMEOUT_S)
         key_name = next(k for k in student.seen.widgets if k.startswith("class_choice_"))
         question_key = key_name
         options = list(student.seen.widgets[key_name][2].options)
+        await asyncio.sleep(index * ANSWER_SPREAD_S / count)  # time to think
         started = time.perf_counter()
         seconds = await student.set_and_press({key_name: options[index % len(options)]},
-                                              "class_send", timeout=60)
+                                              "class_send", timeout=TIMEOUT_S,
+                                              until=("Received.", "Too many", "closed"))
         if "Received." not in student.text_since(started):
-            raise RuntimeError("no acknowledgement")
+            raise RuntimeError(f"refused: {student.text_since(started)[:80]}")
         return seconds, time.perf_counter()
 
     answered = await asyncio.gather(*(answer(i, s) for i, s in enumerate(students)),
@@ -142,6 +151,7 @@ async def a_class(base: str, code: str, key: str, count: int, pids: list[int]) -
     except TimeoutError:
         found["freshness"] = float("nan")
         found["errors"].append("the projector's count never showed every answer")
+    found["sequence"] = time.perf_counter() - sequence
     found["exceptions"] = sum(s.seen.exceptions for s in students) + teacher.seen.exceptions
     found["students"] = len(students)
     for session in (teacher, *students):
@@ -172,7 +182,10 @@ def rows_of(found: dict, count: int, sessions: list[int]) -> list[dict]:
              {"name": f"{label}: answer p95", "unit": "s", "value":
               percentile(found["answers"], 95), "note": "target <= 1 s"},
              {"name": f"{label}: projector count, after the last answer", "unit": "s",
-              "value": found["freshness"], "note": "target <= 2 s"}]
+              "value": found["freshness"], "note": "target <= 2 s"},
+             {"name": f"{label}: three moves, an idle spell of {IDLE_S:.0f} s and the answers",
+              "unit": "s", "value": found["sequence"],
+              "note": f"target: within 60 s plus the {IDLE_S:.0f} s measuring the idle poll"}]
     for number, (idle, base) in enumerate(zip(found["cpu_idle"], found["cpu_base"]), 1):
         per = (idle - base) / max(1, sessions[number - 1])
         rows.append({"name": f"{label}: replica {number} poll CPU per idle student",

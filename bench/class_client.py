@@ -98,14 +98,22 @@ class ClassSession:
         await self.wait_for(lambda: len(self.seen.finished) > finished, timeout)
 
     async def set_and_press(self, values: dict[str, object], button: str,
-                            timeout: float = 60) -> float:
+                            timeout: float = 60, until: tuple[str, ...] = ()) -> float:
         """Set widgets (user key -> value) and press a button (user key); seconds until the
-        run it starts has finished."""
+        run it starts has finished, or with `until`, until a text holding one of those
+        words has arrived and its run has finished (another run, e.g. one the server
+        started, may finish first)."""
         for key, value in values.items():
             self._states[self.widget_id(key)] = value
         started, finished = time.perf_counter(), len(self.seen.finished)
+
+        def answered() -> bool:
+            texts = [at for at, text in self.seen.texts
+                     if at >= started and any(word in text for word in until)]
+            return bool(texts) and any(done >= texts[0] for done in self.seen.finished)
         await self._send(self._rerun(triggers={self.widget_id(button): True}))
-        await self.wait_for(lambda: len(self.seen.finished) > finished, timeout)
+        await self.wait_for(answered if until else
+                            (lambda: len(self.seen.finished) > finished), timeout)
         return time.perf_counter() - started
 
     async def _send(self, message: bytes) -> None:
