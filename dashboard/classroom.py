@@ -364,7 +364,7 @@ def _model_and_image(context: dict):
 
 def _question_context(kind: str, url_path: str) -> dict | str:
     """What a question of `kind` asked from this page records, or why it cannot be asked."""
-    from xai_core import cause_vs_claim as claims
+    from xai_core.studies import cause_vs_claim as claims
     from xai_core.pipeline import predict, resolve_target
 
     chosen = state.selection()
@@ -485,7 +485,7 @@ def _asks(question) -> str:
 def _class_answers(question, answers: list) -> None:
     """The class's answers: clicks over the picture, or a bar per head or class."""
     from xai_core.classroom.reveal import click_grid
-    from xai_core.figures import classroom as figs
+    from xai_core.figures import class_figures as figs
     from xai_core.pipeline import prepare
 
     context = question.context
@@ -541,7 +541,7 @@ def _model_answer(question, answers: list) -> dict:
 
 def _revealed(question, answers: list) -> None:
     """The model's answer beside the class's, in words and a figure."""
-    from xai_core.figures import classroom as figs
+    from xai_core.figures import class_figures as figs
 
     result = question.result or {}
     if question.kind == "patches" and "rows" in result:
@@ -573,7 +573,7 @@ def _revealed(question, answers: list) -> None:
 
 
 def _check_controls(code: str, key: str, phase: str | None) -> None:
-    from xai_core.figures import classroom as figs
+    from xai_core.figures import class_figures as figs
 
     st.markdown("**Learning check** (the same questions before and after the tour)")
     columns = st.columns(3)
@@ -655,7 +655,7 @@ def _toggle(patch: int, most: int) -> dict:
 
 
 def _pick_patches(question):
-    from xai_core.figures import interventions as iv_figs
+    from xai_core.figures import intervention_figures as iv_figs
     from xai_core.pipeline import prepare
 
     context = question.context

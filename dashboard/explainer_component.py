@@ -26,7 +26,8 @@ import streamlit as st
 from dashboard import assets, literal, state, ui
 from dashboard.explainer_tour import TOUR, resolve_steps, step_from_query, switcher
 from dashboard.page_list import PAGE_LIST, PAGES
-from xai_core import explainer, pipeline
+from xai_core.lessons import explainer
+from xai_core import pipeline
 
 ASSETS = Path(__file__).resolve().parent / "explainer"
 KEY = "vit_explainer"

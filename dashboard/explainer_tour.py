@@ -23,15 +23,15 @@ from dashboard import literal
 from dashboard.page_list import PAGE_LIST
 from xai_core.capture import centre_patch as capture_centre_patch
 from xai_core.analysis.entropy import entropy
-from xai_core.explainer import decode, head_switch
-from xai_core.analysis.sinks import SINK_THRESHOLD
+from xai_core.lessons.explainer import decode, head_switch
+from xai_core.analysis.attention_sinks import SINK_THRESHOLD
 from xai_core.analysis.token_marks import HIGH_NORM_GAP, HIGH_NORM_RATIO
 
 # resolved against the model's blocks; sink: the block of the strongest sink head
 BLOCKS = ("first", "middle", "last", "last_self", "sink")
 # sharpest: the lowest-entropy [CLS] row in that block; sink: the strongest sink head;
 # nearest: the head with the smallest mean attention distance among the block's heads that
-# are not sink heads (xai_core.analysis.sinks: a sink head's map is its sink key whatever
+# are not sink heads (xai_core.analysis.attention_sinks: a sink head's map is its sink key whatever
 # the query)
 HEADS = ("mean", "first", "sharpest", "sink", "nearest")
 # centre: the patch in the middle of the grid; longest: the patch token with the largest
@@ -58,7 +58,7 @@ class Step:
     switch_off: bool = False
 
 
-# (block, head) -> `xai_core.explainer.head_switch` of that one head
+# (block, head) -> `xai_core.lessons.explainer.head_switch` of that one head
 Switch = Callable[[int, int], dict]
 
 

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from test_cause_vs_claim import hand_score
-from xai_core import cause_vs_claim as claims
-from xai_core import lab
+from xai_core.studies import cause_vs_claim as claims
+from xai_core.lessons import interventions_lab as lab
 from xai_core.classroom.reveal import click_grid, drop_words, most_clicked, patch_reveal
 from xai_core.classroom.report import report_csv
 

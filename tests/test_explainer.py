@@ -19,7 +19,8 @@ from test_distance import brute_force_mean_pairwise, keras_mean_attention_distan
 
 from dashboard import explainer_tour as tour
 from dashboard.page_list import PAGES, PAGE_LIST
-from xai_core import explainer, pipeline
+from xai_core.lessons import explainer
+from xai_core import pipeline
 from xai_core.capture import transformer_blocks
 from xai_core.images import fit_to_model, load_sample, load_upload, model_crop_box
 from xai_core.methods import METHODS
@@ -27,7 +28,7 @@ from xai_core.methods.rollout import attention_rollout, auto_start
 from xai_core.models import get_model
 
 JS = "\n".join(path.read_text() for path in sorted(
-    (Path(explainer.__file__).resolve().parent.parent / "dashboard" / "static"
+    (Path(__file__).resolve().parents[1] / "dashboard" / "static"
      / "explainer").glob("*.js")))  # the component's modules
 F16 = 2.0 ** -11  # float16's relative rounding error
 

@@ -8,7 +8,8 @@ from streamlit.testing.v1 import AppTest
 from dashboard.explainer_component import KEY, TOUR_STEP_KEY
 from dashboard.explainer_tour import TOUR
 from xai_core.images import load_sample
-from xai_core import explainer, pipeline
+from xai_core.lessons import explainer
+from xai_core import pipeline
 from xai_core.methods import METHODS
 from xai_core.methods.rollout import attention_rollout, auto_start
 from xai_core.models import get_model

@@ -9,10 +9,10 @@ import torch
 
 from dashboard import explainer_tour as tour
 from dashboard.explainer_component import MAX_HEADS_OFF, switched_off
-from xai_core import explainer
+from xai_core.lessons import explainer
 from xai_core.models import knn
 from xai_core.pipeline import predictions_of, prepare
-from xai_core.readout import readout
+from xai_core.studies.readout import readout
 
 
 def answer_with_head_zeroed(model, image, block: int, head: int):

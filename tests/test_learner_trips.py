@@ -14,13 +14,14 @@ from apptest_helpers import (chart_title, element_text, keyed_chart, numbers, op
                              quoting, show)
 from PIL import Image, ImageDraw
 
-from xai_core import explainer, pipeline
+from xai_core.lessons import explainer
+from xai_core import pipeline
 from xai_core.figures.export import find_browser
 from xai_core.images import (SAMPLES, describe_fit, fit_to_model, load_image_file, load_sample,
                              to_model_tensor)
 from xai_core.methods import rollout
 from xai_core.models import DEFAULT_CNN, get_model
-from xai_core.open_set import OpenSet, open_set
+from xai_core.studies.open_set import OpenSet, open_set
 
 ROOT = Path(__file__).resolve().parent.parent
 

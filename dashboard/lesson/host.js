@@ -71,7 +71,7 @@ async function part(index, [offset, length]) {  // every part's codec: "deflate"
 const utf8in = new TextDecoder(), utf8out = new TextEncoder();
 const isArray = (v) => v && typeof v === "object" && "offset" in v && "dtype" in v && "shape" in v;
 
-/** One message (xai_core/explainer.py encode_message) from plain `fields` and the top-level
+/** One message (xai_core/lessons/explainer.py encode_message) from plain `fields` and the top-level
  * entries of packed messages: their arrays follow one another, offsets moved to match. */
 function compose(fields, messages) {
   const header = { ...fields }, bodies = [];

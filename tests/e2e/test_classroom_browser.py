@@ -17,7 +17,7 @@ import pytest
 from e2e_helpers import ARTIFACTS, AppProcess, app_env, wait_app_idle, watched_tab
 
 from postgres_server import postgres_server
-from xai_core import cause_vs_claim as claims
+from xai_core.studies import cause_vs_claim as claims
 from xai_core.classroom.reveal import most_clicked
 from xai_core.classroom.store import DB_ENV, ClassStore
 from xai_core.images import load_sample

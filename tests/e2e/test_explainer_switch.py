@@ -1,7 +1,7 @@
 """The Explainer's head switch in a real browser (issue 32): the ⏻ on a head chip switches
 that head off in the open block, the server runs the model again (one rerun) and the answer
 bars under the chips change in place to the model's new answer, which must be what the core
-computes for that head (`xai_core.explainer.head_switch`); "All heads back on" restores the
+computes for that head (`xai_core.lessons.explainer.head_switch`); "All heads back on" restores the
 trained answer; a tour step that switches a head off shows its result at once."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from e2e_helpers import running_apps, watched_tab
 from explainer_driver import ROOT, Traffic, open_explainer, state, wait_for_state
 
 from dashboard.explainer_tour import TOUR, step_number
-from xai_core.explainer import head_switch
+from xai_core.lessons.explainer import head_switch
 from xai_core.images import load_sample
 from xai_core.models import get_model
 

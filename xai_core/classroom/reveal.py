@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..cause_vs_claim import REMOVALS, cause_vs_claim
-from ..lab import reveal_rows
+from ..studies.cause_vs_claim import REMOVALS, cause_vs_claim
+from ..lessons.interventions_lab import reveal_rows
 
 
 def most_clicked(answers: list[list[int]], k: int) -> list[int]:
@@ -77,7 +77,7 @@ def patch_reveal(model, image, answers: list[list[int]], k: int, target=None, he
 
 def head_reveal(model, image, block: int, target=None, head=None, should_stop=None):
     """(drop per head of `block` when it alone is switched off, the grid it came from)."""
-    from ..interventions import head_importance
+    from ..studies.interventions import head_importance
 
     grid = head_importance(model, image, target=target, head=head, should_stop=should_stop)
     return np.asarray(grid.drops[block], dtype=float), grid
