@@ -115,9 +115,8 @@ def test_a_class_joins_follows_answers_and_sees_the_reveal(app, browser):
             tap_patches(student, patches, touch=student is students[-1])
             student.get_by_role("button", name="Send my answer").click()
             wait_text(student, "Received.")
-            text = main_text(student)
-            assert f"Your answer: patches {patches[0]}, {patches[1]}" in text
-            assert "answers from" not in text  # the class's answers: after the reveal
+            wait_text(student, f"Your answer: patches {patches[0]}, {patches[1]}")
+            assert "answers from" not in main_text(student)  # the class's: after the reveal
         wait_text(teacher, "3 answers from 3 students", timeout_s=FOLLOW_S)
 
         teacher.get_by_role("button", name="Reveal").click()
