@@ -13,9 +13,9 @@ import xai_core  # noqa: E402,F401,I001  (before torch: it sets the threads' wai
 import streamlit as st  # noqa: E402
 import torch  # noqa: E402
 
-from dashboard import charts, links, replica, state, ui  # noqa: E402
+from dashboard import charts, classroom, links, replica, state, ui  # noqa: E402
 from dashboard.page_list import PAGES, existing_pages  # noqa: E402
-from xai_core.infra.faults import Cancelled, ModelOutOfMemory# noqa: E402
+from xai_core.infra.faults import Cancelled, ModelOutOfMemory  # noqa: E402
 from xai_core.images import (COLLAGE_ID, IMAGE_SUFFIXES, SAMPLES, ImageError,  # noqa: E402
                              describe_fit, load_upload, shared_image)
 from xai_core.models import (DEFAULT_CNN, DEFAULT_VIT, MODEL_SPECS, availability,  # noqa: E402
@@ -115,15 +115,19 @@ def main() -> None:
     navigation = st.navigation(pages)
     _sidebar_start(navigation.url_path)
     links.start_run()
+    classroom.start_run()
     cache_spot = sidebar(charts_follow=navigation.url_path != EXPLAINER_PATH)
+    classroom.sidebar()
     ui.cache_notice(cache_spot)
     replica.restart_notice()
+    classroom.panel(navigation.url_path)
     try:
         navigation.run()
     except (ModelOutOfMemory, Cancelled) as fault:  # a part of a page without friendly_errors
         st.error(str(fault))
     finally:  # also after st.stop(): the URL must not keep another page's choices
         links.prune()
+        classroom.after_run(navigation.url_path)
     ui.cache_notice(cache_spot)  # a write that failed during this run
 
 

@@ -42,6 +42,11 @@ def prune() -> None:
         del st.query_params[key]
 
 
+def drawn_keys() -> set[str]:
+    """The linked keys drawn so far in this full run (what this page's address can carry)."""
+    return set(st.session_state.get(_DRAWN, set()))
+
+
 def _follow(key: str, parse: Callable[[str], Any], what: str) -> None:
     raw = st.query_params.get(key)
     seen = st.session_state.setdefault(_SEEN, {})
