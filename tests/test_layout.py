@@ -22,14 +22,16 @@ CORE = ROOT / "xai_core"
 LAYERS = ("xai_core", "xai_core.images", "xai_core.capture", "xai_core.maps", "xai_core.infra",
           "xai_core.pipeline", "xai_core.models", "xai_core.analysis", "xai_core.methods",
           "xai_core.metrics", "xai_core.figures", "xai_core.studies", "xai_core.benchmark",
-          "xai_core.lessons", "dashboard", "xai_core.cli", "xai_core.__main__", "pages", "bench")
+          "xai_core.lessons", "xai_core.classroom", "dashboard", "xai_core.cli",
+          "xai_core.__main__", "pages", "bench")
 ENTRY_POINTS = 5  # modules at xai_core's top level besides __init__ and __main__
 # Module (and package) names used twice in xai_core: only a command-line module in cli/ named
 # after the package or module it runs. Each with the two modules and why, as docs/layout.md.
 SHARED_NAMES = {
     name: ({f"xai_core.cli.{name}", f"xai_core.{room}"}, "a command and what it runs")
     for name, room in (("benchmark", "benchmark"), ("metrics", "metrics"),
-                       ("studies", "studies"), ("warmup", "lessons.warmup"))}
+                       ("studies", "studies"), ("warmup", "lessons.warmup"),
+                       ("classroom", "classroom"))}
 
 
 def module_name(path: Path) -> str:

@@ -194,6 +194,8 @@ function readLink() {
     if (value) host.start = value;
     else problems.push(`tour step ${tour} (1-${steps})`);
   }
+  // a link to a view ("Copy link": no tour step) opens that view, not the tour's step 1
+  if (tour === null && Object.keys(linked).length) host.start = null;
   host.linked = linked;
   if (problems.length) linkProblem = `The address asks for ${problems.join("; ")}, not in this lesson: left out.`;
 }

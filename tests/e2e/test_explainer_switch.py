@@ -85,7 +85,7 @@ def test_switching_a_head_off_reruns_the_model_and_updates_the_bars(app, tab):
 
 
 def test_a_tour_step_that_switches_a_head_off_shows_its_result(app, tab):
-    number = step_number("Switch that head off")
+    number = step_number("switch_sink")
     assert TOUR[number - 1].switch_off
     open_explainer(tab, app.url, f"?tour={number}")
     wait_for_state(tab, "tour", lambda step: step == str(number))
@@ -97,7 +97,7 @@ def test_a_tour_step_that_switches_a_head_off_shows_its_result(app, tab):
     assert same_answer(bars(tab), expected["after"]), bars(tab)
     text = tab.locator(f"{ROOT} .vx-tour-text").inner_text()
     target = expected["target"]
-    assert f"from {target['before']:.3f} to {target['after']:.3f}" in text, text
+    assert f"{target['before']:.3f} → {target['after']:.3f}" in text, text  # the one-line lead
     tab.keyboard.press("ArrowRight")  # the next step switches nothing: every head back on
     wait_for_state(tab, "tour", lambda step: step == str(number + 1))
     assert state(tab)["off"] == "" and shown(tab) == "trained"

@@ -14,6 +14,7 @@ import numpy as np
 
 from .benchmark import add_benchmark_command
 from ..infra.provenance import run_meta
+from .classroom import add_class_command
 from .common import (FAULT, USAGE_ERROR, CliError, add_budget_flag, budget_of, emit, labelled,
                      load_image, load_model, method_options_model_image, save_npz)
 from .studies import add_interventions_commands
@@ -165,7 +166,8 @@ def build_parser() -> argparse.ArgumentParser:
                          help="also run a seeded method at the next two seeds and write the "
                               "mean pairwise Spearman of the three maps to meta.stability")
     for extend in (add_metrics_command, add_benchmark_command, add_warmup_command,
-                   add_health_command, add_interventions_commands, add_lesson_command):
+                   add_health_command, add_interventions_commands, add_lesson_command,
+                   add_class_command):
         extend(add)
     return parser
 

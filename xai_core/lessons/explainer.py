@@ -308,6 +308,7 @@ def _prediction(model, image, head, capture: Capture) -> dict:
     if head.kind == "knn":
         neighbours = head.neighbours(capture.output)
         result.update(k=KNN_K, temperature=KNN_TEMPERATURE, bank_size=len(head.bank.labels),
+                      bank_classes=list(head.class_names),
                       neighbours=[{"label": n.label, "source": n.source,
                                    "similarity": round(n.similarity, 4)} for n in neighbours])
     return result
@@ -374,7 +375,8 @@ def _sink_facts(model, image) -> tuple[dict, int]:
     auto = auto_start(analysis)
     strongest = analysis.strongest()
     sink = lambda s: {"block": s.block, "head": s.head, "score": round(s.score, 4),  # noqa: E731
-                      "key": s.key_name, "on_patch": s.on_patch}
+                      "key": s.key_name, "on_patch": s.on_patch,
+                      "patch": s.key - analysis.num_prefix_tokens if s.on_patch else None}
     facts = {"strongest": sink(strongest),
              "heads": [sink(s) for s in analysis.sink_heads()],  # every sink head
              "dominated": [analysis.blocks[p] for p in analysis.sink_dominated()],
