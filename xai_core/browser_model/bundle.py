@@ -23,6 +23,8 @@ from ..infra.errors import OptionError
 from ..models import disk_cache
 from ..models.knn import CLASS_SCORE_NEIGHBOURS, KNN_K, KNN_TEMPERATURE, weights_fingerprint
 from ..models.settings import cache_dir
+from ..interventions import CONVENTION as SWITCH_CONVENTION
+from ..metrics.faithfulness import score_kind
 from ..open_set import KNN_PERCENTILE, RULES, threshold
 from ..pipeline import head_of
 from ..analysis.tokens import prefix_token_names
@@ -33,6 +35,15 @@ GRAPH_FORMAT = 1  # bump when the graph's inputs, outputs or export change
 PRECISIONS = ("fp32", "fp16")
 DEFAULT_PRECISION = "fp16"  # weights stored as float16, arithmetic in float32
 _BUILD_LOCK = threading.Lock()
+# What the browser computes for the learner's own photo, and what it leaves to the server.
+OWN_PHOTO_LIMITS = {
+    "daam": "The DAAM map needs a backward pass (the gradient of the answer), which the "
+            "browser model does not run: the ViT Lens app computes it for your photo.",
+    "readout": "Reading each block out needs a memory bank per block, which this file does "
+               "not hold: the ViT Lens app computes it for your photo.",
+    "tour": "The guided tour is written from the server's analyses of a picture; it follows "
+            "the recorded pictures.",
+}
 
 
 def model_file(model, precision: str = DEFAULT_PRECISION) -> Path:
@@ -99,7 +110,9 @@ def model_data(model, head=None) -> dict:
                 "classes": bank.class_names,
                 "features": explainer.packed(bank.features.numpy(), "f32"),
                 "threshold": threshold(model, head), "percentile": KNN_PERCENTILE,
-                "rule": RULES["knn"]},
+                "rule": RULES["knn"], "score_kind": score_kind(model, head)},
+        "switch_convention": SWITCH_CONVENTION,
+        "own_photo_limits": OWN_PHOTO_LIMITS,
     }
 
 
