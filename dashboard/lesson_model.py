@@ -112,9 +112,10 @@ def site_pack(model, head, precision: str = bundle.DEFAULT_PRECISION) -> ModelPa
     """Plain files beside the page, named by content (cache them for ever)."""
     manifest, contents = _common(model, head, precision)
     vendor = f"vendor/onnxruntime-web-{RUNTIME_VERSION}"
+    contents["wasm"] = zlib.compress(contents["wasm"], 9)  # inflated by the worker
     paths = {"model": _hashed("model", f"{model.spec.id}-{precision}", ".onnx", contents["model"]),
              "data": _hashed("model", f"{model.spec.id}-data", ".bin", contents["data"]),
-             "runtime": f"{vendor}/{RUNTIME}", "wasm": f"{vendor}/{WASM}"}
+             "runtime": f"{vendor}/{RUNTIME}", "wasm": f"{vendor}/{WASM}.deflate"}
     files = {paths[name]: data for name, data in contents.items()}
     files[f"{vendor}/LICENSE"] = (VENDOR / "LICENSE").read_bytes()
     return ModelPack({**manifest, "files": paths}, SITE_POLICY, files=files)

@@ -119,6 +119,8 @@ class OwnPhoto {
     this.template = null;
     this.model = null;
     this.busy = false;
+    this.warming = null;
+    this.loading = null;
   }
 
   build() {
@@ -151,6 +153,11 @@ class OwnPhoto {
       "the model runs on one thread: a photo takes a few seconds.";
     box.appendChild(el("p", "own-note muted", `${this.api.limits.tour}${threads}`));
     for (const input of [choose, camera]) input.addEventListener("change", () => input.files[0] && this.use(input.files[0]));
+    // the runtime and the model take seconds to start: begin when the learner reaches for
+    // the box (pointer, focus, touch, a file dragged over), not at opening (memory, a phone)
+    for (const name of ["pointerenter", "focusin", "touchstart", "dragenter"]) {
+      box.addEventListener(name, () => this.warm(), { once: true, passive: true });
+    }
     box.addEventListener("dragover", (event) => { event.preventDefault(); box.classList.add("drop"); });
     box.addEventListener("dragleave", () => box.classList.remove("drop"));
     box.addEventListener("drop", (event) => {
@@ -164,11 +171,26 @@ class OwnPhoto {
 
   say(text) { if (this.progress) this.progress.textContent = text; }
 
-  async load() {
-    if (this.md) return;
-    this.md = modelData(decodeMessage(await this.api.modelMessage()));
-    this.template = decodeMessage(await this.api.templateOverview()).overview;
-    this.model = new BrowserModel(await this.api.sources, this.md, (text) => this.say(`${text}\u2026`));
+  /** The model's data, the recorded overview (the model's facts) and the worker: once. */
+  load() {
+    this.loading = this.loading || (async () => {
+      this.md = modelData(decodeMessage(await this.api.modelMessage()));
+      this.template = decodeMessage(await this.api.templateOverview()).overview;
+      this.model = new BrowserModel(await this.api.sources, this.md, (text) => this.say(`${text}\u2026`));
+    })();
+    return this.loading;
+  }
+
+  /** Start the runtime and read the model ahead of a photo; a failure is reported when
+   * the photo comes. */
+  warm() {
+    if (!this.warming) {
+      this.warming = this.load().then(() => this.model.start()).then((ms) => {
+        window.vitLens = window.vitLens || {};
+        window.vitLens.warmMs = ms;
+      }).catch(() => {});
+    }
+    return this.warming;
   }
 
   async forward(pixels, off) {
@@ -184,15 +206,23 @@ class OwnPhoto {
     this.busy = true;
     const started = performance.now();
     try {
+      const phases = {}, mark = (name) => { phases[name] = Math.round(performance.now() - started); };
       this.say("reading the photo\u2026");
       await this.load();
+      mark("model_data");
       const prepared = prepare(this.md, await decodeFile(file));
+      mark("photo");
       await this.model.start();
+      mark("runtime");
       this.say(`running the model on ${this.model.threads === 1 ? "one thread" : `${this.model.threads} threads`}\u2026`);
       const run = await this.forward(prepared.pixels, []);
+      mark("forward");
       this.say("computing the views\u2026");
       const own = new OwnPicture(this, prepared, run.outputs, file.name || "photo");
+      mark("views");
       await this.api.show(own, file.name || "your photo");
+      mark("shown");
+      window.vitLens.phases = phases;
       this.say(`Your photo: model ${seconds(run.ms)} on ${this.model.threads === 1 ? "one thread" : `${this.model.threads} threads`}, ` +
         `every view drawn ${seconds(performance.now() - started)} after choosing it.`);
     } catch (error) {
