@@ -60,50 +60,58 @@ export function image(data, width, height) {
   return { data, width, height };
 }
 
-/** Pillow's Image.resize(size, filter) of an RGB image (ImagingResample, no box). */
+/** One horizontal pass (Pillow's ImagingResampleHorizontal_8bpc): every row to `outW`. */
+function horizontal(src, outW, filter) {
+  const c = coefficients(src.width, 0, src.width, outW, filter), out = new Uint8Array(outW * src.height * 3);
+  for (let y = 0; y < src.height; y++) {
+    const row = y * src.width * 3;
+    for (let xx = 0; xx < outW; xx++) {
+      const xmin = c.bounds[xx * 2], xmax = c.bounds[xx * 2 + 1], base = xx * c.ksize;
+      let r = HALF, g = HALF, b = HALF;
+      for (let x = 0; x < xmax; x++) {
+        const k = c.k[base + x], at = row + (x + xmin) * 3;
+        r += src.data[at] * k; g += src.data[at + 1] * k; b += src.data[at + 2] * k;
+      }
+      const o = (y * outW + xx) * 3;
+      out[o] = clip8(r); out[o + 1] = clip8(g); out[o + 2] = clip8(b);
+    }
+  }
+  return image(out, outW, src.height);
+}
+
+/** One vertical pass (ImagingResampleVertical_8bpc): every column to `outH`. */
+function vertical(src, outH, filter) {
+  const c = coefficients(src.height, 0, src.height, outH, filter), w = src.width;
+  const out = new Uint8Array(w * outH * 3);
+  for (let yy = 0; yy < outH; yy++) {
+    const ymin = c.bounds[yy * 2], ymax = c.bounds[yy * 2 + 1], base = yy * c.ksize;
+    for (let xx = 0; xx < w; xx++) {
+      let r = HALF, g = HALF, b = HALF;
+      for (let y = 0; y < ymax; y++) {
+        const k = c.k[base + y], at = ((y + ymin) * w + xx) * 3;
+        r += src.data[at] * k; g += src.data[at + 1] * k; b += src.data[at + 2] * k;
+      }
+      const o = (yy * w + xx) * 3;
+      out[o] = clip8(r); out[o + 1] = clip8(g); out[o + 2] = clip8(b);
+    }
+  }
+  return image(out, w, outH);
+}
+
+/** Pillow's Image.resize(size, filter) of an RGB image: a horizontal then a vertical pass,
+ * each rounded to 8 bits. Pillow 13 runs the vertical pass first on some pictures; measured
+ * on proportional resizes (the model's: resize to cover, the upload's shrink), it does so
+ * exactly when the picture is more than twice as tall as it is wide (tests/e2e/
+ * test_browser_model.py checks both sides). Its rule for other resizes (squashing a picture
+ * into a square) was not pinned down: those are not the browser model's path. */
 export function resize(src, outW, outH, filterName) {
   const filter = FILTERS[filterName];
   if (!filter) throw new Error(`unknown resampling filter ${filterName}`);
   if (outW === src.width && outH === src.height) return image(src.data.slice(), outW, outH);
-  const horiz = coefficients(src.width, 0, src.width, outW, filter);
-  const vert = coefficients(src.height, 0, src.height, outH, filter);
-  let current = src, yFirst = 0;
-  if (outW !== src.width) {
-    yFirst = vert.bounds[0];
-    const yLast = vert.bounds[outH * 2 - 2] + vert.bounds[outH * 2 - 1];
-    const rows = outH !== src.height ? yLast - yFirst : src.height;
-    if (outH === src.height) yFirst = 0;
-    const out = new Uint8Array(outW * rows * 3);
-    for (let y = 0; y < rows; y++) {
-      const row = (y + yFirst) * src.width * 3;
-      for (let xx = 0; xx < outW; xx++) {
-        const xmin = horiz.bounds[xx * 2], xmax = horiz.bounds[xx * 2 + 1], base = xx * horiz.ksize;
-        let r = HALF, g = HALF, b = HALF;
-        for (let x = 0; x < xmax; x++) {
-          const k = horiz.k[base + x], at = row + (x + xmin) * 3;
-          r += src.data[at] * k; g += src.data[at + 1] * k; b += src.data[at + 2] * k;
-        }
-        const o = (y * outW + xx) * 3;
-        out[o] = clip8(r); out[o + 1] = clip8(g); out[o + 2] = clip8(b);
-      }
-    }
-    current = image(out, outW, rows);
-  }
-  if (outH === src.height) return current;
-  const out = new Uint8Array(outW * outH * 3);
-  for (let yy = 0; yy < outH; yy++) {
-    const ymin = vert.bounds[yy * 2] - yFirst, ymax = vert.bounds[yy * 2 + 1], base = yy * vert.ksize;
-    for (let xx = 0; xx < outW; xx++) {
-      let r = HALF, g = HALF, b = HALF;
-      for (let y = 0; y < ymax; y++) {
-        const k = vert.k[base + y], at = ((y + ymin) * outW + xx) * 3;
-        r += current.data[at] * k; g += current.data[at + 1] * k; b += current.data[at + 2] * k;
-      }
-      const o = (yy * outW + xx) * 3;
-      out[o] = clip8(r); out[o + 1] = clip8(g); out[o + 2] = clip8(b);
-    }
-  }
-  return image(out, outW, outH);
+  if (outW === src.width) return vertical(src, outH, filter);
+  if (outH === src.height) return horizontal(src, outW, filter);
+  if (src.height > 2 * src.width) return horizontal(vertical(src, outH, filter), outW, filter);
+  return vertical(horizontal(src, outW, filter), outH, filter);
 }
 
 export function crop(src, left, top, width, height) {
