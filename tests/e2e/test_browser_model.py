@@ -160,6 +160,18 @@ def drop(page, path: Path) -> None:
     }""", [data, path.name])
 
 
+def assert_same_answer(found: list[tuple[str, float]], expected: list[tuple[str, float]]) -> None:
+    """The same top class; every class shown with its share within 0.01 of the server's (the
+    order of classes with shares within 0.01 of each other may differ: both are right)."""
+    assert found[0][0] == expected[0][0], (found, expected)
+    wanted = dict(expected)
+    for label, share in found:
+        if label in wanted:
+            assert share == pytest.approx(wanted[label], abs=0.01), (label, found, expected)
+        else:  # a class the server ranks 6th or lower: a share as small as the 5th's
+            assert share <= expected[-1][1] + 0.01, (label, found, expected)
+
+
 def check_every_view(page, dinov2, photo: Path) -> None:
     """The photo's overview on screen: its answer equal to the server's, the open-set caveat
     as the server decides it, every stage, block, map and the opened block drawn."""
@@ -167,22 +179,18 @@ def check_every_view(page, dinov2, photo: Path) -> None:
     page.wait_for_function("() => window.vitLens && window.vitLens.phases", timeout=240_000)
     last = page.evaluate("window.vitLens.lastRun")
     assert last["backend"] == "wasm" and last["ms"] > 0
-    expected = predict(dinov2, image, topk=5)
-    assert last["top"][0]["label"] == expected[0].label
-    for found, wanted in zip(last["top"], expected):
-        assert found["label"] == wanted.label
-        assert found["probability"] == pytest.approx(wanted.probability, abs=0.01)
+    expected = [(p.label, p.probability) for p in predict(dinov2, image, topk=5)]
+    assert_same_answer([(t["label"], t["probability"]) for t in last["top"]], expected)
     page.wait_for_function(f"() => document.querySelector(\"{ROOT}\") && "
                            f"document.querySelector(\"{ROOT}\").dataset.block === '11'")
     assert page.locator(f"{ROOT} .vx-stage").count() == 8
     assert page.locator(f"{ROOT} .vx-block").count() == 12
     prediction_stage = page.locator(f"{ROOT} .vx-stage-answer").text_content()
     if open_set(dinov2, image).known:
-        assert prediction_stage.startswith(expected[0].label)
+        assert prediction_stage.startswith(expected[0][0])
     else:
         assert prediction_stage == "none it knows"
-    shown = bars(page)
-    assert [label for label, _ in shown] == [p.label for p in expected]
+    assert_same_answer(bars(page), expected)
     assert page.locator(f"{ROOT} canvas").count() >= 20  # picture, thumbnails, steps, matrix
     page.get_by_role("button", name="Rollout so far").click()
     page.wait_for_function(f"() => document.querySelector(\"{ROOT}\").dataset.overlay === 'rollout'")
@@ -196,10 +204,7 @@ def switch_head(page, dinov2, photo: Path) -> None:
     page.locator(f"{ROOT} .vx-headchip[data-head='{SWITCH[1]}'] + .vx-headoff").click()
     page.wait_for_function(f"() => document.querySelector(\"{ANSWER}\").dataset.shown === 'switched'",
                            timeout=120_000)
-    shown = bars(page)
-    assert [label for label, _ in shown] == [t["label"] for t in expected["after"]]
-    for (_, share), wanted in zip(shown, expected["after"]):
-        assert share == pytest.approx(wanted["share"], abs=0.01)
+    assert_same_answer(bars(page), [(t["label"], t["share"]) for t in expected["after"]])
     assert page.evaluate("window.vitLens.lastRun.off") == [list(SWITCH)]
     status = page.locator(f"{ANSWER} .vx-answer-status").text_content()
     target = expected["target"]
