@@ -68,7 +68,7 @@ def classic_runtime(source: str) -> str:
     its one export statement becomes an assignment and `import.meta.url` the worker's own
     address (the runtime reads it only to find files that the lesson hands it as bytes)."""
     found = MODULE_EXPORT.search(source)
-    if found is None or source.count("export{") != 1:
+    if found is None or re.search(r"(^|[;}\s])export[\s{]", source[:found.start()]):
         raise ValueError("the vendored onnxruntime-web has not the one export statement expected")
     names = []
     for item in found[1].split(","):
