@@ -276,3 +276,22 @@ def test_site_from_a_static_server_runs_the_model_on_threads(browser, site, dino
         assert asked - {""} <= files, asked  # only the site's own files
         assert problems == [], problems
         context.close()
+
+
+@pytest.mark.parametrize("lacking", ["WebAssembly SIMD", "memory"])
+def test_a_browser_that_cannot_run_the_model_gets_the_recorded_picture_and_one_sentence(
+        browser, lesson, lacking):
+    context = browser.new_context(viewport={"width": 1200, "height": 1400})
+    context.add_init_script(
+        "WebAssembly.validate = () => false;" if lacking == "WebAssembly SIMD" else
+        "Object.defineProperty(Navigator.prototype, 'deviceMemory', { get: () => 1 });")
+    page = context.new_page()
+    page.goto(lesson.resolve().as_uri())
+    page.wait_for_function("() => window.__vitExplainer && window.__vitExplainer.readyAt !== null")
+    page.wait_for_selector("#own-photo .own-fallback")
+    sentence = page.text_content("#own-photo .own-fallback")
+    assert ("no WebAssembly SIMD" if lacking == "WebAssembly SIMD" else "1 GB of memory") in sentence
+    assert "recorded pictures" in sentence
+    assert page.locator("#own-file").count() == 0
+    assert page.locator(f"{ROOT} .vx-stage-answer").text_content().startswith("cat")
+    context.close()
