@@ -196,8 +196,12 @@ class OwnPhoto {
   async forward(pixels, off) {
     const run = await this.model.run(pixels, off);
     const top = decodeTop(this.md, run.outputs.output);
+    // the last block's [CLS] attention row of every head, for the bench's check against the server
+    const { tokens: n, heads, blocks } = this.md, last = (blocks - 1) * heads;
+    const clsLast = Array.from({ length: heads }, (_, h) =>
+      Array.from(run.outputs.attention.subarray((last + h) * n * n, (last + h) * n * n + n)));
     window.vitLens = window.vitLens || {};
-    window.vitLens.lastRun = { ms: run.ms, top, backend: "wasm", threads: this.model.threads, off };
+    window.vitLens.lastRun = { ms: run.ms, top, backend: "wasm", threads: this.model.threads, off, clsLast };
     return run;
   }
 
