@@ -295,3 +295,79 @@ def test_a_browser_that_cannot_run_the_model_gets_the_recorded_picture_and_one_s
     assert page.locator("#own-file").count() == 0
     assert page.locator(f"{ROOT} .vx-stage-answer").text_content().startswith("cat")
     context.close()
+
+
+def test_the_browsers_payloads_are_the_servers(browser, lesson, dinov2, photos):
+    """Every number the component draws for the photo, computed in the browser from the
+    model's outputs (float16-stored weights), against the server's payloads
+    (explainer.build_overview, build_block_detail, build_block_vectors) for the same file:
+    attention rows, rollout (same start), sinks, norms, the answer, block 6's attention,
+    norms and queries and keys."""
+    from xai_core import explainer
+
+    context = browser.new_context(viewport={"width": 1500, "height": 1800})
+    page = context.new_page()
+    page.goto(lesson.resolve().as_uri())
+    page.wait_for_function("() => window.__vitExplainer && window.__vitExplainer.readyAt !== null")
+    page.set_input_files("#own-file", str(photos["motorcycle"]))
+    page.wait_for_function("() => window.vitLens && window.vitLens.payloads", timeout=240_000)
+    encoded = page.evaluate("""() => { const u = window.vitLens.payloads(6); let t = "";
+      for (let i = 0; i < u.length; i += 32768) t += String.fromCharCode(...u.subarray(i, i + 32768));
+      return btoa(t); }""")
+    context.close()
+    found = explainer.decode_message(base64.b64decode(encoded))
+    image = load_image_file(photos["motorcycle"])
+    server = {"overview": explainer.build_overview(dinov2, image),
+              "detail": explainer.build_block_detail(dinov2, image, 6),
+              "vectors": explainer.build_block_vectors(dinov2, image, 6)}
+
+    def rows(item):  # dequantised 8-bit rows
+        return explainer.dequantise(explainer.decode(item["codes"]), explainer.decode(item["scale"]))
+
+    ov, sov = found["overview"], server["overview"]
+    for mine, theirs in zip(ov["query_rows"], sov["query_rows"]):
+        np.testing.assert_allclose(rows(mine), rows(theirs), atol=0.01)
+        np.testing.assert_allclose(explainer.decode(mine["prefix"]), explainer.decode(theirs["prefix"]),
+                                   atol=0.01)
+    assert ov["rollout"]["blocks"] == sov["rollout"]["blocks"]
+    np.testing.assert_allclose(rows(ov["rollout"]), rows(sov["rollout"]), atol=0.01)
+    assert ov["sinks"]["dominated"] == sov["sinks"]["dominated"]
+    strip = lambda entries: [(e["block"], [(h["head"], h["key"]) for h in e["heads"]])  # noqa: E731
+                             for e in entries]
+    assert strip(ov["sinks"]["left_out"]) == strip(sov["sinks"]["left_out"])
+    for mine_entry, their_entry in zip(ov["sinks"]["left_out"], sov["sinks"]["left_out"]):
+        for mine_head, their_head in zip(mine_entry["heads"], their_entry["heads"]):
+            assert mine_head["score"] == pytest.approx(their_head["score"], abs=0.005)
+    assert {k: ov["sinks"]["strongest"][k] for k in ("block", "head", "key")} == \
+        {k: sov["sinks"]["strongest"][k] for k in ("block", "head", "key")}
+    for mine, theirs in zip(ov["blocks"], sov["blocks"]):
+        np.testing.assert_allclose(explainer.decode(mine["norm_out"]).astype(float),
+                                   explainer.decode(theirs["norm_out"]).astype(float), rtol=0.01)
+    np.testing.assert_allclose(explainer.decode(ov["embedding_norms"]).astype(float),
+                               explainer.decode(sov["embedding_norms"]).astype(float), rtol=0.01)
+    np.testing.assert_allclose(explainer.decode(ov["feature"]).astype(float),
+                               explainer.decode(sov["feature"]).astype(float), atol=0.02)
+    mine, theirs = ov["prediction"], sov["prediction"]
+    assert [t["label"] for t in mine["top"]][:2] == [t["label"] for t in theirs["top"]][:2]
+    assert mine["open_set"]["known"] == theirs["open_set"]["known"]
+    assert mine["open_set"]["score"] == pytest.approx(theirs["open_set"]["score"], abs=1e-3)
+    assert mine["open_set"]["threshold"] == pytest.approx(theirs["open_set"]["threshold"], abs=1e-6)
+    assert [n["source"] for n in mine["neighbours"][:5]] == [n["source"] for n in theirs["neighbours"][:5]]
+    assert ov["picture"]["crop"] == sov["picture"]["crop"] and ov["picture"]["size"] == sov["picture"]["size"]
+    assert ov["picture"]["kept"] == sov["picture"]["kept"] and ov["picture"]["scale"] == sov["picture"]["scale"]
+    detail, sdetail = found["detail"], server["detail"]
+    np.testing.assert_allclose(rows(detail["attention"]), rows(sdetail["attention"]), atol=0.01)
+    for name in sdetail["norms"]:
+        np.testing.assert_allclose(explainer.decode(detail["norms"][name]).astype(float),
+                                   explainer.decode(sdetail["norms"][name]).astype(float), rtol=0.01)
+    for name in ("q_norms", "context_heads"):
+        np.testing.assert_allclose(explainer.decode(detail[name]).astype(float),
+                                   explainer.decode(sdetail[name]).astype(float), rtol=0.01, atol=0.01)
+    for step in ("ln1", "ln2"):  # the same sentence, its medians from float16 weights
+        assert detail["norm_notes"][step].split("(median")[0] == sdetail["norm_notes"][step].split("(median")[0]
+    for name in ("q", "k"):
+        mine = explainer.dequantise(explainer.decode(found["vectors"][name]["codes"]),
+                                    explainer.decode(found["vectors"][name]["scale"]))
+        theirs = explainer.dequantise(explainer.decode(server["vectors"][name]["codes"]),
+                                      explainer.decode(server["vectors"][name]["scale"]))
+        assert np.abs(mine - theirs).max() <= 0.02 * np.abs(theirs).max()

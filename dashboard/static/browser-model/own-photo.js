@@ -232,6 +232,9 @@ class OwnPhoto {
       this.say("computing the views\u2026");
       const own = new OwnPicture(this, prepared, run.outputs, file.name || "photo");
       mark("views");
+      // for automation: the payloads as the component gets them (one Explainer message)
+      window.vitLens.payloads = (block) => encodeMessage({ overview: own.overview,
+        detail: detail(this.md, this.template, own.outputs, block), vectors: vectors(this.md, own.outputs, block) });
       await this.api.show(own, file.name || "your photo");
       mark("shown");
       window.vitLens.phases = phases;
