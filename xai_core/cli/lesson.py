@@ -8,6 +8,7 @@ imports streamlit (tests/test_lesson_export.py checks both).
 
 from __future__ import annotations
 
+import argparse
 import sys
 import tempfile
 from pathlib import Path
@@ -36,19 +37,13 @@ def add_lesson_command(add) -> None:
                "the Explainer with the model in the browser as a static site (plain files)",
                image=False)
     site.add_argument("--model", default="dinov2-s14", help="ViT model id (default dinov2-s14)")
-    site.add_argument("--random-weights", action="store_true", help=argparse_hidden())
+    site.add_argument("--random-weights", action="store_true", help=argparse.SUPPRESS)
     site.add_argument("--images", action="append", default=None, metavar="LIST",
                       help="recorded pictures: sample:ID or a file, comma-separated "
                            "(default sample:chelsea)")
     site.add_argument("--blocks", default="all", help="'all' (default) or block numbers")
     site.add_argument("--precision", default="fp16", choices=("fp16", "fp32"))
     site.add_argument("--out", required=True, help="the folder to write (made if missing)")
-
-
-def argparse_hidden() -> str:
-    import argparse
-
-    return argparse.SUPPRESS
 
 
 def writable_target(out: str) -> Path:
