@@ -131,3 +131,21 @@ def test_class_attention_blocks_are_refused_in_a_sentence():
     cait = timm.create_model("cait_xxs24_224", pretrained=False, depth=2, num_classes=3)
     with pytest.raises(UnsupportedModel, match="self-attention ViTs only"):
         ExplainerGraph(cait)
+
+
+def test_an_unwritable_cache_still_gives_the_model_file(dinov2, monkeypatch, tmp_path):
+    """A read-only cache folder: the export goes to a temporary folder, the same bytes."""
+    cached = bundle.model_file(dinov2, "fp16").read_bytes()
+
+    def refuse(path, write):
+        raise OSError(30, "Read-only file system")
+
+    monkeypatch.setattr(bundle, "cache_dir", lambda: tmp_path / "cache")
+    monkeypatch.setattr(bundle.disk_cache, "replace_atomically", refuse)
+    found = bundle.model_file(dinov2, "fp16")
+    assert found.is_file() and not found.is_relative_to(tmp_path / "cache")
+    import onnx
+
+    ours, theirs = onnx.load_from_string(found.read_bytes()), onnx.load_from_string(cached)
+    assert {i.name: i.raw_data for i in ours.graph.initializer} == \
+        {i.name: i.raw_data for i in theirs.graph.initializer}

@@ -246,7 +246,7 @@ async function open() {
 }
 
 /* What dashboard/lesson/model-host.js (present when the file carries the model) uses. */
-window.__vitLessonHost = { manifest, host, request: () => request(host.view), say, blobBytes, inflate,
+window.__vitLessonHost = { manifest, host, request: () => { request(host.view); return host.queue; }, say, blobBytes, inflate,
   loadModules: loadComponent, part };
 
 open().catch(fail);

@@ -61,7 +61,8 @@ async function start() {
       option.textContent = `Your photo: ${name}`;
       select.value = "own";
       api.host.own = own;
-      api.request();
+      await api.request();  // the component has the photo's views: wait for them to be painted
+      await new Promise((resolve) => requestAnimationFrame(() => setTimeout(resolve, 0)));
     },
   });
 }

@@ -10,6 +10,7 @@ returns with the torch forward and with the server's answers (`answers`).
 from __future__ import annotations
 
 import math
+import tempfile
 import threading
 from pathlib import Path
 
@@ -54,19 +55,31 @@ def model_file(model, precision: str = DEFAULT_PRECISION) -> Path:
     if model.random_weights:
         raise OptionError("The browser model needs trained weights; this model has random ones.")
     tag = f"{model.spec.id}-{weights_fingerprint(model.module)}-g{GRAPH_FORMAT}"
-    path = cache_dir() / "browser-model" / f"{tag}-{precision}.onnx"
+    folder = cache_dir() / "browser-model"
     with _BUILD_LOCK:
-        if path.is_file():
-            return path
-        full = cache_dir() / "browser-model" / f"{tag}-fp32.onnx"
+        if (folder / f"{tag}-{precision}.onnx").is_file():
+            return folder / f"{tag}-{precision}.onnx"
+        full = folder / f"{tag}-fp32.onnx"
         if not full.is_file():
             with model.lock:
-                disk_cache.replace_atomically(
-                    full, lambda name: export_onnx(model.module, model.spec.input_size, Path(name)))
-        if precision == "fp16":
-            halved = halve_weights(onnx.load(str(full)))
-            disk_cache.replace_atomically(path, lambda name: onnx.save(halved, name))
-    return path
+                full = _written(full, lambda name: export_onnx(model.module,
+                                                               model.spec.input_size, Path(name)))
+        if precision == "fp32":
+            return full
+        halved = halve_weights(onnx.load(str(full)))
+        return _written(folder / f"{tag}-{precision}.onnx", lambda name: onnx.save(halved, name))
+
+
+def _written(path: Path, write) -> Path:
+    """`write` to `path` in the cache folder, or to a temporary folder when the cache cannot
+    be written (a read-only or full disk): the export goes on either way."""
+    try:
+        disk_cache.replace_atomically(path, write)
+        return path
+    except OSError:
+        fallback = Path(tempfile.mkdtemp(prefix="vit-lens-browser-model-")) / path.name
+        write(str(fallback))
+        return fallback
 
 
 def _norm_weights(module) -> list[dict]:

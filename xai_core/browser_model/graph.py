@@ -22,6 +22,7 @@ and its register variants); CaiT's class-attention blocks are refused in one sen
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 import torch
@@ -119,7 +120,9 @@ def export_onnx(module: nn.Module, input_size: tuple[int, int], path: Path) -> P
     `input_size` (H, W), exported with torch's TorchScript-based exporter."""
     graph = ExplainerGraph(module)
     pixels = torch.zeros(1, 3, *input_size)
-    with torch.inference_mode(False), torch.no_grad():
+    # the tracer warns about timm's shape checks, which are constants for one input size
+    with torch.inference_mode(False), torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
         torch.onnx.export(graph, (pixels, all_heads_on(graph)), str(path), dynamo=False,
                           input_names=list(INPUTS), output_names=list(OUTPUTS),
                           opset_version=OPSET, do_constant_folding=True)
