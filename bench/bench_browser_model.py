@@ -52,8 +52,11 @@ def _photo(page, path: Path) -> dict:
     page.evaluate("() => { if (window.vitLens) window.vitLens.phases = null; }")
     page.set_input_files("#own-file", str(path))
     page.wait_for_function("() => window.vitLens && window.vitLens.phases", timeout=300_000)
-    return {"phases": page.evaluate("window.vitLens.phases"),
-            "run": page.evaluate("window.vitLens.lastRun")}
+    found = {"phases": page.evaluate("window.vitLens.phases"),
+             "run": page.evaluate("window.vitLens.lastRun")}
+    if found["run"]["off"]:
+        raise RuntimeError(f"the photo's last forward had heads off: {found['run']['off']}")
+    return found
 
 
 def _switch(page) -> float:

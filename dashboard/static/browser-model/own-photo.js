@@ -98,7 +98,9 @@ class OwnPicture {
   async reply(view, presentation) {
     const holds = view.have === this.signature, last = this.md.blocks - 1;
     const block = Number.isInteger(view.block) && view.block >= 0 && view.block <= last ? view.block : last;
-    const off = (Array.isArray(view.off) ? view.off : []).filter((p) => Array.isArray(p) && p.length === 2 &&
+    // heads switched off in a view about another picture (the one shown before this photo)
+    // do not carry over: a new picture starts with every head on, as on the live page
+    const off = (holds && Array.isArray(view.off) ? view.off : []).filter((p) => Array.isArray(p) && p.length === 2 &&
       Number.isInteger(p[0]) && Number.isInteger(p[1]) && p[0] >= 0 && p[0] < this.md.blocks && p[1] >= 0 && p[1] < this.md.heads);
     const kept = holds && (view.blocks || []).includes(block);
     const wantQk = view.want_qk === true && !(holds && (view.qk || []).includes(block));
