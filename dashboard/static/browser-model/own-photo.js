@@ -152,7 +152,7 @@ class OwnPhoto {
     this.progress.id = "own-progress";
     box.appendChild(this.progress);
     const threads = self.crossOriginIsolated ? "" : " Opened from disk (or from a server without cross-origin isolation), " +
-      "the model runs on one thread: a photo took 2 s (6 s when the model had to start first) on a busy 2-core test machine; " +
+      "the model runs on one thread: a photo took about 2 s (8 to 18 s when the model had to start first) on a busy 2-core test machine; " +
       "the line above says how long it takes here.";
     box.appendChild(el("p", "own-note muted", `${this.api.limits.tour}${threads}`));
     for (const input of [choose, camera]) input.addEventListener("change", () => input.files[0] && this.use(input.files[0]));
