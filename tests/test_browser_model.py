@@ -8,13 +8,13 @@ import pytest
 import torch
 from scipy.stats import spearmanr
 
-from xai_core import explainer
+from xai_core.lessons import explainer
 from xai_core.browser_model import bundle
 from xai_core.browser_model.graph import NORM_STEPS, OUTPUTS, UnsupportedModel, ExplainerGraph
 from xai_core.browser_model.pictures import check_pictures
-from xai_core.interventions import intervene
+from xai_core.studies.interventions import intervene
 from xai_core.models.knn import knn_vote
-from xai_core.open_set import open_set
+from xai_core.studies.open_set import open_set
 from xai_core.pipeline import model_output, predict, prepare, vit_capture
 
 MASKS = {"all heads on": (), "two heads off": ((0, 5), (6, 2)),

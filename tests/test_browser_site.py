@@ -17,7 +17,7 @@ import pytest
 
 from dashboard import lesson_model
 from dashboard.lesson_export import (LessonImage, build_lesson, read_manifest, unescape_bytes)
-from xai_core import explainer
+from xai_core.lessons import explainer
 from xai_core.browser_model import bundle
 from xai_core.images import load_sample
 

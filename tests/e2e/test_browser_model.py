@@ -23,10 +23,10 @@ from PIL import Image
 from static_site import StaticSite
 
 from xai_core.browser_model.pictures import other_pictures
-from xai_core.explainer import head_switch
+from xai_core.lessons.explainer import head_switch
 from xai_core.images import fit_to_model, load_image_file, load_sample, load_upload, to_model_tensor
 from xai_core.models import get_model
-from xai_core.open_set import open_set
+from xai_core.studies.open_set import open_set
 from xai_core.pipeline import predict
 
 STATIC = REPO / "dashboard" / "static"
@@ -303,7 +303,7 @@ def test_the_browsers_payloads_are_the_servers(browser, lesson, dinov2, photos):
     (explainer.build_overview, build_block_detail, build_block_vectors) for the same file:
     attention rows, rollout (same start), sinks, norms, the answer, block 6's attention,
     norms and queries and keys."""
-    from xai_core import explainer
+    from xai_core.lessons import explainer
 
     context = browser.new_context(viewport={"width": 1500, "height": 1800})
     page = context.new_page()

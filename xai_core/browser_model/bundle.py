@@ -18,15 +18,15 @@ import numpy as np
 import onnx
 import torch
 
-from .. import explainer
+from ..lessons import explainer
 from ..capture import transformer_blocks
 from ..infra.errors import OptionError
 from ..models import disk_cache
 from ..models.knn import CLASS_SCORE_NEIGHBOURS, KNN_K, KNN_TEMPERATURE, weights_fingerprint
 from ..models.settings import cache_dir
-from ..interventions import CONVENTION as SWITCH_CONVENTION
+from ..studies.interventions import CONVENTION as SWITCH_CONVENTION
 from ..metrics.faithfulness import score_kind
-from ..open_set import KNN_PERCENTILE, RULES, threshold
+from ..studies.open_set import KNN_PERCENTILE, RULES, threshold
 from ..pipeline import head_of
 from ..analysis.tokens import prefix_token_names
 from .graph import INPUTS, NORM_STEPS, OUTPUTS, ExplainerGraph, export_onnx
