@@ -329,6 +329,12 @@ def test_the_browsers_payloads_are_the_servers(browser, lesson, dinov2, photos):
         np.testing.assert_allclose(rows(mine), rows(theirs), atol=0.01)
         np.testing.assert_allclose(explainer.decode(mine["prefix"]), explainer.decode(theirs["prefix"]),
                                    atol=0.01)
+    assert ov["distance"]["blocks"] == sov["distance"]["blocks"]
+    np.testing.assert_allclose(ov["distance"]["mad"], sov["distance"]["mad"], atol=0.5)
+    assert ov["distance"]["reference"] == pytest.approx(sov["distance"]["reference"], abs=1e-3)
+    assert [t["patch"] for t in ov["high_norm"]["flagged"]] == \
+        [t["patch"] for t in sov["high_norm"]["flagged"]]
+    assert ov["high_norm"]["largest"]["patch"] == sov["high_norm"]["largest"]["patch"]
     assert ov["rollout"]["blocks"] == sov["rollout"]["blocks"]
     np.testing.assert_allclose(rows(ov["rollout"]), rows(sov["rollout"]), atol=0.01)
     assert ov["sinks"]["dominated"] == sov["sinks"]["dominated"]

@@ -6,6 +6,7 @@
 
 import { classScore, knnVote, openSet, top } from "./answer.js";
 import { analyseSinks, headMatrix, queryRow, rolloutRows, sinkFacts } from "./attention.js";
+import { distances, highNorm } from "./marks.js";
 import { half, packed, signedRows, unsignedRows } from "./message.js";
 
 const round = (x, digits) => Math.round(x * 10 ** digits) / 10 ** digits;
@@ -51,7 +52,9 @@ export function overview(md, template, out, picture) {
   return {
     ...template, blocks, prediction: prediction(md, template, out), image: picture.image, picture: picture.facts,
     embedding_norms: half(normsOf(md, out, 0, "x_in"), [md.tokens]), query_rows: queryRows,
-    high_norm: null, distance: null, readout: { unavailable: md.own_photo_limits.readout },
+    high_norm: highNorm(md, (b) => normsOf(md, out, b, "x_out"), template.high_norm.rule),
+    distance: distances(md, attention, template.layout.patch, template.distance.convention),
+    readout: { unavailable: md.own_photo_limits.readout },
     sinks: sinks.facts,
     rollout: { blocks: rolled.map((_, i) => sinks.start + i), what: "[CLS] row", convention: template.rollout.convention,
       ...gridRows(md, rolled) },
