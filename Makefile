@@ -3,7 +3,7 @@ PY := $(VENV)/bin/python
 PORT ?= 8501
 export HF_HUB_OFFLINE ?= 1
 
-.PHONY: run test bench e2e system-deps warmup nginx-conf nginx-gzip plotly-bundle clean
+.PHONY: run test bench e2e system-deps warmup nginx-conf nginx-gzip plotly-bundle onnxruntime-web clean
 
 $(VENV)/.installed: requirements.txt
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -56,6 +56,10 @@ nginx-gzip: $(VENV)/.installed
 # from the pinned npm packages; needs node and npm, which running the app does not.
 plotly-bundle:
 	cd dashboard/chart/plotly_bundle && npm ci --no-audit --no-fund && npm run build
+
+# onnxruntime-web, pinned, from npm (the committed files are checked against SHA256SUMS)
+onnxruntime-web:
+	sh dashboard/static/vendor/onnxruntime-web.sh
 
 clean:
 	rm -rf $(VENV) .pytest_cache artifacts

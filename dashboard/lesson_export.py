@@ -70,6 +70,18 @@ SERVER_ONLY = (
     "the deeper pages the tour points to (attention maps, rollout, comparison, ...)",
     "blocks left out of this file when it was exported",
 )
+# With the model in the browser, only these need the server.
+MODEL_SERVER_ONLY = (
+    "another model (this file carries one)",
+    "for your own photo: the DAAM map and each block's read-out (they need a backward pass "
+    "and a memory bank per block), and the guided tour (written from the server's analyses)",
+    "interventions other than switching heads off: masking patches, dropping tokens (page 9)",
+    "the deeper pages the tour points to (attention maps, rollout, comparison, ...)",
+    "blocks left out of this file when it was exported",
+)
+POLICY = ("default-src 'none'; script-src 'unsafe-inline' blob:; style-src 'unsafe-inline'; "
+          "img-src data: blob:; font-src data:")
+MODEL_HOST_JS = HERE / "lesson" / "model-host.js"
 Progress = Callable[[float, str], None]
 
 
@@ -213,10 +225,11 @@ def image_entry(model, lesson_image: LessonImage, index: int, head, blocks: list
 
 def build_lesson(model, images: list[LessonImage], head=None, blocks: list[int] | None = None,
                  tour: bool = False, progress: Progress | None = None,
-                 now: _dt.datetime | None = None) -> bytes:
+                 now: _dt.datetime | None = None, model_pack=None) -> bytes:
     """The lesson as the bytes of one HTML file. `blocks`: None for every block;
     `tour`: open on step 1 of the guided tour (its text is always in the file);
-    `progress(fraction, what)` after each step."""
+    `progress(fraction, what)` after each step; `model_pack`: the model in the browser
+    (`dashboard.lesson_model`: packed in the file, or files beside a site's page)."""
     if not images:
         raise LessonError("A lesson needs at least one picture.")
     head = head_of(model, head)
@@ -243,7 +256,9 @@ def build_lesson(model, images: list[LessonImage], head=None, blocks: list[int] 
                 "model": {"id": model.spec.id, "label": model.label,
                           "random": model.random_weights, "weights": model.weights_source},
                 "images": entries, "modules": modules}
-    return render_page(model, images[0].image, manifest, blobs)
+    if model_pack is not None:
+        manifest["browser_model"] = model_pack.manifest
+    return render_page(model, images[0].image, manifest, blobs, model_pack)
 
 
 def _json_script(value) -> str:
@@ -263,14 +278,15 @@ def footer_words(manifest: dict) -> str:
             f"format {manifest['format']}, Explainer messages {manifest['message']}")
 
 
-def render_page(model, card_image, manifest: dict, blobs: list[bytes]) -> bytes:
+def render_page(model, card_image, manifest: dict, blobs: list[bytes], model_pack=None) -> bytes:
     """The HTML: page chrome, model card and footer as escaped ASCII, the manifest as JSON,
-    each picture's packed messages as escaped bytes, the host last."""
+    each picture's packed messages as escaped bytes, the host last (and the model's host
+    after it when the model is in the browser)."""
     images = manifest["images"]
     picker = ('<label class="lesson-pick">Picture <select id="lesson-image">'
               + "".join(f'<option value="{i}">{_text(e["title"])}</option>'
                         for i, e in enumerate(images)) + "</select></label>"
-              if len(images) > 1 else
+              if len(images) > 1 or model_pack else
               f'<span class="lesson-pick">Picture: {_text(images[0]["title"])}</span>')
     random = ('<p class="lesson-random">RANDOM WEIGHTS: this model was not trained; the '
               "shapes are real, the numbers mean nothing.</p>" if model.random_weights else "")
@@ -284,7 +300,7 @@ def render_page(model, card_image, manifest: dict, blobs: list[bytes]) -> bytes:
 <html lang="en"><head>
 <meta charset="windows-1252">
 <meta name="viewport" content="width=device-width, initial-scale=1">
-<meta http-equiv="Content-Security-Policy" content="default-src 'none'; script-src 'unsafe-inline' blob:; style-src 'unsafe-inline'; img-src data: blob:; font-src data:">
+<meta http-equiv="Content-Security-Policy" content="{model_pack.policy if model_pack else POLICY}">
 <meta name="generator" content="ViT Lens {_text(__version__)}">
 <meta name="vit-lens-lesson-format" content="{LESSON_FORMAT}">
 <title>ViT Lens lesson: {_text(model.label)}</title>
@@ -300,6 +316,7 @@ def render_page(model, card_image, manifest: dict, blobs: list[bytes]) -> bytes:
 </div>
 <p id="lesson-notice" class="lesson-notice" role="status" hidden></p>
 </header>
+{'<section id="lesson-own-photo" class="lesson-own"></section>' if model_pack else ""}
 <main id="lesson-explainer"><p class="lesson-loading">Opening the lesson&hellip;</p>
 <noscript>This lesson draws with JavaScript: allow it for this file.</noscript></main>
 <section class="lesson-more">
@@ -307,7 +324,7 @@ def render_page(model, card_image, manifest: dict, blobs: list[bytes]) -> bytes:
 <p>This file is the ViT Explainer for {_text(model.label)} on {len(images)} picture{"s" if len(images) > 1 else ""},
 with {_text(exported)} openable and the guided tour. It works offline: nothing is downloaded.
 These need the ViT Lens app and its server:</p>
-<ul>{"".join(f"<li>{_text(item)}</li>" for item in SERVER_ONLY)}</ul>
+<ul>{"".join(f"<li>{_text(item)}</li>" for item in (MODEL_SERVER_ONLY if model_pack else SERVER_ONLY))}</ul>
 <h2>Model card</h2>
 <table class="lesson-card">{card}</table>
 </section>
@@ -321,7 +338,16 @@ These need the ViT Lens app and its server:</p>
     host = HOST_JS.read_text(encoding="utf-8")
     if not host.isascii():
         raise LessonError("dashboard/lesson/host.js must be ASCII (the page is windows-1252).")
-    out.append(f'<script type="module">{host}</script>\n</body></html>\n'.encode("ascii"))
+    out.append(f'<script type="module">{host}</script>\n'.encode("ascii"))
+    if model_pack is not None:
+        if model_pack.blob is not None:
+            out += [f'<script type="application/octet-stream" id="{model_pack.manifest["blob"]}">'
+                    .encode(), escape_bytes(model_pack.blob), b"</script>\n"]
+        model_host = MODEL_HOST_JS.read_text(encoding="utf-8")
+        if not model_host.isascii():
+            raise LessonError("dashboard/lesson/model-host.js must be ASCII.")
+        out.append(f'<script type="module">{model_host}</script>\n'.encode("ascii"))
+    out.append(b"</body></html>\n")
     return b"".join(out)
 
 

@@ -22,7 +22,8 @@ CORE = ROOT / "xai_core"
 LAYERS = ("xai_core", "xai_core.images", "xai_core.capture", "xai_core.maps", "xai_core.infra",
           "xai_core.pipeline", "xai_core.models", "xai_core.analysis", "xai_core.methods",
           "xai_core.metrics", "xai_core.figures", "xai_core.studies", "xai_core.benchmark",
-          "xai_core.lessons", "xai_core.classroom", "dashboard", "xai_core.cli",
+          "xai_core.lessons", "xai_core.browser_model", "xai_core.classroom", "dashboard",
+          "xai_core.cli",
           "xai_core.__main__", "pages", "bench")
 ENTRY_POINTS = 5  # modules at xai_core's top level besides __init__ and __main__
 # Module (and package) names used twice in xai_core: only a command-line module in cli/ named

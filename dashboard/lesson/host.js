@@ -36,10 +36,14 @@ function charTable() {
   return byteOfChar;
 }
 
-const blobs = new Map();  // image index -> its packed bytes
+const blobs = new Map();  // element id -> its packed bytes
 function imageBytes(index) {
-  if (blobs.has(index)) return blobs.get(index);
-  const text = document.getElementById(manifest.images[index].blob).textContent, table = charTable();
+  return blobBytes(manifest.images[index].blob);
+}
+
+function blobBytes(id) {  // the bytes of one <script type="application/octet-stream" id=...>
+  if (blobs.has(id)) return blobs.get(id);
+  const text = document.getElementById(id).textContent, table = charTable();
   const out = new Uint8Array(text.length);
   let n = 0;
   for (let i = 0; i < text.length; i++) {
@@ -48,8 +52,8 @@ function imageBytes(index) {
     else if (byte < 0) throw new Error("the lesson's data was changed after it was written");
     out[n++] = byte;
   }
-  blobs.set(index, out.subarray(0, n));
-  return blobs.get(index);
+  blobs.set(id, out.subarray(0, n));
+  return blobs.get(id);
 }
 
 async function inflate(bytes) {
@@ -117,6 +121,12 @@ function fail(error) {
 
 /** What the live server answers to a `view` (dashboard/explainer_component.component_data). */
 async function reply(view) {
+  root.classList.toggle("lesson-own-shown", !!host.own);  // no tour for it (lesson.css)
+  if (host.own) {  // the learner's own photo: dashboard/lesson/model-host.js answers
+    host.mount({ parentElement: root, data: await host.own.reply(view, host.presentation), setStateValue, setTriggerValue });
+    say("");
+    return;
+  }
   const index = host.image, img = manifest.images[index], steps = img.steps;
   const holds = view.have === img.signature;
   const step = Number.isInteger(view.tour) && view.tour >= 1 && view.tour <= steps.length ? view.tour : null;
@@ -202,20 +212,25 @@ function readLink() {
 
 /* ---------------------------------------------------------------- opening */
 
-async function loadComponent() {
+async function loadComponent(modules = manifest.modules) {
   const urls = {};
-  for (const module of manifest.modules) {  // each after the modules it imports
+  for (const module of modules) {  // each after the modules it imports
     const source = module.parts.map((p, i) => (i % 2 ? JSON.stringify(urls[p]) : p)).join("");
     urls[module.name] = URL.createObjectURL(new Blob([source], { type: "text/javascript" }));
   }
-  return (await import(urls[manifest.modules[manifest.modules.length - 1].name])).default;
+  return (await import(urls[modules[modules.length - 1].name])).default;
 }
 
 function wireControls() {
   const picker = document.getElementById("lesson-image");
   if (picker) {
     picker.value = String(host.image);
-    picker.addEventListener("change", () => { host.image = Number(picker.value); request(host.view); });
+    picker.addEventListener("change", () => {
+      if (picker.value === "own") return;  // model-host.js shows the learner's photo
+      host.own = null;
+      host.image = Number(picker.value);
+      request(host.view);
+    });
   }
   const present = document.getElementById("lesson-present");
   present.addEventListener("change", () => { host.presentation = present.checked; request(host.view); });
@@ -231,5 +246,9 @@ async function open() {
   wireControls();
   request({});
 }
+
+/* What dashboard/lesson/model-host.js (present when the file carries the model) uses. */
+window.__vitLessonHost = { manifest, host, request: () => { request(host.view); return host.queue; }, say, blobBytes, inflate,
+  loadModules: loadComponent, part };
 
 open().catch(fail);

@@ -1,0 +1,70 @@
+/* ViT Lens lesson: the model in the browser (written into the page by
+ * dashboard/lesson_export.py when the lesson carries the model, after host.js; ASCII only).
+ * It loads the browser-model modules (dashboard/static/browser-model/, inlined as the
+ * component's are), gives them the model's bytes (packed in this page, or as files beside a
+ * static site's page) and shows the learner's own photo through the same component. */
+
+const api = window.__vitLessonHost;
+const model = api.manifest.browser_model;
+const blobUrl = (parts, type) => URL.createObjectURL(new Blob(Array.isArray(parts) ? parts : [parts], { type }));
+
+async function packedPart(name) {  // one part of the model blob, inflated
+  const [offset, length] = model.parts[name];
+  return api.inflate(api.blobBytes(model.blob).subarray(offset, offset + length));
+}
+
+async function fileBytes(path) {
+  const response = await fetch(path);
+  if (!response.ok) throw new Error(`${path} could not be read (${response.status})`);
+  return new Uint8Array(await response.arrayBuffer());
+}
+
+const absolute = (path) => new URL(path, window.location.href).href;
+
+/** Where the worker finds the runtime, its WebAssembly and the model. */
+async function sources() {
+  if (model.files) {  // a static site: separate files the browser caches
+    return { worker: blobUrl(model.worker, "text/javascript"), runtime: absolute(model.files.runtime),
+      wasm: absolute(model.files.wasm), model: absolute(model.files.model) };
+  }
+  // from disk: one classic worker script, the runtime's classic build first (see worker.js)
+  return { worker: blobUrl([await packedPart("runtime"), "\n", model.worker], "text/javascript"), runtime: null,
+    wasm: (await packedPart("wasm")).buffer, model: await packedPart("model") };
+}
+
+function picker() {
+  const select = document.getElementById("lesson-image");
+  let option = select.querySelector('option[value="own"]');
+  if (!option) {
+    option = document.createElement("option");
+    option.value = "own";
+    select.appendChild(option);
+  }
+  return { select, option };
+}
+
+async function start() {
+  const setup = await api.loadModules(model.modules);
+  let cached = null;
+  setup({
+    limits: model.limits,
+    mountPanel(element) {
+      const place = document.getElementById("lesson-own-photo");
+      place.textContent = "";
+      place.appendChild(element);
+    },
+    modelMessage: () => (model.files ? fileBytes(model.files.data) : packedPart("data")),
+    templateOverview: () => api.part(0, api.manifest.images[0].overview),
+    get sources() { return cached || (cached = sources()); },
+    async show(own, name) {
+      const { select, option } = picker();
+      option.textContent = `Your photo: ${name}`;
+      select.value = "own";
+      api.host.own = own;
+      await api.request();  // the component has the photo's views: wait for them to be painted
+      await new Promise((resolve) => requestAnimationFrame(() => setTimeout(resolve, 0)));
+    },
+  });
+}
+
+start().catch((error) => api.say(`The model could not be set up in this browser: ${error && error.message ? error.message : error}`));

@@ -1,0 +1,263 @@
+/* "Use your own photo": the learner chooses, drops or photographs a picture; it is resized
+ * and normalised as the server would (preprocess.js), the model runs in a Web Worker
+ * (runtime.js), and every view of the Explainer is computed from its outputs (payloads.js)
+ * and handed to the same component as the server's messages, head switches included.
+ * Nothing leaves the browser. The host (dashboard/lesson/host.js) calls setup(api). */
+
+import { knnVote, top as topClasses } from "./answer.js";
+import { BrowserModel, cannotRun } from "./runtime.js";
+import { decodeMessage, encodeMessage } from "./message.js";
+import { detail, headSwitch, modelData, overview, vectors } from "./payloads.js";
+import { fitToModel, fromRGBA, modelCropBox, scaleWords, shrinkUpload, toModelTensor } from "./preprocess.js";
+
+const MIN_SIDE = 16, MAX_ASPECT = 10;  // xai_core.images: the same refusals as the server's
+const THUMBNAIL_SIDE = 320;
+
+function el(tag, className, text) {
+  const node = document.createElement(tag);
+  if (className) node.className = className;
+  if (text !== undefined) node.textContent = text;
+  return node;
+}
+
+const seconds = (ms) => `${(ms / 1000).toFixed(1)} s`;
+
+/** RGB bytes -> a data: URL (a canvas drawn at that size, optionally scaled to fit `side`). */
+function dataUrl(rgb, side = 0, type = "image/png") {
+  const scale = side ? Math.min(1, side / Math.max(rgb.width, rgb.height)) : 1;
+  const source = document.createElement("canvas");
+  source.width = rgb.width;
+  source.height = rgb.height;
+  const pixels = new ImageData(rgb.width, rgb.height);
+  for (let i = 0, j = 0; j < rgb.data.length; i += 4, j += 3) {
+    pixels.data[i] = rgb.data[j]; pixels.data[i + 1] = rgb.data[j + 1]; pixels.data[i + 2] = rgb.data[j + 2]; pixels.data[i + 3] = 255;
+  }
+  source.getContext("2d").putImageData(pixels, 0, 0);
+  if (scale === 1) return source.toDataURL(type, 0.9);
+  const out = document.createElement("canvas");
+  out.width = Math.max(1, Math.round(rgb.width * scale));
+  out.height = Math.max(1, Math.round(rgb.height * scale));
+  out.getContext("2d").drawImage(source, 0, 0, out.width, out.height);
+  return out.toDataURL("image/jpeg", 0.9);
+}
+
+/** A file's pixels, upright (EXIF), as decoded without colour management (as Pillow). */
+export async function decodeFile(file) {
+  let bitmap;
+  try {
+    bitmap = await createImageBitmap(file, { imageOrientation: "from-image", colorSpaceConversion: "none", premultiplyAlpha: "none" });
+  } catch {
+    throw new Error("This file is not an image the browser can read (PNG, JPEG, WEBP, GIF or BMP).");
+  }
+  const { width, height } = bitmap;
+  if (Math.min(width, height) < MIN_SIDE) throw new Error(`The image is ${width}x${height} pixels; it must be at least ${MIN_SIDE}x${MIN_SIDE} pixels.`);
+  if (Math.max(width, height) > MAX_ASPECT * Math.min(width, height)) {
+    throw new Error(`The image is ${width}x${height} pixels, too long and thin: the longer side may be at most ${MAX_ASPECT} times the shorter. Crop it closer to a square.`);
+  }
+  const canvas = new OffscreenCanvas(width, height), context = canvas.getContext("2d", { colorSpace: "srgb" });
+  context.drawImage(bitmap, 0, 0);
+  bitmap.close();
+  return fromRGBA(context.getImageData(0, 0, width, height).data, width, height);
+}
+
+/** The model's input and the Image stage's facts (explainer._picture) for decoded pixels. */
+export function prepare(md, decoded) {
+  const pre = md.preprocess, source = [decoded.width, decoded.height];
+  const picture = shrinkUpload(decoded), [w, h] = [picture.width, picture.height];
+  const modelImage = fitToModel(picture, md.input, pre.crop_pct, pre.interpolation);
+  const [left, top, right, bottom] = modelCropBox(w, h, md.input, pre.crop_pct);
+  const r2 = (x) => Math.round(x * 100) / 100;
+  return { modelImage, pixels: toModelTensor(modelImage, pre.mean, pre.std),
+    facts: { size: [w, h], source, crop: [r2(left), r2(top), r2(right), r2(bottom)],
+      kept: Math.round((right - left) * (bottom - top) / (w * h) * 1e4) / 1e4,
+      squashed: pre.crop_pct === 1 && w * md.input[0] !== h * md.input[1],
+      scale: scaleWords(w, h, md.input, pre.crop_pct), image: dataUrl(picture, THUMBNAIL_SIDE) } };
+}
+
+class OwnPicture {
+  constructor(setup, prepared, outputs, name) {
+    this.setup = setup;
+    this.md = setup.md;
+    this.prepared = prepared;
+    this.outputs = outputs;
+    this.signature = `own|${name}|${Date.now()}`;
+    this.overview = overview(this.md, setup.template, outputs, { image: dataUrl(prepared.modelImage), facts: prepared.facts });
+    this.switches = new Map();
+  }
+
+  async switched(off) {
+    const key = JSON.stringify(off);
+    if (!this.switches.has(key)) {
+      const run = await this.setup.forward(this.prepared.pixels, off);
+      this.switches.set(key, headSwitch(this.md, this.outputs.output, run.outputs.output, off));
+    }
+    return this.switches.get(key);
+  }
+
+  /** What the server would answer to the component's `view` (explainer_component.component_data). */
+  async reply(view, presentation) {
+    const holds = view.have === this.signature, last = this.md.blocks - 1;
+    const block = Number.isInteger(view.block) && view.block >= 0 && view.block <= last ? view.block : last;
+    // heads switched off in a view about another picture (the one shown before this photo)
+    // do not carry over: a new picture starts with every head on, as on the live page
+    const off = (holds && Array.isArray(view.off) ? view.off : []).filter((p) => Array.isArray(p) && p.length === 2 &&
+      Number.isInteger(p[0]) && Number.isInteger(p[1]) && p[0] >= 0 && p[0] < this.md.blocks && p[1] >= 0 && p[1] < this.md.heads);
+    const kept = holds && (view.blocks || []).includes(block);
+    const wantQk = view.want_qk === true && !(holds && (view.qk || []).includes(block));
+    return encodeMessage({
+      signature: this.signature, presentation, overview: holds ? null : this.overview,
+      detail: kept ? null : detail(this.md, this.setup.template, this.outputs, block),
+      vectors: wantQk ? vectors(this.md, this.outputs, block) : null,
+      tour: { steps: [], active: null, resume: null }, initial: { block, stage: "blocks" }, link: { sample: null },
+      switch: { live: true, result: off.length ? await this.switched(off) : null },
+    });
+  }
+}
+
+class OwnPhoto {
+  constructor(api) {
+    this.api = api;
+    this.md = null;
+    this.template = null;
+    this.model = null;
+    this.busy = false;
+    this.warming = null;
+    this.loading = null;
+  }
+
+  build() {
+    const box = el("section", "own-photo");
+    box.id = "own-photo";
+    box.appendChild(el("h2", "", "Use your own photo"));
+    const why = cannotRun();
+    if (why) {
+      box.appendChild(el("p", "own-fallback", `${why} The recorded pictures above still work; the ViT Lens app runs the model for your photo.`));
+      return box;
+    }
+    box.appendChild(el("p", "", "Choose a photo, drop one on this box, or take one with a phone's camera. " +
+      "The model runs in this browser: the photo never leaves your device."));
+    const row = el("div", "own-buttons");
+    const choose = el("input");
+    choose.type = "file"; choose.accept = "image/*"; choose.id = "own-file";
+    const chooseLabel = el("label", "own-choose", "Choose a photo ");
+    chooseLabel.appendChild(choose);
+    const camera = el("input");
+    camera.type = "file"; camera.accept = "image/*"; camera.setAttribute("capture", "environment"); camera.id = "own-camera";
+    const cameraLabel = el("label", "own-camera", "Take a photo ");
+    cameraLabel.appendChild(camera);
+    row.append(chooseLabel, cameraLabel);
+    box.appendChild(row);
+    this.progress = el("p", "own-progress");
+    this.progress.setAttribute("role", "status");
+    this.progress.id = "own-progress";
+    box.appendChild(this.progress);
+    const threads = self.crossOriginIsolated ? "" : " Opened from disk (or from a server without cross-origin isolation), " +
+      "the model runs on one thread: a photo took about 2 s (8 to 18 s when the model had to start first) on a busy 2-core test machine; " +
+      "the line above says how long it takes here.";
+    box.appendChild(el("p", "own-note muted", `${this.api.limits.tour}${threads}`));
+    for (const input of [choose, camera]) input.addEventListener("change", () => input.files[0] && this.use(input.files[0]));
+    // the runtime and the model take seconds to start: begin when the learner reaches for
+    // the box (pointer, focus, touch, a file dragged over), not at opening (memory, a phone)
+    for (const name of ["pointerenter", "focusin", "touchstart", "dragenter"]) {
+      box.addEventListener(name, () => this.warm(), { once: true, passive: true });
+    }
+    box.addEventListener("dragover", (event) => { event.preventDefault(); box.classList.add("drop"); });
+    box.addEventListener("dragleave", () => box.classList.remove("drop"));
+    box.addEventListener("drop", (event) => {
+      event.preventDefault();
+      box.classList.remove("drop");
+      const file = event.dataTransfer.files[0];
+      if (file) this.use(file);
+    });
+    return box;
+  }
+
+  say(text) { if (this.progress) this.progress.textContent = text; }
+
+  /** The model's data, the recorded overview (the model's facts) and the worker: once. */
+  load() {
+    this.loading = this.loading || (async () => {
+      this.md = modelData(decodeMessage(await this.api.modelMessage()));
+      this.template = decodeMessage(await this.api.templateOverview()).overview;
+      this.model = new BrowserModel(await this.api.sources, this.md, (text) => this.say(`${text}\u2026`));
+    })();
+    return this.loading;
+  }
+
+  /** Start the runtime and read the model ahead of a photo; a failure is reported when
+   * the photo comes. */
+  warm() {
+    if (!this.warming) {
+      this.warming = this.load().then(() => this.model.start()).then(async (ms) => {
+        window.vitLens = window.vitLens || {};
+        window.vitLens.warmMs = ms;
+        // one forward on a blank picture: the runtime's first run is its slowest, and the
+        // learner is told how long a photo takes on this device before choosing one
+        const md = this.md, blank = await this.model.run(new Float32Array(3 * md.input[0] * md.input[1]));
+        if (!this.busy) {
+          this.say(`Ready: the model takes about ${seconds(blank.ms)} per photo here, on ` +
+            `${this.model.threads === 1 ? "one thread" : `${this.model.threads} threads`}.`);
+        }
+      }).catch(() => {});
+    }
+    return this.warming;
+  }
+
+  async forward(pixels, off) {
+    const run = await this.model.run(pixels, off);
+    const top = decodeTop(this.md, run.outputs.output);
+    // the last block's [CLS] attention row of every head, for the bench's check against the server
+    const { tokens: n, heads, blocks } = this.md, last = (blocks - 1) * heads;
+    const clsLast = Array.from({ length: heads }, (_, h) =>
+      Array.from(run.outputs.attention.subarray((last + h) * n * n, (last + h) * n * n + n)));
+    window.vitLens = window.vitLens || {};
+    window.vitLens.lastRun = { ms: run.ms, top, backend: "wasm", threads: this.model.threads, off, clsLast };
+    return run;
+  }
+
+  async use(file) {
+    if (this.busy) return;
+    this.busy = true;
+    const started = performance.now();
+    try {
+      const phases = {}, mark = (name) => { phases[name] = Math.round(performance.now() - started); };
+      this.say("reading the photo\u2026");
+      await this.load();
+      mark("model_data");
+      const prepared = prepare(this.md, await decodeFile(file));
+      mark("photo");
+      await this.model.start();
+      mark("runtime");
+      this.say(`running the model on ${this.model.threads === 1 ? "one thread" : `${this.model.threads} threads`}\u2026`);
+      const run = await this.forward(prepared.pixels, []);
+      mark("forward");
+      this.say("computing the views\u2026");
+      const own = new OwnPicture(this, prepared, run.outputs, file.name || "photo");
+      mark("views");
+      // for automation: the payloads as the component gets them (one Explainer message)
+      window.vitLens.payloads = (block) => encodeMessage({ overview: own.overview,
+        detail: detail(this.md, this.template, own.outputs, block), vectors: vectors(this.md, own.outputs, block) });
+      await this.api.show(own, file.name || "your photo");
+      mark("shown");
+      window.vitLens.phases = phases;
+      this.say(`Your photo: model ${seconds(run.ms)} on ${this.model.threads === 1 ? "one thread" : `${this.model.threads} threads`}, ` +
+        `every view drawn ${seconds(performance.now() - started)} after choosing it.`);
+    } catch (error) {
+      this.say(`This photo could not be explained: ${error && error.message ? error.message : error}`);
+    } finally {
+      this.busy = false;
+    }
+  }
+}
+
+function decodeTop(md, feature) {
+  return topClasses(md.knn, knnVote(md.knn, feature).probabilities).map((p) => ({ label: p.label, probability: p.probability }));
+}
+
+/** api: {mountPanel(element), modelMessage(), templateOverview(), sources (worker, runtime,
+ * wasm, model), limits (bundle.OWN_PHOTO_LIMITS), show(own, name)}. */
+export default function setup(api) {
+  const own = new OwnPhoto(api);
+  api.mountPanel(own.build());
+  return own;
+}
