@@ -4,7 +4,9 @@ KernelSHAP on DINOv2 at increasing samples (the question: does a map of stabilit
 fit in 60 s on this CPU?), KernelSHAP on EfficientNet-Lite0 and SmoothGrad on both at
 their defaults. A level whose one map took over LONGEST_S is the last one tried. 600 samples
 is more than the server's per-request budget allows (400 passes): the levels run under a
-budget with no pass limit of their own (`budget.overriding`), the memory limit kept."""
+budget with no pass limit of their own (`budget.overriding`), the memory limit kept.
+
+`run(smoke=True)`: the fewest samples KernelSHAP takes and two SmoothGrad copies."""
 
 from __future__ import annotations
 
@@ -22,6 +24,7 @@ from xai_core.models import get_model
 SAMPLE = "coffee"
 SHAP_SAMPLES = (200, 600)  # 600: about what fits 60 s on the quiet 2-core host (78 ms a forward)
 LONGEST_S = 150
+SMOKE = {"shap": (10,), "smoothgrad": {"samples": 2, "batch": 2}}  # the smallest: a run only
 
 
 def _measure(model, image, target, name, **options) -> tuple[float | None, float]:
@@ -31,10 +34,11 @@ def _measure(model, image, target, name, **options) -> tuple[float | None, float
     return found["stability"], (time.perf_counter() - started) / 3
 
 
-def run() -> list[dict]:
+def run(smoke: bool = False) -> list[dict]:
     rows, image = [], load_sample(SAMPLE)
     load = f"load average {os.getloadavg()[0]:.1f} at start"
-    shap, smoothgrad = SHAP_SAMPLES, {}
+    shap = SMOKE["shap"] if smoke else SHAP_SAMPLES
+    smoothgrad = SMOKE["smoothgrad"] if smoke else {}
     for model_id in ("dinov2-s14", "efficientnet-lite0"):
         model = get_model(model_id)
         target = pipeline.resolve_target(model, None, image)
