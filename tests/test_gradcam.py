@@ -197,10 +197,14 @@ def test_every_cell_equals_the_cell_computed_with_its_own_hook(tiny_runs):
         checked = 0
         for variant, cell in result.cells.items():
             t, g = separate[(variant.block, variant.location)]
-            expected = reference_cell(t, g, variant.location, variant.weights, variant.heads,
-                                      prefix, model.blocks[0].attn.num_heads, grid)
-            # one capture, or a forward and backward of its own with one hook
-            assert_close(cell.map, expected, network_tolerance(model, expected, passes=2),
+            def cell_of(t, g, v=variant):
+                return reference_cell(t, g, v.location, v.weights, v.heads, prefix,
+                                      model.blocks[0].attn.num_heads, grid)
+            expected = cell_of(t, g)
+            # one capture, or a forward and backward of its own with one hook; the sum over
+            # channels can cancel, so the rounding is measured against its terms' size
+            terms = cell_of(t.abs(), g.abs())
+            assert_close(cell.map, expected, network_tolerance(model, terms, passes=2),
                          f"{pool} {variant.key}")
             checked += 1
         assert checked == 48
