@@ -5,7 +5,8 @@ memory a huge 16-bit PNG upload adds.
 Memory is the peak resident set a call adds (VmHWM after resetting it through
 /proc/self/clear_refs, minus VmRSS before), each in a fresh process with one torch thread
 and the call warmed once at a small size. Targets: refused in < 0.5 s; the 16-bit
-6300x6300 PNG adds <= 300 MB. `python -m bench.bench_budget` prints the rows.
+6300x6300 PNG adds <= 300 MB. `python -m bench.bench_budget` prints the rows. Smoke: the
+refusals, one memory run at batch 2 and the grayscale upload.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ MEMORY_RUNS = [("dinov2-s14", "integrated-gradients", 4), ("dinov2-s14", "integr
                ("dinov2-s14", "kernel-shap", 16), ("efficientnet-lite0", "integrated-gradients", 16),
                ("efficientnet-lite0", "kernel-shap", 16)]
 WARM = {"integrated-gradients": {"steps": 2, "batch": 1}, "kernel-shap": {"samples": 10, "batch": 1}}
+SMOKE_MEMORY_RUN = ("efficientnet-lite0", "integrated-gradients", 2)
 
 
 def _options(name: str, size: int) -> dict:
@@ -108,14 +110,14 @@ def _refusal_seconds() -> list[dict]:
     return rows
 
 
-def run() -> list[dict]:
+def run(smoke: bool = False) -> list[dict]:
     rows = _refusal_seconds()
-    for model_id, name, size in MEMORY_RUNS:
+    for model_id, name, size in [SMOKE_MEMORY_RUN] if smoke else MEMORY_RUNS:
         found = _in_child("method", model_id, name, str(size))
         rows.append({"name": f"memory: {model_id} {name} batch {size}",
                      "value": round(found["measured_mb"]), "unit": "MB",
                      "note": f"budget's estimate {found['estimate_mb']:.0f} MB"})
-    for channels, kind in [(1, "grayscale"), (3, "RGB"), (4, "RGBA")]:
+    for channels, kind in [(1, "grayscale"), (3, "RGB"), (4, "RGBA")][:1 if smoke else None]:
         found = _in_child("upload", str(channels))
         rows.append({"name": f"upload: 16-bit {kind} 6300x6300 PNG "
                              f"({found['file_kb']:.0f} KB)",

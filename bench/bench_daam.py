@@ -4,7 +4,8 @@ Rows: DAAM for all blocks, uncached (the capture with its recorded tensors, the 
 weights of eq. 13 where the model has a bank, the per-block maps) divided by a bare
 timm forward + backward of the same model and target (fused attention, no hooks);
 target <= 1.5x on CPU. And the time of the sanity-check row (cascading randomisation
-from the top block down, one forward + backward per step).
+from the top block down, one forward + backward per step). Smoke: DINOv2 alone, one run each,
+one randomisation step.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ def _interleaved_medians(functions: dict, repeats: int = REPEATS) -> dict[str, f
     return {name: statistics.median(values) for name, values in times.items()}
 
 
-def _ratio_rows(model, image, label: str) -> list[dict]:
+def _ratio_rows(model, image, label: str, repeats: int = REPEATS) -> list[dict]:
     pixels = prepare(model, image).pixels.to(model.device)
     head = model.head
     with torch.no_grad():
@@ -61,7 +62,7 @@ def _ratio_rows(model, image, label: str) -> list[dict]:
 
     medians = _interleaved_medians({
         "bare": bare_forward_backward,
-        "daam": lambda: daam.daam_uncached(model, pixels, target, head)})
+        "daam": lambda: daam.daam_uncached(model, pixels, target, head)}, repeats)
     baseline, full = medians["bare"], medians["daam"]
     blocks = len(daam.daam_uncached(model, pixels, target, head).L)
     return [
@@ -74,16 +75,18 @@ def _ratio_rows(model, image, label: str) -> list[dict]:
     ]
 
 
-def run() -> list[dict]:
+def run(smoke: bool = False) -> list[dict]:
     image = load_sample("chelsea")
     dinov2 = get_model("dinov2-s14")
-    rows = _ratio_rows(dinov2, image, "dinov2-s14 (k-NN, eq. 13)")
-    rows += _ratio_rows(get_model("deit-s16", random_weights=True), image,
-                        "deit-s16 (logit; random weights, timing only)")
+    repeats = 1 if smoke else REPEATS
+    rows = _ratio_rows(dinov2, image, "dinov2-s14 (k-NN, eq. 13)", repeats)
+    if not smoke:
+        rows += _ratio_rows(get_model("deit-s16", random_weights=True), image,
+                            "deit-s16 (logit; random weights, timing only)")
 
     target = dinov2.head.class_names.index("cat")
     METHODS["daam"](dinov2, image, target=target)  # the original map, as on the page
-    steps = daam_sanity.sanity_steps(12)
+    steps = daam_sanity.sanity_steps(12)[:1] if smoke else daam_sanity.sanity_steps(12)
     started = time.perf_counter()  # seed 1: not cached by anything before
     check = daam_sanity.cascading_randomisation(dinov2, image, target, steps=steps, seed=1)
     seconds = time.perf_counter() - started

@@ -18,6 +18,8 @@
   until the component has drawn and the script is idle);
 - a head switched off from its chip: click until the answer bars show the model's new
   answer (one fragment rerun with one forward pass; target <= 1 s).
+
+Smoke: one page view after the cold one, one laptop view, 5 hovers, one head switched.
 """
 
 from __future__ import annotations
@@ -92,12 +94,12 @@ def _laptop_queries_and_keys(browser, app_url: str, driver) -> dict:
     return {"first_screen": first_screen, "qk_seconds": seconds}
 
 
-def _hover_and_play(browser, app_url: str, driver) -> dict:
+def _hover_and_play(browser, app_url: str, driver, hovers: int = 80) -> dict:
     context, tab = _new_tab(browser)
     driver.open_explainer(tab, app_url)
     rows, cols = (int(n) for n in driver.state(tab)["grid"].split("x"))
     tab.evaluate("() => { window.__vitExplainer.hover = []; window.__vitExplainer.hoverFrame = []; }")
-    for i in range(80):  # a walk over many different patches
+    for i in range(hovers):  # a walk over many different patches
         patch = (i * 37) % (rows * cols)
         driver.hover_patch(tab, patch)
         tab.wait_for_timeout(25)
@@ -114,7 +116,7 @@ def _hover_and_play(browser, app_url: str, driver) -> dict:
             "fps": (len(frames) - 1) / span if span > 0 else 0.0}
 
 
-def _head_switches(browser, app_url: str, driver) -> list[float]:
+def _head_switches(browser, app_url: str, driver, most: int | None = None) -> list[float]:
     """Seconds from a click on a chip's power switch to the answer drawn for it, for each
     head of block 6 (each a new question for the server: one forward pass)."""
     context, tab = _new_tab(browser)
@@ -123,6 +125,7 @@ def _head_switches(browser, app_url: str, driver) -> list[float]:
     driver.wait_for_state(tab, "detail", lambda held: "6" in (held or "").split(","))
     answer, seconds = f"{driver.ROOT} [data-part='answer']", []
     heads = int(tab.locator(f"{driver.ROOT} .vx-headoff").count())
+    heads = min(heads, most or heads)
     for head in range(heads):
         switch = tab.locator(f"{driver.ROOT} .vx-headchip[data-head='{head}'] + .vx-headoff")
         started = time.perf_counter()
@@ -135,7 +138,7 @@ def _head_switches(browser, app_url: str, driver) -> list[float]:
     return seconds
 
 
-def run() -> list[dict]:
+def run(smoke: bool = False) -> list[dict]:
     from playwright.sync_api import sync_playwright
 
     sys.path.insert(0, str(E2E))
@@ -146,11 +149,12 @@ def run() -> list[dict]:
         browser = playwright.chromium.launch(executable_path=chromium_path(), headless=True,
                                              args=CHROMIUM_FLAGS)
         app_url = apps[0].url
+        repeats = 1 if smoke else 3
         cold = _page_view(browser, app_url, driver)  # fills the server's caches
-        views = [_page_view(browser, app_url, driver) for _ in range(3)]
-        laptops = [_laptop_queries_and_keys(browser, app_url, driver) for _ in range(3)]
-        interaction = _hover_and_play(browser, app_url, driver)
-        switches = _head_switches(browser, app_url, driver)
+        views = [_page_view(browser, app_url, driver) for _ in range(repeats)]
+        laptops = [_laptop_queries_and_keys(browser, app_url, driver) for _ in range(repeats)]
+        interaction = _hover_and_play(browser, app_url, driver, 5 if smoke else 80)
+        switches = _head_switches(browser, app_url, driver, 1 if smoke else None)
         browser.close()
 
     if any(view["foreign"] for view in [cold, *views]):

@@ -3,7 +3,7 @@ runs on the same model (one lock turn per batch of masked images), and how soon 
 Score-CAM gives the model back.
 
 Score-CAM is stopped (through its `should_stop`) once the predictions are done, so this
-takes a few batches, not the whole run (that figure is in bench_gradcam).
+takes a few batches, not the whole run (that figure is in bench_gradcam). Smoke: 2 predictions.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import time
 PREDICTIONS = 8
 
 
-def run() -> list[dict]:
+def run(smoke: bool = False) -> list[dict]:
     from xai_core import pipeline
     from xai_core.infra.faults import Cancelled
     from xai_core.images import SAMPLES, load_sample
@@ -24,7 +24,8 @@ def run() -> list[dict]:
 
     model = get_model("efficientnet-lite0")
     cat = load_sample("chelsea")
-    others = [load_sample(sample) for sample in SAMPLES if sample != "chelsea"][:PREDICTIONS]
+    count = 2 if smoke else PREDICTIONS
+    others = [load_sample(sample) for sample in SAMPLES if sample != "chelsea"][:count]
     target = pipeline.resolve_target(model, None, cat)
     pixels = pipeline.prepare(model, cat).pixels
     for image in others:

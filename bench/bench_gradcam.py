@@ -8,6 +8,9 @@
    model (the bundled DINOv2), image, target. Both sides include the upsampling to
    the input size; the rows also report how far the two agree on the shared cells.
 2. The CAM family on the bundled EfficientNet-Lite0 (last stage), one call each.
+
+Smoke: one run of ours, the library on the last block only, the CAM family without the
+one-forward-per-channel CAMs (bench_faults runs Score-CAM).
 """
 
 from __future__ import annotations
@@ -26,8 +29,9 @@ def _timed(function):
     return value, time.perf_counter() - started
 
 
-def _library_cells(model, pixels, layout, score_fn):
-    """(block, location) -> pytorch-grad-cam GradCAM map, one call each."""
+def _library_cells(model, pixels, layout, score_fn, blocks=None):
+    """(block, location) -> pytorch-grad-cam GradCAM map, one call each (`blocks`: indices,
+    all by default)."""
     from pytorch_grad_cam import GradCAM
 
     from xai_core.capture import _unfused_attention
@@ -44,6 +48,8 @@ def _library_cells(model, pixels, layout, score_fn):
     maps = {}
     module = model.module
     for index, block in enumerate(module.blocks):
+        if blocks is not None and index not in blocks:
+            continue
         places = {"F1": (block.norm1, tokens), "F2": (block.attn.attn_drop, cls_row),
                   "F3": (block.attn.norm, tokens), "F4": (block.norm2, tokens),
                   "F5": (block.mlp, tokens), "F6": (block, tokens)}
@@ -54,7 +60,7 @@ def _library_cells(model, pixels, layout, score_fn):
     return maps
 
 
-def vit_rows() -> list[dict]:
+def vit_rows(smoke: bool = False) -> list[dict]:
     from xai_core import pipeline
     from xai_core.capture import capture
     from xai_core.images import load_sample
@@ -76,12 +82,16 @@ def vit_rows() -> list[dict]:
         shown = dict(zip(variants, stack))
         return result, shown, captured.layout
 
-    ours()  # warm-up (first-call allocations)
-    runs = [_timed(ours) for _ in range(REPEATS)]
+    repeats = 1 if smoke else REPEATS
+    if not smoke:
+        ours()  # warm-up (first-call allocations)
+    runs = [_timed(ours) for _ in range(repeats)]
     (result, shown, layout), _ = runs[0]
     ours_seconds = statistics.median(t for _, t in runs)
-    library, library_seconds = _timed(lambda: _library_cells(model, pixels, layout, score_fn))
-    blocks = result.num_blocks
+    only = [result.num_blocks - 1] if smoke else None
+    library, library_seconds = _timed(lambda: _library_cells(model, pixels, layout, score_fn,
+                                                             only))
+    blocks = len(only) if smoke else result.num_blocks
     worst = 0.0
     for (block, location), reference in library.items():
         variant = next(v for v in result.cells if v.block == block and v.location == location
@@ -91,7 +101,7 @@ def vit_rows() -> list[dict]:
     return [
         {"name": f"vit taxonomy, all {result.count} cells, one fwd+bwd (dinov2-s14)",
          "value": ours_seconds, "unit": "s",
-         "note": f"median of {REPEATS}; capture + every cell + upsampling"},
+         "note": f"median of {repeats}; capture + every cell + upsampling"},
         {"name": f"pytorch-grad-cam, {len(library)} cells ({blocks} blocks x 6 locations)",
          "value": library_seconds, "unit": "s", "note": "one GradCAM call per cell"},
         {"name": "speed-up per call set (library / ours)", "value": library_seconds / ours_seconds,
@@ -102,7 +112,7 @@ def vit_rows() -> list[dict]:
     ]
 
 
-def cam_family_rows() -> list[dict]:
+def cam_family_rows(smoke: bool = False) -> list[dict]:
     from xai_core import pipeline
     from xai_core.images import load_sample
     from xai_core.methods.gradcam import CAM_FAMILY, SLOW_CAMS, timed_cam
@@ -116,6 +126,8 @@ def cam_family_rows() -> list[dict]:
     rows = []
     timed_cam(model, pixels, target, layer, "Grad-CAM", model.head)  # warm-up
     for name in CAM_FAMILY:
+        if smoke and name in SLOW_CAMS:
+            continue
         result = timed_cam(model, pixels, target, layer, name, model.head)
         note = (f"one forward per channel, batches of {pipeline.default_batch_size(model)}"
                 if name in SLOW_CAMS else "")
@@ -124,8 +136,8 @@ def cam_family_rows() -> list[dict]:
     return rows
 
 
-def run() -> list[dict]:
-    return vit_rows() + cam_family_rows()
+def run(smoke: bool = False) -> list[dict]:
+    return vit_rows(smoke) + cam_family_rows(smoke)
 
 
 if __name__ == "__main__":

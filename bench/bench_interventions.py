@@ -10,6 +10,7 @@ cause vs claim for page 7's 8 ViT methods at k = 1, 2, 4, 8, 16, 32 with 20 rand
 removals uncached (tokens dropped, pixels masked, each: 6 k x 28 images) and cached. The
 grid and the removals also as process CPU seconds over the torch threads: the wall time with
 the cores free, which the shared machine seldom gives (`bench.run` prints its load average).
+Smoke: one run each; cause vs claim with attention alone at k = 1 and the fewest draws.
 """
 
 from __future__ import annotations
@@ -53,36 +54,41 @@ def _cpu_row(name: str, cpu: float, target: float) -> dict:
             "note": f"target <= {target:g} s with the cores free (CPU {cpu:.1f} s)"}
 
 
-def run() -> list[dict]:
+def run(smoke: bool = False) -> list[dict]:
     with memory_only():  # computed here: the disk store would answer from an earlier run
-        return _measure()
+        return _measure(smoke)
 
 
-def _measure() -> list[dict]:
+def _measure(smoke: bool) -> list[dict]:
     model, image = get_model("dinov2-s14"), load_sample("chelsea")
+    repeats = 1 if smoke else REPEATS
+    claim_options = ({"ks": (1,), "draws": cause_vs_claim.MIN_DRAWS, "methods": ("attention",)}
+                     if smoke else {})
     vit_capture(model, image)
     model_output(model, image)
-    grid, grid_cpu = _median_times(lambda: interventions.head_importance(model, image))
+    grid, grid_cpu = _median_times(lambda: interventions.head_importance(model, image), repeats)
     started = time.perf_counter()
     interventions.head_importance(model, image)
     cached = time.perf_counter() - started
     plain = _median_seconds(lambda: interventions.intervene(model, image, maps=False,
-                                                            heads_off="0.5,3.2"))
+                                                            heads_off="0.5,3.2"), repeats)
     with_maps = _median_seconds(lambda: interventions.intervene(model, image,
-                                                                heads_off="0.5,3.2"))
+                                                                heads_off="0.5,3.2"), repeats)
     readout.block_heads(model, model.head)  # the per-block banks: once per process
-    lens = _median_seconds(lambda: (readout.RESULTS.clear(), readout.readout(model, image)))
-    methods = default_methods(model)
+    lens = _median_seconds(lambda: (readout.RESULTS.clear(), readout.readout(model, image)),
+                           repeats)
+    methods = claim_options.get("methods") or default_methods(model)
     started = time.perf_counter()
     run_methods(model, image, methods, resolve_target(model, None, image))
     maps = time.perf_counter() - started
     timed = {removal: _median_times(lambda: (
         cause_vs_claim.RESULTS.clear(),
-        cause_vs_claim.cause_vs_claim(model, image, removals=removal)), repeats=1)
-        for removal in cause_vs_claim.REMOVALS}
+        cause_vs_claim.cause_vs_claim(model, image, removals=removal, **claim_options)),
+        repeats=1) for removal in cause_vs_claim.REMOVALS}
     claims = {removal: wall for removal, (wall, _) in timed.items()}
     started = time.perf_counter()
-    found = cause_vs_claim.cause_vs_claim(model, image, removals="pixels")  # the last computed
+    found = cause_vs_claim.cause_vs_claim(model, image, removals="pixels",  # the last computed
+                                          **claim_options)
     claims_cached = time.perf_counter() - started
     return [
         {"name": "head-importance grid, DINOv2 (72 heads, batched)", "value": grid,

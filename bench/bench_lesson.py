@@ -10,6 +10,7 @@
   picture), median of 3 fresh tabs.
 
 `python bench/bench_lesson.py` prints the rows; `make bench` (bench/run.py) runs it too.
+Smoke: one picture exported once and opened in one tab.
 """
 
 from __future__ import annotations
@@ -61,33 +62,49 @@ def _open_seconds(browser, path: Path) -> tuple[float, list[str]]:
     return ready, [u for u in requests if u != url]
 
 
-def run() -> list[dict]:
-    sys.path.insert(0, str(ROOT))
-    sys.path.insert(0, str(E2E))
+def _opened(pages: dict[str, bytes], tabs: int) -> dict[str, list]:
+    """Each lesson file written to disk and opened in `tabs` fresh tabs: {name: [(seconds,
+    stray requests)]}; a request for anything but the file fails the benchmark."""
     from e2e_helpers import CHROMIUM_FLAGS, chromium_path
     from playwright.sync_api import sync_playwright
 
+    with tempfile.TemporaryDirectory() as folder, sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=chromium_path(), headless=True,
+                                             args=CHROMIUM_FLAGS)
+        opened = {}
+        for name, page in pages.items():
+            path = Path(folder) / f"{name}.html"
+            path.write_bytes(page)
+            opened[name] = [_open_seconds(browser, path) for _ in range(tabs)]
+        browser.close()
+    stray = [u for runs in opened.values() for _, urls in runs for u in urls]
+    if stray:
+        raise RuntimeError(f"the lesson requested {stray}")
+    return opened
+
+
+def _smoke_rows(one: bytes, seconds: float, opened: list) -> list[dict]:
+    return [{"name": "lesson export, 1 picture, 12 blocks", "value": seconds, "unit": "s"},
+            {"name": "lesson file, 1 picture, 12 blocks", "value": len(one) / 1e6, "unit": "MB"},
+            {"name": "lesson open from file:// to interactive, 1 picture",
+             "value": opened[0][0], "unit": "s", "note": "one tab"}]
+
+
+def run(smoke: bool = False) -> list[dict]:
+    sys.path.insert(0, str(ROOT))
+    sys.path.insert(0, str(E2E))
     from xai_core.infra import cache
     from xai_core.models import get_model
 
     model = get_model("dinov2-s14")
+    tabs = 1 if smoke else 3
     with cache.memory_only():  # computed here, not read from the disk store
         one, first_seconds = _export(model, ONE)
+        if smoke:
+            return _smoke_rows(one, first_seconds, _opened({"one": one}, tabs)["one"])
         _, warm_seconds = _export(model, ONE)
         four, four_seconds = _export(model, FOUR)
-    with tempfile.TemporaryDirectory() as folder:
-        paths = {"one": Path(folder) / "one.html", "four": Path(folder) / "four.html"}
-        paths["one"].write_bytes(one)
-        paths["four"].write_bytes(four)
-        with sync_playwright() as playwright:
-            browser = playwright.chromium.launch(executable_path=chromium_path(), headless=True,
-                                                 args=CHROMIUM_FLAGS)
-            opened = {name: [_open_seconds(browser, path) for _ in range(3)]
-                      for name, path in paths.items()}
-            browser.close()
-    stray = [u for runs in opened.values() for _, urls in runs for u in urls]
-    if stray:
-        raise RuntimeError(f"the lesson requested {stray}")
+    opened = _opened({"one": one, "four": four}, tabs)
     median = {name: statistics.median(s for s, _ in runs) for name, runs in opened.items()}
     part_mb = _part_sizes(one)
     return [

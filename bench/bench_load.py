@@ -22,6 +22,7 @@ peak resident memory. Results computed in one step are cached for later steps (a
 server in use); a fresh run starts cold apart from the warm-up.
 
 Alone: `python -m bench.bench_load --students 10,25 [--pages vit_explainer,comparison]`.
+Smoke: one step of SMOKE_STUDENTS (one student per page).
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ from bench.run import print_rows  # noqa: E402
 STEPS = (10, 25, 50, 100)
 ARRIVAL_S = 5.0
 PAGES = {"vit_explainer": "ViT Explainer", "comparison": "Comparison"}  # URL path -> name
+SMOKE_STUDENTS = len(PAGES)  # one student per page
 STUDENT_TIMEOUT_S = 300  # per student: files, then the page
 RSS_EVERY_S = 0.5
 PREFIX = "vit-lens"
@@ -172,7 +174,9 @@ def validate_client(browser, base: str, static_out: list[str]) -> dict:
                      f"client {run.error or run.elements[:5]}")}
 
 
-def run(steps=STEPS, pages=tuple(PAGES)) -> list[dict]:
+def run(smoke: bool = False, steps=STEPS, pages=tuple(PAGES)) -> list[dict]:
+    if smoke:
+        steps = (SMOKE_STUDENTS,)
     from e2e_helpers import CHROMIUM_FLAGS, chromium_path, running_apps
     from playwright.sync_api import sync_playwright
     from proxy_helpers import nginx_in_front, precompressed_bundle
@@ -234,7 +238,7 @@ def main(argv: list[str]) -> None:
     except ValueError:
         parser.exit(2, "--students takes whole numbers from 1 to 200, comma-separated\n")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    run(steps, [p.strip() for p in args.pages.split(",")])
+    run(steps=steps, pages=[p.strip() for p in args.pages.split(",")])
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@ is sampled as it goes; with caches bounded by entries and bytes
 off once the cache is full instead of growing with every image.
 
 `python -m bench.bench_memory` prints the whole curve; VIT_LENS_BENCH_IMAGES changes
-the count.
+the count. Smoke: SAMPLE_EVERY images (one point of the curve).
 """
 
 from __future__ import annotations
@@ -81,10 +81,11 @@ def _curve(images: int) -> list[dict]:
     return rows
 
 
-def run() -> list[dict]:
+def run(smoke: bool = False) -> list[dict]:
     cache = pipeline.CAPTURE_CACHE
-    points = curve()
-    half = next(p for p in points if p["images"] >= IMAGES // 2)
+    images = SAMPLE_EVERY if smoke else IMAGES
+    points = curve(images)
+    half = next(p for p in points if p["images"] >= images // 2)
     last = points[-1]
     peak_cache = max(p["cache_mb"] for p in points)
     trace = " ".join(f"{p['images']}:{p['rss_mb']:.0f}" for p in points[::2] + [last])

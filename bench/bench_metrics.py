@@ -11,6 +11,8 @@ outgrow the CPU's caches beyond a batch of about 4 (`pipeline.default_batch_size
 other work shares the CPU: each row also gives the process's CPU seconds (all threads) and
 the load average, and the speed-up alternates the two ways (a, b, a, b, ...) and takes
 medians, so a changing load slows both alike.
+
+Smoke: the first registered method of each model, 2 steps, one run each way.
 """
 
 from __future__ import annotations
@@ -26,43 +28,45 @@ from xai_core.images import load_sample
 from xai_core.models import get_model
 
 BUNDLED = ("dinov2-s14", "efficientnet-lite0")
-STEPS = 20
+STEPS = faithfulness.STEPS.default  # the metrics' declared defaults
+BASELINE = faithfulness.BASELINE.default
 SAMPLE = "coffee"
 REPEATS = 3
 
 
-def _curve(model, pixels, saliency, metric, target, batch_size):
+def _curve(model, pixels, saliency, metric, target, batch_size, steps):
     return faithfulness.compute_curve(model, pixels, saliency, metric,
                                       pipeline.class_scorer(model, target), target,
-                                      pipeline.score_kind(model), "zeros", STEPS, batch_size)
+                                      pipeline.score_kind(model), BASELINE, steps, batch_size)
 
 
-def _speed_up(model, pixels, saliency, target, batch: int) -> dict:
+def _speed_up(model, pixels, saliency, target, batch: int, steps: int, repeats: int) -> dict:
     curves, times = {}, {1: [], batch: []}
-    for _ in range(REPEATS):
+    for _ in range(repeats):
         for size in (1, batch):
             started = time.perf_counter()
-            curves[size] = _curve(model, pixels, saliency, "deletion", target, size)
+            curves[size] = _curve(model, pixels, saliency, "deletion", target, size, steps)
             times[size].append(time.perf_counter() - started)
     single, together = statistics.median(times[1]), statistics.median(times[batch])
     same = float(abs(curves[1].scores - curves[batch].scores).max())
-    return {"name": f"{model.spec.id}: batched speed-up (deletion, {STEPS + 1} images)",
+    return {"name": f"{model.spec.id}: batched speed-up (deletion, {steps + 1} images)",
             "value": single / together, "unit": "x",
-            "note": f"medians of {REPEATS}: one-at-a-time {single:.2f} s vs batch {batch} "
+            "note": f"medians of {repeats}: one-at-a-time {single:.2f} s vs batch {batch} "
                     f"{together:.2f} s, load {os.getloadavg()[0]:.1f}; max score difference "
                     f"{same:.1e}"}
 
 
-def run() -> list[dict]:
+def run(smoke: bool = False) -> list[dict]:
     rows = []
     image = load_sample(SAMPLE)
+    steps, repeats = (2, 1) if smoke else (STEPS, REPEATS)
     for model_id in BUNDLED:
         model = get_model(model_id)
         target = pipeline.resolve_target(model, None, image)
         pixels = pipeline.prepare(model, image).pixels
         batch = pipeline.default_batch_size(model)
-        runs = [r for r in method_runs.run_methods(model, image, method_runs.default_methods(model),
-                                               target) if r.ok]
+        methods = method_runs.default_methods(model)[:1 if smoke else None]
+        runs = [r for r in method_runs.run_methods(model, image, methods, target) if r.ok]
         if not runs:
             rows.append({"name": f"{model_id}: no registered method", "value": 0.0,
                          "unit": "", "note": "nothing to measure yet"})
@@ -71,14 +75,14 @@ def run() -> list[dict]:
         for run in runs:  # as page 7 runs them: the image's two end images are shared
             started, cpu = time.perf_counter(), time.process_time()
             deletion, insertion = [faithfulness.faithfulness(
-                model, image, run.map, metric, target, "zeros", STEPS, batch_size=batch)
+                model, image, run.map, metric, target, BASELINE, steps, batch_size=batch)
                 for metric in ("deletion", "insertion")]
             ends = " + the 2 end images" if run is runs[0] else ""
-            rows.append({"name": f"{model_id} {run.name}: deletion+insertion @{STEPS} steps",
+            rows.append({"name": f"{model_id} {run.name}: deletion+insertion @{steps} steps",
                          "value": time.perf_counter() - started, "unit": "s",
                          "note": f"{deletion.images + insertion.images} images{ends}, batch "
                                  f"{batch}; CPU {time.process_time() - cpu:.1f} s, load "
                                  f"{os.getloadavg()[0]:.1f}; AUC del {deletion.auc:.3f} ins "
                                  f"{insertion.auc:.3f}{target_note}"})
-        rows.append(_speed_up(model, pixels, runs[0].map, target, batch))
+        rows.append(_speed_up(model, pixels, runs[0].map, target, batch, steps, repeats))
     return rows

@@ -15,7 +15,7 @@ view's own, and the stack is saved at level 6. A first render still starts the b
 This prints, on fresh images (every default method, 5 steps, perturbation on): the Export
 view and the PNG (every figure drawn, in a new browser and in the warm one) without a run
 and after one, and the forward passes the Export view and the PNG made after the run (0:
-everything is reused).
+everything is reused). Smoke: 2 steps, the PNG in a new browser only.
 """
 
 from __future__ import annotations
@@ -61,34 +61,34 @@ def _png(app, label: str, warm: bool) -> dict:
             "value": seconds, "unit": "s"}
 
 
-def _export_and_png(app, label: str) -> list[dict]:
+def _export_and_png(app, label: str, smoke: bool = False) -> list[dict]:
     from xai_core.figures.export import find_browser
 
     export = _timed(lambda: app.segmented_control(key="cmp_view").set_value("export").run())
     rows = [{"name": f"Export view, {label}", "value": export, "unit": "s"}]
     if find_browser() is not None:
-        rows += [_png(app, label, warm=False), _png(app, label, warm=True)]
+        rows += [_png(app, label, warm=False)] + ([] if smoke else [_png(app, label, warm=True)])
     return rows
 
 
-def _faithfulness_run(app) -> dict:
+def _faithfulness_run(app, steps: int) -> dict:
     app.segmented_control(key="cmp_view").set_value("faith").run()
-    app.number_input(key="cmp_steps").set_value(STEPS)
+    app.number_input(key="cmp_steps").set_value(steps)
     ran = _timed(lambda: app.button(key="cmp_run_metrics").click().run())
-    return {"name": f"faithfulness run (defaults, {STEPS} steps)", "value": ran, "unit": "s"}
+    return {"name": f"faithfulness run (defaults, {steps} steps)", "value": ran, "unit": "s"}
 
 
-def run() -> list[dict]:
+def run(smoke: bool = False) -> list[dict]:
     from xai_core.models import DEFAULT_CNN, DEFAULT_VIT, get_model
 
     modules = [get_model(DEFAULT_VIT).module, get_model(DEFAULT_CNN).module]
-    rows = _export_and_png(_page_7(0), "no faithfulness run")
+    rows = [] if smoke else _export_and_png(_page_7(0), "no faithfulness run")
     after = _page_7(1)
-    rows.append(_faithfulness_run(after))
+    rows.append(_faithfulness_run(after, 2 if smoke else STEPS))
     forwards = []
     handles = [m.register_forward_hook(lambda *_: forwards.append(1)) for m in modules]
     try:
-        rows += _export_and_png(after, "after the run")
+        rows += _export_and_png(after, "after the run", smoke)
     finally:
         for handle in handles:
             handle.remove()

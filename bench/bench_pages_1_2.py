@@ -6,6 +6,7 @@ Two measures per page, both medians of several reruns after a warm-up:
   sidebar, then the page), i.e. everything the server does except sending to a browser;
 - "figures": the page's own work called directly - cached captures/predictions, the toy
   math, building every Plotly figure and serialising it to JSON as dashboard/charts.py does.
+Smoke: one rerun of each.
 """
 
 from __future__ import annotations
@@ -85,7 +86,7 @@ def _page2_figures(vit, image) -> int:
     return sum(len(figure.to_json()) for figure in figures)
 
 
-def _apptest_rerun(page: str) -> float:
+def _apptest_rerun(page: str, repeats: int) -> float:
     from streamlit.testing.v1 import AppTest
 
     app = AppTest.from_file(ENTRY, default_timeout=600)
@@ -93,23 +94,24 @@ def _apptest_rerun(page: str) -> float:
     app.switch_page(f"../pages/{page}").run()
     if app.exception:
         raise RuntimeError(f"{page} raised: {app.exception}")
-    return _median_seconds(lambda: app.run(), repeats=5)
+    return _median_seconds(lambda: app.run(), repeats=repeats)
 
 
-def run() -> list[dict]:
+def run(smoke: bool = False) -> list[dict]:
     vit, cnn = get_model(DEFAULT_VIT), get_model(DEFAULT_CNN)
     image = load_sample("chelsea")
+    reruns, repeats = (1, 1) if smoke else (5, 7)
     rows = []
     for name, page in PAGES.items():
         rows.append({"name": f"{name}: AppTest rerun, capture cached", "value":
-                     _apptest_rerun(page), "unit": "s",
+                     _apptest_rerun(page, reruns), "unit": "s",
                      "note": "target < 1 s; whole script incl. sidebar"})
     bytes1 = _page1_figures(vit, cnn, image)
     rows.append({"name": "page 1: figures built + JSON, caches warm",
-                 "value": _median_seconds(lambda: _page1_figures(vit, cnn, image)), "unit": "s",
-                 "note": f"{bytes1 / 1e6:.2f} MB of figure JSON"})
+                 "value": _median_seconds(lambda: _page1_figures(vit, cnn, image), repeats),
+                 "unit": "s", "note": f"{bytes1 / 1e6:.2f} MB of figure JSON"})
     bytes2 = _page2_figures(vit, image)
     rows.append({"name": "page 2: figures built + JSON, capture cached",
-                 "value": _median_seconds(lambda: _page2_figures(vit, image)), "unit": "s",
-                 "note": f"{bytes2 / 1e6:.2f} MB of figure JSON"})
+                 "value": _median_seconds(lambda: _page2_figures(vit, image), repeats),
+                 "unit": "s", "note": f"{bytes2 / 1e6:.2f} MB of figure JSON"})
     return rows

@@ -1,5 +1,6 @@
 """Pages 3-4 speed: first render on a new image, cached re-render, the gallery average,
-and the method computations on their own (on whatever device the models use)."""
+and the method computations on their own (on whatever device the models use). Smoke: no
+gallery average (it captures every gallery image)."""
 
 from __future__ import annotations
 
@@ -32,7 +33,7 @@ def _render(app):
     return seconds
 
 
-def run() -> list[dict]:
+def run(smoke: bool = False) -> list[dict]:
     from xai_core import pipeline
     from xai_core.images import COLLAGE_ID, SAMPLES, load_sample
     from xai_core.methods import distance, gae, rollout
@@ -51,13 +52,15 @@ def run() -> list[dict]:
     row("page 3 first render, new image (DINOv2, rocket)", _render(app),
         note="includes the capture")
     row("page 3 cached re-render", _render(app))
-    captures_before = pipeline.CAPTURE_CACHE.misses
-    app.segmented_control(key="p3_view").set_value("gallery")  # the gallery view
-    row("page 3 gallery average, first time (9 images)", _render(app),
-        note=f"{pipeline.CAPTURE_CACHE.misses - captures_before} new captures; the rest reused")
-    captures_before = pipeline.CAPTURE_CACHE.misses
-    row("page 3 gallery average, cached", _render(app),
-        note=f"{pipeline.CAPTURE_CACHE.misses - captures_before} new captures")
+    if not smoke:
+        captures_before = pipeline.CAPTURE_CACHE.misses
+        app.segmented_control(key="p3_view").set_value("gallery")  # the gallery view
+        row("page 3 gallery average, first time (9 images)", _render(app),
+            note=f"{pipeline.CAPTURE_CACHE.misses - captures_before} new captures; the rest "
+                 "reused")
+        captures_before = pipeline.CAPTURE_CACHE.misses
+        row("page 3 gallery average, cached", _render(app),
+            note=f"{pipeline.CAPTURE_CACHE.misses - captures_before} new captures")
 
     app = _page("4_rollout_heads.py", "flower")
     row("page 4 first render, new image (DINOv2, flower)", _render(app),
@@ -80,6 +83,8 @@ def run() -> list[dict]:
         _timed(lambda: analyse_sinks(capture, ["[CLS]"]))[0], note="start=auto reads it")
     row("mean attention distance, 12 blocks x 6 heads",
         _timed(lambda: distance.capture_distances(capture))[0])
+    if smoke:
+        return rows
     gallery = {s: load_sample(s) for s in SAMPLES}
     row("gallery average from cached captures (8 samples)",
         _timed(lambda: distance.gallery_distances(model, gallery, "exclude", True))[0],

@@ -8,6 +8,9 @@ Every measurement runs in a fresh Python process with the models loaded first (n
 on DINOv2 ViT-S/14 and EfficientNet-Lite0, in a temporary store folder.
 
     .venv/bin/python -m bench.run result_store
+
+Smoke: page 4's default view only, stored and read back (two processes), no page run after
+the warm-up.
 """
 
 from __future__ import annotations
@@ -103,18 +106,20 @@ def _row(name: str, value: float, unit: str = "s", note: str = "") -> dict:
     return {"name": name, "value": round(value, 3), "unit": unit, "note": note}
 
 
-def run() -> list[dict]:
+def run(smoke: bool = False) -> list[dict]:
     timed = TIMED.format(root=str(ROOT), sample=SAMPLE)
     rows = []
+    parts = (("page4", "page 4's default view (rollout, sinks, GAE)"),
+             ("all", f"every page's default views, '{SAMPLE}'"))
     with tempfile.TemporaryDirectory() as folder:
-        for what, label in (("page4", "page 4's default view (rollout, sinks, GAE)"),
-                            ("all", f"every page's default views, '{SAMPLE}'")):
+        for what, label in parts[:1 if smoke else None]:
             store = str(Path(folder) / what)
-            off = _python(timed, "off", what)
+            if not smoke:
+                off = _python(timed, "off", what)
+                rows.append(_row(f"{label}: computed, store off", off["seconds"]))
             cold = _python(timed, store, what)
             warm = _python(timed, store, what)
             rows += [
-                _row(f"{label}: computed, store off", off["seconds"]),
                 _row(f"{label}: computed, store on", cold["seconds"],
                      note=f"{cold['computed']} results computed; all {cold['bytes'] / 2**20:.0f}"
                           f" MB on disk after {cold['written']:.2f} s (the writer thread)"),
@@ -122,6 +127,8 @@ def run() -> list[dict]:
                      note=f"{warm['computed']} computed (the resizes), {warm['read']} read; "
                           f"{cold['seconds'] / max(warm['seconds'], 1e-9):.1f}x faster than "
                           "cold")]
+        if smoke:
+            return rows
         pages = _python(PAGES.format(root=str(ROOT), sample=SAMPLE,
                                      entry=str(ROOT / "dashboard" / "app.py")),
                         str(Path(folder) / "all"))

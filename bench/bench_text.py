@@ -4,7 +4,8 @@ A "new sentence" run does everything the page does after the user types: tokenis
 (attentions + hidden states), specialisation metrics, layer progression, rollout, the
 reference sentence's capture, the gradient x input backward, the Spearman comparison, and
 building + serialising every figure of the default view. Each repeat uses a sentence the
-cache has not seen; the "cached rerun" repeats the last one (a slider move)."""
+cache has not seen; the "cached rerun" repeats the last one (a slider move). Smoke: one of
+each."""
 
 from __future__ import annotations
 
@@ -46,12 +47,13 @@ def page_computation(model, sentence: str) -> int:
     return sum(len(figure.to_json()) for figure in figures)
 
 
-def run() -> list[dict]:
+def run(smoke: bool = False) -> list[dict]:
     model = text.default_text_model()
     page_computation(model, SENTENCE.format(k="warm-up"))  # first forward, tokenizer load
     rows = []
-    for name, template, repeats in (("short sentence", SENTENCE, 5),
-                                    ("2,000+ characters cut to 256 tokens", LONG, 3)):
+    for name, template, repeats in (("short sentence", SENTENCE, 1 if smoke else 5),
+                                    ("2,000+ characters cut to 256 tokens", LONG,
+                                     1 if smoke else 3)):
         cold = [_seconds(lambda k=k: page_computation(model, template.format(k=k)))
                 for k in range(repeats)]
         last = template.format(k=repeats - 1)

@@ -16,7 +16,8 @@ then lets N students arrive within 5 s on this one replica (half of bench_load's
 2N on two replicas, pages only: no files, no nginx) and prints the replica's CPU and the
 page times' p50/p95.
 
-A diagnosis tool for bench/FINDINGS.md (issue 29), not part of `make bench`:
+A diagnosis tool for bench/FINDINGS.md (issue 29); `make bench` runs it with its defaults and
+no burst, its smoke run one visit of Home on one image:
 
     .venv/bin/python -m bench.bench_visit_cpu [--runs 8] [--serve] [--burst 25]
         [--pages ,vit_explainer,comparison]
@@ -41,6 +42,8 @@ from dashboard.page_visit import open_page, run_in_thread, with_view  # noqa: E4
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 ARRIVAL_S = 5.0  # as bench_load
+PAGES = ",vit_explainer,comparison"  # URL paths; '' is Home
+RUNS = 8
 
 
 def cpu_seconds(pid: int) -> float:
@@ -85,10 +88,18 @@ def burst(url: str, pid: int, pages: list[str], queries: list[str], count: int) 
           f"{len(failed)} failed {failed[:2]}; load average {os.getloadavg()[0]:.2f}")
 
 
-def run(pages: list[str], runs: int, serve: bool, bursts: list[int]) -> None:
+def run(smoke: bool = False) -> list[dict]:
+    pages = [""] if smoke else PAGES.split(",")
+    return measure(pages, 1 if smoke else RUNS, False, [], 1 if smoke else None)
+
+
+def measure(pages: list[str], runs: int, serve: bool, bursts: list[int],
+            images: int | None = None) -> list[dict]:
+    """Prints what it measures as it goes; returns one row per page (the median replica
+    CPU seconds per visit). `images`: the first that many gallery images (all by default)."""
     from e2e_helpers import MAKE_RUN, STREAMLIT_RUN, AppProcess
 
-    queries = gallery_queries()
+    queries = gallery_queries()[:images]
     app = AppProcess(log_name="bench-visit-cpu", launcher=MAKE_RUN if serve else STREAMLIT_RUN)
     try:
         app.wait_healthy(timeout=300)
@@ -107,22 +118,27 @@ def run(pages: list[str], runs: int, serve: bool, bursts: list[int]) -> None:
             page = pages[student % len(pages)]
             query = queries[student // len(pages) % len(queries)]
             measured[page].append(visit(app.url, pid, page, query))
+        found = []
         for page, rows in measured.items():
             cpu, seconds, client = (statistics.median(r[i] for r in rows) for i in range(3))
             print(f"{page or 'Home':<14} replica CPU per visit {cpu:.3f} s (visits "
                   f"{', '.join(f'{r[0]:.2f}' for r in rows)}); finished after {seconds:.3f} s; "
                   f"client CPU {client:.3f} s")
+            found.append({"name": f"{page or 'Home'}: replica CPU per visit", "value": cpu,
+                          "unit": "s", "note": f"median of {len(rows)}; finished after "
+                                               f"{seconds:.2f} s, client CPU {client:.3f} s"})
         print(f"load average {os.getloadavg()[0]:.2f}")
         for count in bursts:
             burst(app.url, pid, pages, queries, count)
     finally:
         app.stop()
+    return found
 
 
 def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.bench_visit_cpu",
                                      description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=8)
+    parser.add_argument("--runs", type=int, default=RUNS)
     parser.add_argument("--serve", action="store_true",
                         help="start the replica as `make run` does (dashboard.serve: models "
                              "prepared and frozen out of the garbage collector's view first), "
@@ -130,12 +146,12 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--burst", default="",
                         help="then N students arriving within 5 s on this one replica "
                              "(page only, no files), comma-separated steps, e.g. 25")
-    parser.add_argument("--pages", default=",vit_explainer,comparison",
+    parser.add_argument("--pages", default=PAGES,
                         help="URL paths, comma-separated ('' is Home)")
     args = parser.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     bursts = [int(n) for n in args.burst.split(",") if n]
-    run(args.pages.split(","), args.runs, args.serve, bursts)
+    measure(args.pages.split(","), args.runs, args.serve, bursts)
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ import torch
 from apptest_helpers import chart_specs, open_app
 from single_thread import one_torch_thread
 from tiny_models import images, tiny_cnn
+from tolerance import assert_close, network_tolerance, probability_tolerance
 from xai_core.studies import method_runs
 from xai_core import pipeline
 from xai_core.cli.main import main as cli_main
@@ -93,6 +94,7 @@ def lock_free_and_no_hooks(model) -> bool:
     return not model.lock._held and not model.lock._queue and not hooked
 
 
+@pytest.mark.numeric
 def test_score_cam_retries_once_with_a_smaller_batch(cnn, oracle, monkeypatch, freed):
     image, expected, _ = oracle
     batch = 16  # a GPU-like batch (the CPU default for a CNN is already small)
@@ -104,7 +106,8 @@ def test_score_cam_retries_once_with_a_smaller_batch(cnn, oracle, monkeypatch, f
     channels = cnn.module.get_submodule(cnn.spec.cnn_target_layer).num_features
     # the image, then the first batch fails; again: the image, then batches a quarter the size
     assert sizes == [1, batch, 1] + [retry] * (channels // retry)
-    np.testing.assert_allclose(result.map, expected, atol=1e-5)
+    # batches of 16 and 4 add in other orders than the oracle's (tests/tolerance.py)
+    assert_close(result.map, expected, network_tolerance(cnn.module, expected))
     assert freed() and lock_free_and_no_hooks(cnn)
 
 
@@ -245,6 +248,7 @@ def clear_curves():
     CURVE_CACHE.clear()
 
 
+@pytest.mark.numeric
 def test_metric_curve_retries_with_smaller_batches(cnn, oracle, monkeypatch, freed):
     image = oracle[0]
     expected = deletion(cnn, image)
@@ -255,8 +259,10 @@ def test_metric_curve_retries_with_smaller_batches(cnn, oracle, monkeypatch, fre
     # the 2 end images (untouched, baseline) in one pass, then the 19 between: the first
     # batch of 16 fails, then 4, 4, 4, 4, 3
     assert sizes == [2, 16, 4, 4, 4, 4, 3] and curve.batches == 5
-    np.testing.assert_allclose(curve.scores, expected.scores, atol=1e-6)
-    assert curve.auc == pytest.approx(expected.auc, abs=1e-7)
+    with torch.no_grad():  # batches of 16 and 4: other orders (tests/tolerance.py)
+        logits = cnn.module(pipeline.prepare(cnn, image).pixels)
+    assert_close(curve.scores, expected.scores, probability_tolerance(cnn.module, logits))
+    assert_close(curve.auc, expected.auc, probability_tolerance(cnn.module, logits))
     assert freed() and lock_free_and_no_hooks(cnn)
 
 

@@ -7,6 +7,7 @@ import numpy as np
 from apptest_helpers import (chart_keys, chart_specs, chart_title, element_text, keyed_chart,
                              no_problems, open_app, plotly_array, show, text_tables)
 
+from tolerance import network_tolerance
 from xai_core import pipeline
 from xai_core.images import load_sample
 from xai_core.methods import METHODS
@@ -51,7 +52,8 @@ def test_cnn_part_explains_matches_the_library_and_pickers_change_maps():
     assert chart_keys(app) == {"gc_alpha", "gc_sum", "gc_relu", "gc_up"}  # step by step
     captions = element_text(app, "caption")
     difference = float(re.search(r"largest difference ([0-9.e+-]+)\.", captions).group(1))
-    assert difference < 1e-5  # the page's own check against pytorch-grad-cam
+    # the page's own check against pytorch-grad-cam: float32 rounding of a [0, 1] map only
+    assert difference <= network_tolerance(model.module, np.ones(1), passes=2)
     alpha = keyed_chart(app, "gc_alpha")  # one weight per channel of bn2
     assert len(plotly_array(alpha["data"][0]["y"])) == 1280 and "bn2" in chart_title(alpha)
 

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import torch
 
+from tolerance import assert_close, network_tolerance
 from xai_core import pipeline
 from xai_core.images import load_sample
 from xai_core.infra.errors import OptionError
@@ -50,13 +51,15 @@ def twin_vits():
     return reference, ours
 
 
+@pytest.mark.numeric
 def test_equals_torchcam_legrad_on_the_same_network():
     from torchcam.methods import LeGrad
 
     reference, ours = twin_vits()
     pixels = torch.randn(1, 3, SIZE, SIZE, generator=torch.Generator().manual_seed(1))
-    with torch.no_grad():
-        np.testing.assert_allclose(ours(pixels).numpy(), reference(pixels).numpy(), atol=1e-5)
+    with torch.no_grad():  # two libraries' kernels: the same sums in other orders
+        expected = reference(pixels)
+        assert_close(ours(pixels), expected, network_tolerance(ours, expected))
     for start, blocks in ((0, list(reference.encoder.layers)),
                           (-2, list(reference.encoder.layers)[-2:])):
         for target in (3, 7):
@@ -65,7 +68,7 @@ def test_equals_torchcam_legrad_on_the_same_network():
                 expected = extractor(target, normalized=False)[0][0].numpy()
             result = run_legrad(ours, pixels, lambda out, t=target: out[:, t].sum(), start)
             assert result.map.shape == (SIZE // PATCH, SIZE // PATCH)
-            np.testing.assert_allclose(result.map, expected, rtol=1e-4, atol=1e-7)
+            assert_close(result.map, expected, network_tolerance(ours, expected, passes=2))
             assert result.backward_passes == len(blocks)
 
 

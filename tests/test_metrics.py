@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import torch
 
+from tolerance import assert_close, probability_tolerance
 from xai_core import maps, pipeline
 from xai_core.cli.main import main
 from xai_core.infra.errors import OptionError
@@ -37,27 +38,38 @@ def probability(model, pixels, target) -> float:
         return float(model.module(pixels).softmax(-1)[0, target])
 
 
+def tolerance_of(model, pixels) -> float:
+    """The float32 tolerance of a probability on `pixels`: the curves run their images in
+    batches, channels-last, in other orders than one forward here (tests/tolerance.py)."""
+    with torch.no_grad():
+        return probability_tolerance(model.module, model.module(pixels))
+
+
 def trapezoid(x, y) -> float:
     return float(sum((y[i] + y[i + 1]) / 2 * (x[i + 1] - x[i]) for i in range(len(x) - 1)))
 
 
+@pytest.mark.numeric
 def test_curves_start_and_end_at_the_right_scores_and_auc_is_the_trapezoid(cnn):
     model, image, target, cam, pixels = cnn
     full = probability(model, pixels, target)
     mean_colour = pixels.mean(dim=(2, 3), keepdim=True).expand_as(pixels)
     empty = probability(model, mean_colour, target)
+    full_tol, empty_tol = tolerance_of(model, pixels), tolerance_of(model, mean_colour)
     for metric, first, last in (("deletion", full, empty), ("insertion", empty, full)):
         curve = faithfulness.faithfulness(model, image, cam, metric, target, baseline="mean",
                                           steps=5)
         assert np.allclose(curve.fractions, [0, 0.2, 0.4, 0.6, 0.8, 1.0])
-        assert curve.scores[0] == pytest.approx(first, abs=1e-5)
-        assert curve.scores[-1] == pytest.approx(last, abs=1e-5)
-        assert curve.full_score == pytest.approx(full, abs=1e-5)
-        assert curve.baseline_score == pytest.approx(empty, abs=1e-5)
+        ends = (full_tol, empty_tol) if metric == "deletion" else (empty_tol, full_tol)
+        assert_close(curve.scores[0], first, ends[0], "first")
+        assert_close(curve.scores[-1], last, ends[1], "last")
+        assert_close(curve.full_score, full, full_tol, "full")
+        assert_close(curve.baseline_score, empty, empty_tol, "baseline")
         assert curve.auc == pytest.approx(trapezoid(curve.fractions, curve.scores), abs=1e-12)
         assert "softmax probability" in curve.score_kind
 
 
+@pytest.mark.numeric
 def test_positive_perturbation_blanks_the_top_cells(cnn):
     """Step 2 of 5 blanks the 40 % most relevant cells (20 of 49) to model-input zeros."""
     model, image, target, cam, pixels = cnn
@@ -71,9 +83,11 @@ def test_positive_perturbation_blanks_the_top_cells(cnn):
         r, c = divmod(int(cell), cols)
         manual[..., r * height // rows:(r + 1) * height // rows,
                c * width // cols:(c + 1) * width // cols] = 0
-    assert curve.scores[2] == pytest.approx(probability(model, manual, target), abs=1e-5)
-    assert curve.baseline_score == pytest.approx(
-        probability(model, torch.zeros_like(pixels), target), abs=1e-5)
+    assert_close(curve.scores[2], probability(model, manual, target),
+                 tolerance_of(model, manual), "40 %")
+    zeros = torch.zeros_like(pixels)
+    assert_close(curve.baseline_score, probability(model, zeros, target),
+                 tolerance_of(model, zeros), "baseline")
     negative = faithfulness.faithfulness(model, image, cam, "neg-perturb", target, "zeros", steps=5)
     assert negative.auc > curve.auc  # blanking the least relevant cells hurts less
 
@@ -91,6 +105,7 @@ def test_gradcam_beats_random_maps(cnn):
         assert better(own, chance), (metric, own, chance)
 
 
+@pytest.mark.numeric
 def test_batched_equals_one_at_a_time_and_is_deterministic(cnn):
     model, _, target, cam, pixels = cnn
     scorer = pipeline.class_scorer(model, target)
@@ -102,10 +117,11 @@ def test_batched_equals_one_at_a_time_and_is_deterministic(cnn):
 
     single, batched, again = run(1), run(16), run(16)
     assert single.batches == 5 and batched.batches == 1
-    np.testing.assert_allclose(batched.scores, single.scores, atol=1e-5)
+    assert_close(batched.scores, single.scores, tolerance_of(model, pixels))
     np.testing.assert_array_equal(batched.scores, again.scores)
 
 
+@pytest.mark.numeric
 def test_curves_of_one_image_share_its_two_end_images(cnn):
     """The untouched image and the pure baseline are the same for every map: they go through
     the model once (one pass of two images) and each curve runs only the images between."""
@@ -126,13 +142,14 @@ def test_curves_of_one_image_share_its_two_end_images(cnn):
     assert sorted(first) == sorted([2, 5]) and deletion.images == 5  # ends, then the 5 inside
     assert seen == [5, 5] and (flipped.images, positive.images) == (5, 5)  # 0 % is known too
     scorer, kind = pipeline.class_scorer(model, target), pipeline.score_kind(model)
+    tolerance = tolerance_of(model, pixels)
     for curve, saliency in ((deletion, cam), (flipped, -cam), (positive, cam)):
         alone = faithfulness.compute_curve(model, pixels, saliency, curve.metric, scorer, target,
                                            kind, "rise-blur", steps=6)  # every image run
-        np.testing.assert_allclose(curve.scores, alone.scores, atol=1e-5)
-        assert (curve.full_score, curve.baseline_score) == pytest.approx(
-            (alone.full_score, alone.baseline_score), abs=1e-5)
-    assert deletion.full_score == pytest.approx(probability(model, pixels, target), abs=1e-5)
+        assert_close(curve.scores, alone.scores, tolerance)
+        assert_close((curve.full_score, curve.baseline_score),
+                     (alone.full_score, alone.baseline_score), tolerance)
+    assert_close(deletion.full_score, probability(model, pixels, target), tolerance)
 
 
 def test_spearman_and_top_k_overlap():

@@ -138,6 +138,7 @@ def gae_oracle(attns, grads, prefix):
     return relevance[0, prefix:]
 
 
+@pytest.mark.numeric
 def test_gae_equals_formula_with_independent_gradients():
     torch.manual_seed(0)
     model = timm.create_model("deit_small_distilled_patch16_224", pretrained=False,

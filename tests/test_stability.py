@@ -51,6 +51,7 @@ def test_stability_starts_at_the_maps_own_seed(fine_vit):
     assert found["stability"] == pytest.approx(mean_spearman(maps), abs=1e-12)
 
 
+@pytest.mark.numeric
 def test_integrated_gradients_reports_captums_delta_and_the_relative_error():
     model, image = tiny_vit("test-tiny-vit", knn=False), images(1)[0]
     result = METHODS["integrated-gradients"](model, image, target=3, steps=8, batch=8)
