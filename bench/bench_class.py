@@ -195,7 +195,9 @@ def rows_of(found: dict, count: int, sessions: list[int]) -> list[dict]:
     return rows
 
 
-def run(count: int = STUDENTS) -> list[dict]:
+def run(count: int = STUDENTS, smoke: bool = False) -> list[dict]:
+    """Smoke: 6 students (every step of the class, none of the load)."""
+    count = 6 if smoke else count
     from e2e_helpers import AppProcess, app_env
     from proxy_helpers import nginx_in_front, precompressed_bundle
 
