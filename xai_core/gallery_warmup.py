@@ -100,6 +100,27 @@ def intervention_lab(vit, cnn, image) -> None:
 
 PAGES = (home_and_tokens, vit_explainer, attention_distance, rollout_and_gae, gradcam_steps,
          daam_flow, comparison, intervention_lab)
+# what a class opens first: the Explainer and page 9's first views, on the default picture
+FIRST = (vit_explainer, intervention_lab)
+
+
+def lecture_order(images: list[str], first: str) -> list[tuple[str, object]]:
+    """(gallery id, page function) in the order a lecture needs them: FIRST on the `first`
+    picture, then its other pages, then every page of each other picture."""
+    steps = [(first, page) for page in FIRST]
+    ordered = [first, *(image for image in images if image != first)]
+    return steps + [(image, page) for image in ordered for page in PAGES
+                    if (image, page) not in steps]
+
+
+def warm_step(vit, cnn, image, page) -> str | None:
+    """One page's default computations for one image: None, or its failure in words."""
+    with shared_forwards():
+        try:
+            page(vit, cnn, image)
+        except (ValueError, RuntimeError) as error:
+            return f"{page.__name__}: {error}"
+    return None
 
 
 @dataclass

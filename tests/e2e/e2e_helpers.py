@@ -45,8 +45,8 @@ def healthy(url: str) -> bool:
     return check(url, timeout=2)
 
 
-STREAMLIT_RUN = ("-m", "streamlit", "run", "dashboard/app.py")  # as deploy/systemd starts it
-MAKE_RUN = ("-m", "dashboard.serve")  # as `make run` starts it: models prepared first
+STREAMLIT_RUN = ("-m", "streamlit", "run", "dashboard/app.py")  # the app alone: no warm-up
+MAKE_RUN = ("-m", "dashboard.serve")  # as `make run` and deploy/systemd start it
 
 
 class AppProcess:
