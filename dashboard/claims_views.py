@@ -39,6 +39,11 @@ def method_names(names) -> dict[str, str]:
     return {name: METHODS[name].shown_name for name in names}
 
 
+def and_list(names: list[str]) -> str:
+    """['a', 'b', 'c'] -> 'a, b and c'."""
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+
+
 def claims_view(model, image, target, head) -> None:
     choices = ["tokens", "pixels"] if model.spec.family == "vit" else ["pixels"]
     remove = links.choice(st.radio, "Remove a patch by", choices, key="iv_claim_remove",
@@ -68,7 +73,7 @@ def claims_view(model, image, target, head) -> None:
         f"lowers the score more than removing k patches picked at random: its line ends "
         f"above the grey band, the random draws' 95 % interval. At k = {k} random patches "
         f"lower the score by {low:+.4f} to {high:+.4f}; "
-        + (f"{', '.join(beat)} beat{'s' if len(beat) == 1 else ''} random there"
+        + (f"{and_list(beat)} beat{'s' if len(beat) == 1 else ''} random there"
            if beat else "no method beats random there")
         + f" ({len(beat)} of the {len(names)} methods).")
     if mine and part.learner is not None:

@@ -19,8 +19,9 @@ from .reuse import reused
 from .style import DIVERGING, LINE_COLOURS, plain_text, symmetric_bound
 
 RANDOM_GREY = "#7f7f7f"
-# the methods' colours: every line colour but the random floor's grey
-METHOD_COLOURS = tuple(colour for colour in LINE_COLOURS if colour != RANDOM_GREY)
+# the methods' colours: every line colour but the random floor's grey and the olive that reads
+# as the learner's yellow
+METHOD_COLOURS = tuple(colour for colour in LINE_COLOURS if colour not in (RANDOM_GREY, "#bcbd22"))
 YOURS = "#ffd400"  # the learner's patches, on every picture
 
 MAP_NAMES = {"attention": "attention (last block)", "rollout": "rollout", "gae": "GAE",
@@ -93,6 +94,7 @@ def readout_figure(margins: np.ndarray, ranks: np.ndarray, scores: np.ndarray,
         figure.add_trace(go.Scatter(
             x=chosen, y=np.asarray(margins)[chosen], mode="markers+text", name=name,
             text=[f"#{ranks[b]}" for b in chosen], textposition="top center",
+            cliponaxis=False,  # the top point's rank above the plot's edge
             marker=dict(size=11, **style), customdata=np.stack(
                 [np.asarray(ranks)[chosen], np.asarray(scores)[chosen]], axis=1),
             hovertemplate=("block %{x}: rank %{customdata[0]}, margin %{y:+.4f}<br>"
@@ -151,6 +153,7 @@ def claims_figure(found, removal: str, shown: dict[str, str], height: int = 560)
     figure = go.Figure()
     figure.add_trace(go.Scatter(
         x=ks + ks[::-1], y=list(interval[:, 1]) + list(interval[::-1, 0]), fill="toself",
+        mode="lines",  # a band: no points at its corners
         fillcolor="rgba(127,127,127,0.3)", line=dict(width=0, color=RANDOM_GREY),
         hoverinfo="skip", name=f"random k patches: 95 % interval ({found.draws} draws)"))
     figure.add_trace(go.Scatter(x=ks, y=part.random_mean(), mode="lines", name="random: mean",
@@ -199,21 +202,31 @@ def pick_figure(image: Image.Image, grid: tuple[int, int], patch_size: tuple[flo
 
 @reused
 def reveal_figure(rows: list[dict], removal: str, score_kind: str) -> go.Figure:
-    """The drops at the learner's k, one bar a line: you, each method, and random with its
-    interval; the names on the left, so none runs into another on a phone."""
-    shown = [row for row in rows if row["removal"] == removal][::-1]  # you on top
-    errors = [[row.get("high", row["drop"]) - row["drop"] for row in shown],
-              [row["drop"] - row.get("low", row["drop"]) for row in shown]]
-    colours = ["black" if row["chooser"] == "you" else RANDOM_GREY
-               if row["chooser"].startswith("random") else LINE_COLOURS[0] for row in shown]
+    """The drops at the learner's k, one bar a line: you on top, each method, and random
+    with its interval (the only bar with one); the names on the left, so none runs into
+    another on a phone."""
+    shown = [row for row in rows if row["removal"] == removal]
+    chosen = [row for row in shown if "low" not in row][::-1]  # you on top
+    random = [row for row in shown if "low" in row]
     figure = go.Figure(go.Bar(
-        y=[plain_text(row["chooser"]) for row in shown], x=[row["drop"] for row in shown],
-        orientation="h", marker_color=colours,
-        error_x=dict(type="data", array=errors[0], arrayminus=errors[1], color="black"),
+        y=[plain_text(row["chooser"]) for row in chosen], x=[row["drop"] for row in chosen],
+        orientation="h", showlegend=False,
+        marker_color=["black" if row["chooser"] == "you" else LINE_COLOURS[0]
+                      for row in chosen],
         hovertemplate="%{y}<br>drop %{x:+.4f}<extra></extra>"))
+    figure.add_trace(go.Bar(
+        y=[row["chooser"] for row in random], x=[row["drop"] for row in random],
+        orientation="h", showlegend=False, marker_color=RANDOM_GREY,
+        error_x=dict(type="data", color="black",
+                     array=[row["high"] - row["drop"] for row in random],
+                     arrayminus=[row["drop"] - row["low"] for row in random]),
+        hovertemplate="%{y}<br>drop %{x:+.4f} (95 % interval of the mean)<extra></extra>"))
     figure.add_vline(x=0, line=dict(color="black", width=1))
     figure.update_xaxes(title=f"drop ({short_score(score_kind)})")
-    figure.update_layout(height=90 + 32 * len(shown), margin=dict(l=10, r=10, t=20, b=10))
+    figure.update_yaxes(categoryorder="array", categoryarray=[
+        plain_text(row["chooser"]) for row in random + chosen])  # bottom to top
+    figure.update_layout(height=90 + 32 * len(shown), barmode="overlay",
+                         margin=dict(l=10, r=10, t=20, b=10))
     return figure
 
 
