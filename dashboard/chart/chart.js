@@ -332,10 +332,11 @@ async function refit(chart) {
     chart.changed = false;
   }
   const passes = [
-    (box) => ({ ...annotationFixes(host, box), ...legendFixes(host, box),
+    (box) => ({ ...annotationFixes(host, box),
                 ...(chart.title && chart.titleCharWidth ? titlePlacement(chart, box) : {}) }),
     (box) => topSpace(chart, box),
-    (box) => ({ ...yTitleFixes(host, box), ...xTickFixes(host, box) }),  // the plot's final size
+    // the plot's final height: a legend under it is where it stays
+    (box) => ({ ...yTitleFixes(host, box), ...xTickFixes(host, box), ...legendFixes(host, box) }),
     (box) => yTickFixes(host, box),  // upright x labels take height
   ];
   for (const pass of passes) {

@@ -120,7 +120,9 @@ CUT = r"""() => {
   const cut = [];
   const main = document.querySelector("[data-testid='stMain']");
   for (const el of main.querySelectorAll('*')) {
-    if (!el.textContent.trim() || el.closest('.js-plotly-plot, .katex, table')) continue;
+    // a formula scrolls inside its column by KaTeX's 1-2 px of rounding (test_browser.py)
+    if (!el.textContent.trim() || el.closest('.js-plotly-plot, .katex, .katex-display, table'))
+      continue;  // (and its screen-reader copy of a formula, clipped to a pixel by design)
     const style = getComputedStyle(el);
     const hides = style.textOverflow === 'ellipsis' || ['hidden', 'auto', 'scroll', 'clip']
       .includes(style.overflowX);

@@ -100,9 +100,7 @@ def receptive_field_figure(textbook: list[int], stages: list, stage_positions: l
                          yaxis=dict(title="receptive field (pixels)", type="log",
                                     tickvals=decades, ticktext=[str(d) for d in decades]),
                          margin=dict(l=10, r=10, t=50, b=10),
-                         # over the plot: under it, it ran into the axis title
-                         legend=dict(orientation="h", x=0, xanchor="left", y=1.02,
-                                     yanchor="bottom"))
+                         legend=dict(orientation="h", y=-0.2))
     return figure
 
 

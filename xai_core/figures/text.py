@@ -43,9 +43,10 @@ def attention_heatmap(matrix: np.ndarray, tokens, title: str, highlight: int | N
                                   colorscale=SCALE, customdata=customdata, hovertemplate=hover,
                                   # over the plot, not beside it: the keys' columns keep the
                                   # width (16 tokens' names need it in half a projector's page)
-                                  colorbar=dict(orientation="h", thickness=10, len=0.5, x=0,
-                                                xanchor="left", y=1.02, yanchor="bottom",
-                                                title=dict(text="weight", side="right"))))
+                                  colorbar=dict(orientation="h", thickness=10, len=1, x=0.5,
+                                                xanchor="center", y=1.02, yanchor="bottom",
+                                                nticks=4, title=dict(text="weight",
+                                                                     side="top"))))
     if highlight is not None:
         figure.add_shape(type="rect", x0=-0.5, x1=n - 0.5, y0=highlight - 0.5,
                          y1=highlight + 0.5, line=dict(color=_rgba(HIGHLIGHT_RGB, 1), width=3))
