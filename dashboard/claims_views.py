@@ -70,8 +70,8 @@ def claims_view(model, image, target, head) -> None:
     beat = [names[m] for m in lab.beating_random(part, top)]
     st.markdown(
         f"**Beating random at k** means that removing the k patches a method ranks highest "
-        f"lowers the score more than removing k patches picked at random: its line ends "
-        f"above the grey band, the random draws' 95 % interval. At k = {k} random patches "
+        f"lowers the score more than removing k patches picked at random: at that k its line "
+        f"runs above the grey band, the random draws' 95 % interval. At k = {k} random patches "
         f"lower the score by {low:+.4f} to {high:+.4f}; "
         + (f"{and_list(beat)} beat{'s' if len(beat) == 1 else ''} random there"
            if beat else "no method beats random there")
