@@ -22,15 +22,16 @@ test: $(VENV)/.installed system-deps
 bench: $(VENV)/.installed
 	$(PY) -m bench.run
 
-# Debian packages for PNG export (kaleido), the browser and the proxy tests
-# (skipped when both are on PATH).
+# Debian packages for PNG export (kaleido), the browser, the proxy tests and class mode's
+# PostgreSQL tests (skipped when all are there).
 system-deps:
-	@if command -v chromium >/dev/null && command -v nginx >/dev/null; then \
-		echo "chromium and nginx already installed"; \
+	@if command -v chromium >/dev/null && command -v nginx >/dev/null \
+			&& ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then \
+		echo "chromium, nginx and postgresql already installed"; \
 	else \
 		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 		$$SUDO apt-get update && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y \
-			--no-install-recommends chromium nginx; \
+			--no-install-recommends chromium nginx postgresql; \
 	fi
 
 # Real browser (Playwright + system chromium) and nginx-in-front-of-two-replicas tests.

@@ -16,7 +16,8 @@ import time
 import torch
 
 from xai_core.images import load_sample
-from xai_core.methods import METHODS, daam, daam_knn, daam_sanity
+from xai_core.methods import METHODS, daam, daam_knn
+from xai_core.metrics import daam_sanity
 from xai_core.models import get_model
 from xai_core.pipeline import CAPTURE_CACHE, prepare
 

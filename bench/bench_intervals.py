@@ -1,12 +1,12 @@
 """The coverage simulation behind the benchmark's choice of interval: each 95 % interval of
 a mean (Student's t, scipy's BCa bootstrap, a studentised bootstrap) over 2000 samples of
 n = 3, 5, 8, 20 from a normal and a lognormal population; the share that holds the true
-mean. `xai_core.benchmark.statistics.SIMULATED_COVERAGE` records these figures (a row's
+mean. `xai_core.metrics.statistics.SIMULATED_COVERAGE` records these figures (a row's
 note says whether they still agree)."""
 
 from __future__ import annotations
 
-from xai_core.benchmark import statistics as stats
+from xai_core.metrics import statistics as stats
 
 
 def run() -> list[dict]:

@@ -19,8 +19,8 @@ import time
 
 import torch
 
-from xai_core import cause_vs_claim, interventions, readout
-from xai_core.compare import default_methods, run_methods
+from xai_core.studies import cause_vs_claim, interventions, readout
+from xai_core.studies.method_runs import default_methods, run_methods
 from xai_core.infra.cache import memory_only
 from xai_core.images import load_sample
 from xai_core.models import get_model

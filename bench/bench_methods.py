@@ -8,7 +8,8 @@ import statistics
 import tempfile
 import time
 
-from xai_core import compare, pipeline
+from xai_core.studies import method_runs
+from xai_core import pipeline
 from xai_core.images import load_sample
 from xai_core.methods import METHODS
 from xai_core.models import get_model
@@ -33,7 +34,7 @@ def method_rows() -> list[dict]:
             for image, target in zip(images, targets):
                 pipeline.CAPTURE_CACHE.clear()  # every image pays for its own passes
                 started = time.perf_counter()
-                run = compare.run_method(model, image, name, target)
+                run = method_runs.run_method(model, image, name, target)
                 seconds.append(time.perf_counter() - started)
                 cost = run.cost_text() if run.ok else run.error
             rows.append({"name": f"{model_id} {name}: seconds per image",

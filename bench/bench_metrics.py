@@ -19,7 +19,8 @@ import os
 import statistics
 import time
 
-from xai_core import compare, pipeline
+from xai_core.studies import method_runs
+from xai_core import pipeline
 from xai_core.metrics import faithfulness
 from xai_core.images import load_sample
 from xai_core.models import get_model
@@ -32,8 +33,8 @@ REPEATS = 3
 
 def _curve(model, pixels, saliency, metric, target, batch_size):
     return faithfulness.compute_curve(model, pixels, saliency, metric,
-                                      faithfulness.class_scorer(model, target), target,
-                                      faithfulness.score_kind(model), "zeros", STEPS, batch_size)
+                                      pipeline.class_scorer(model, target), target,
+                                      pipeline.score_kind(model), "zeros", STEPS, batch_size)
 
 
 def _speed_up(model, pixels, saliency, target, batch: int) -> dict:
@@ -60,7 +61,7 @@ def run() -> list[dict]:
         target = pipeline.resolve_target(model, None, image)
         pixels = pipeline.prepare(model, image).pixels
         batch = pipeline.default_batch_size(model)
-        runs = [r for r in compare.run_methods(model, image, compare.default_methods(model),
+        runs = [r for r in method_runs.run_methods(model, image, method_runs.default_methods(model),
                                                target) if r.ok]
         if not runs:
             rows.append({"name": f"{model_id}: no registered method", "value": 0.0,

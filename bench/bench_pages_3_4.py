@@ -37,7 +37,7 @@ def run() -> list[dict]:
     from xai_core.images import COLLAGE_ID, SAMPLES, load_sample
     from xai_core.methods import distance, gae, rollout
     from xai_core.models import get_model
-    from xai_core.analysis.sinks import analyse_sinks
+    from xai_core.analysis.attention_sinks import analyse_sinks
 
     model = get_model("dinov2-s14")  # warm: model loading is not page time
     get_model("efficientnet-lite0")

@@ -27,19 +27,19 @@ TIMED = textwrap.dedent("""
     import json, sys, time
     sys.path.insert(0, {root!r})
     import xai_core
-    from xai_core import gallery_warmup
+    from xai_core.lessons import warmup
     from xai_core.images import load_sample
     from xai_core.models import DEFAULT_CNN, DEFAULT_VIT, disk_cache, get_model
     vit, cnn = get_model(DEFAULT_VIT), get_model(DEFAULT_CNN)
     image = load_sample({sample!r})
-    gallery_warmup._top(vit, image), gallery_warmup._top(cnn, image)  # the models' first pass
+    warmup._top(vit, image), warmup._top(cnn, image)  # the models' first pass
     what = sys.argv[1]
     started = time.perf_counter()
     if what == "page4":
-        gallery_warmup.rollout_and_gae(vit, cnn, image)
-        computed, read = gallery_warmup._counts()
+        warmup.rollout_and_gae(vit, cnn, image)
+        computed, read = warmup._counts()
     else:
-        row = gallery_warmup.warm_image(vit, cnn, {sample!r}, image)
+        row = warmup.warm_image(vit, cnn, {sample!r}, image)
         computed, read = row.computed, row.from_disk
     seconds = time.perf_counter() - started
     store = disk_cache.result_store()

@@ -156,7 +156,8 @@ def new_session_run(page: str, image: str, profiler: ScriptProfiler,
 
 def shared_caches() -> dict:
     """The process-wide caches a warm page run reads, by name (those this code has)."""
-    from xai_core import explainer, pipeline
+    from xai_core.lessons import explainer
+    from xai_core import pipeline
     from xai_core.figures import layers, reuse
     from xai_core.methods import base
 
@@ -210,7 +211,7 @@ def warm_main(pages: list[str], images: list[str], runs: int, replica_first: boo
     on a replica that has not shown this image yet: what it draws comes from the disk
     store."""
     from dashboard.serve import import_app_modules, prepare_models
-    from xai_core.cli.warmup import warm_up
+    from xai_core.lessons.warmup import warm_up
 
     if freeze:
         prepare_models()
@@ -263,7 +264,7 @@ def warm_main(pages: list[str], images: list[str], runs: int, replica_first: boo
 
 def main(pages: list[str]) -> None:
     from dashboard.page_list import existing_pages
-    from xai_core.cli.warmup import warm_up
+    from xai_core.lessons.warmup import warm_up
 
     warm_up()  # as `make run` does before the first page
     names = [name for name, _, _ in existing_pages() if not pages or name in pages]

@@ -13,9 +13,9 @@ import xai_core  # noqa: E402,F401,I001  (before torch: it sets the threads' wai
 import streamlit as st  # noqa: E402
 import torch  # noqa: E402
 
-from dashboard import charts, links, replica, state, ui  # noqa: E402
+from dashboard import charts, classroom, links, replica, state, ui  # noqa: E402
 from dashboard.page_list import PAGES, existing_pages  # noqa: E402
-from xai_core.infra.faults import Cancelled, ModelOutOfMemory# noqa: E402
+from xai_core.infra.faults import Cancelled, ModelOutOfMemory  # noqa: E402
 from xai_core.images import (COLLAGE_ID, IMAGE_SUFFIXES, SAMPLES, ImageError,  # noqa: E402
                              describe_fit, load_upload, shared_image)
 from xai_core.models import (DEFAULT_CNN, DEFAULT_VIT, MODEL_SPECS, availability,  # noqa: E402
@@ -53,9 +53,12 @@ def _image_picker() -> None:
         if uploaded is not None:
             try:
                 st.session_state["upload_image"] = shared_image(load_upload(uploaded.getvalue()))
-            except ImageError as error:
+                st.session_state.pop(state.UPLOAD_ERROR, None)
+            except ImageError as error:  # said in the main area, where the learner looks
                 st.session_state["upload_image"] = None
-                st.error(str(error))
+                st.session_state[state.UPLOAD_ERROR] = str(error)
+        else:
+            st.session_state.pop(state.UPLOAD_ERROR, None)
         upload = st.session_state.get("upload_image")
         if upload is not None:
             spec = MODEL_SPECS[state.selection().vit_id]
@@ -86,6 +89,23 @@ def sidebar(charts_follow: bool):
         return st.empty()  # for the disk-cache notice, filled once the page has run
 
 
+def _sidebar_start(page: str) -> None:
+    """A lecture link to the ViT Explainer in presentation mode (`?presentation=true`, as
+    the tour's projector links are) starts with the sidebar collapsed: on a 1280x720
+    projector it took a quarter of the width, and the parts the tour points at had to
+    stack taller than the screen. Decided on the session's first run only: what the
+    learner does with the sidebar afterwards stays theirs."""
+    if st.session_state.get(SIDEBAR_STARTED):
+        return
+    st.session_state[SIDEBAR_STARTED] = True
+    if page == EXPLAINER_PATH and links.is_true(st.query_params.get("presentation")):
+        st.set_page_config(initial_sidebar_state="collapsed")
+
+
+SIDEBAR_STARTED = "sidebar_started"
+EXPLAINER_PATH = "vit_explainer"  # st.Page's URL path for pages/0_vit_explainer.py
+
+
 def main() -> None:
     # a local icon: a ":material/...:" favicon is fetched from fonts.gstatic.com
     st.set_page_config(page_title="ViT Lens", page_icon=str(ROOT / "dashboard" / "favicon.png"),
@@ -93,16 +113,21 @@ def main() -> None:
     pages = [st.Page(PAGES / name, title=title, icon=icon, default=(name == "home.py"))
              for name, title, icon in existing_pages()]
     navigation = st.navigation(pages)
+    _sidebar_start(navigation.url_path)
     links.start_run()
-    cache_spot = sidebar(charts_follow=navigation.url_path != "vit_explainer")
+    classroom.start_run()
+    cache_spot = sidebar(charts_follow=navigation.url_path != EXPLAINER_PATH)
+    classroom.sidebar()
     ui.cache_notice(cache_spot)
     replica.restart_notice()
+    classroom.panel(navigation.url_path)
     try:
         navigation.run()
     except (ModelOutOfMemory, Cancelled) as fault:  # a part of a page without friendly_errors
         st.error(str(fault))
     finally:  # also after st.stop(): the URL must not keep another page's choices
         links.prune()
+        classroom.after_run(navigation.url_path)
     ui.cache_notice(cache_spot)  # a write that failed during this run
 
 

@@ -4,7 +4,7 @@ default picture's Explainer and page 9 finds them computed.
 `dashboard.serve` (what `make run` and each replica's systemd unit start) calls `start` after
 the models are loaded: a daemon thread waits until the server's port answers its health
 check, then computes every page's default views for each gallery picture
-(`gallery_warmup.lecture_order`: the default picture's Explainer and page 9 first), one line
+(`lessons.warmup.lecture_order`: the default picture's Explainer and page 9 first), one line
 per step in the log. Page 9 reads `PROGRESS` and says, while it runs, that a first view may
 still take a while. Replicas sharing one cache folder take turns (a file lock in it): the
 second replica's turn reads what the first wrote to the shared result store, filling its own
@@ -63,7 +63,7 @@ def start(health_url: str | None, log=print, images: list[str] | None = None) ->
 
 
 def _run(health_url: str | None, log, images: list[str] | None) -> None:
-    from xai_core.cli.warmup import wait_healthy
+    from xai_core.infra.health import wait_healthy
 
     if health_url is not None and not wait_healthy(health_url, HEALTH_WAIT_S):
         log(f"ViT Lens warm-up: {health_url} did not answer; the gallery is not warmed")
@@ -107,9 +107,9 @@ def _turn(log):
 
 
 def warm(log, images: list[str] | None = None) -> Progress:
-    """Every step of `gallery_warmup.lecture_order`, one log line each, into PROGRESS."""
+    """Every step of `lessons.warmup.lecture_order`, one log line each, into PROGRESS."""
     from dashboard.state import DEFAULT_IMAGE
-    from xai_core.gallery_warmup import lecture_order, warm_step
+    from xai_core.lessons.warmup import lecture_order, warm_step
     from xai_core.images import load_sample, sample_ids
     from xai_core.models import DEFAULT_CNN, DEFAULT_VIT, get_model
 

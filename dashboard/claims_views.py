@@ -4,12 +4,13 @@ first, then every method's), with the patch picker they share with the tokens vi
 
 import streamlit as st
 
-from xai_core import cause_vs_claim as claims
-from xai_core import interventions as iv
-from xai_core import lab, pipeline
-from xai_core.figures import interventions as figs
+from xai_core import pipeline
+from xai_core.analysis.perturbation import BASELINE_NAMES, BASELINES
+from xai_core.figures import intervention_figures as figs
+from xai_core.lessons import interventions_lab as lab
 from xai_core.methods import METHODS
-from xai_core.metrics.faithfulness import BASELINE_NAMES, BASELINES
+from xai_core.studies import cause_vs_claim as claims
+from xai_core.studies import interventions as iv
 
 from . import links, literal, ui
 from .clicks import apply_chart_click

@@ -3,31 +3,31 @@ their options) with its runs, and Integrated Gradients' completeness note."""
 
 import streamlit as st
 
-from xai_core import compare
-from xai_core.comparison import FAMILY_LABEL
+from xai_core.studies import method_runs
+from xai_core.lessons.comparison import FAMILY_LABEL
 from xai_core.infra import budget
 from xai_core.methods import METHODS
 from xai_core.methods.integrated_gradients import COMPLETENESS_LIMIT
-from xai_core.metrics.faithfulness import score_kind
+from xai_core.pipeline import score_kind
 
 from . import links, literal, state, ui
 
 
-def model_section(model, image) -> compare.ModelSection:
+def model_section(model, image) -> method_runs.ModelSection:
     """One model's column: its target class, methods and their options, and their runs."""
     family = model.spec.family
     head = state.session_head(model)
     ui.model_caption(model)
     target = ui.target_picker(model, image, key=f"cmp_target_{family}", head=head,
                               label=f"Target class for the {FAMILY_LABEL[family]}")
-    names = [info.name for info in compare.applicable_methods(model)]
+    names = [info.name for info in method_runs.applicable_methods(model)]
     if not names:
         st.info(f"No explanation method for a {FAMILY_LABEL[family]} is registered yet.")
     chosen = links.choices(
         st.multiselect, f"{FAMILY_LABEL[family]} methods", names, key=f"cmp_methods_{family}",
-        default=compare.default_methods(model), what="method",
+        default=method_runs.default_methods(model), what="method",
         help="Every registered method for this kind of model. Off by default: " + "; ".join(
-            f"{name} ({why})" for name, why in compare.off_by_default().items()) + ".")
+            f"{name} ({why})" for name, why in method_runs.off_by_default().items()) + ".")
     options = {}
     if ui.panel_switch("Change the methods' options (off: every method at its defaults)",
                        key=f"cmp_options_{family}", opened_by_prefix=f"cmp_opt_{family}_"):
@@ -36,15 +36,15 @@ def model_section(model, image) -> compare.ModelSection:
             options[name] = ui.method_options(METHODS[name], model, key=f"cmp_opt_{family}_{name}")
     chosen = [name for name in chosen if options.get(name, {}) is not None]  # over budget
     with st.spinner(f"Running {len(chosen)} methods on {model.spec.display_name}..."):
-        runs = compare.run_methods(model, image, chosen, target, head, options,
+        runs = method_runs.run_methods(model, image, chosen, target, head, options,
                                    should_stop=ui.stop_check())
     for run in runs:
         if run.over_budget:
             st.error(literal.text(run.error))
         elif run.error:
             st.warning(f"**{run.name}** cannot run here: {literal.text(run.error)}")
-    return compare.ModelSection(model, target, head.class_names[target], score_kind(model, head),
-                                runs, head=head)
+    return method_runs.ModelSection(model, target, head.class_names[target],
+                                    score_kind(model, head), runs, head=head)
 
 
 def completeness_note(section, run) -> None:

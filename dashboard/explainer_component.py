@@ -26,7 +26,10 @@ import streamlit as st
 from dashboard import assets, literal, state, ui
 from dashboard.explainer_tour import TOUR, resolve_steps, step_from_query, switcher
 from dashboard.page_list import PAGE_LIST, PAGES
-from xai_core import explainer, pipeline
+from xai_core.lessons import explainer
+from xai_core import pipeline
+from xai_core.infra.faults import ModelOutOfMemory
+from xai_core.models import ModelUnavailableError, availability, get_model
 
 ASSETS = Path(__file__).resolve().parent / "explainer"
 KEY = "vit_explainer"
@@ -156,19 +159,22 @@ def component_data(model, image, head) -> bytes:
     offer resuming, and the presentation flag."""
     overview = explainer.overview_payload(model, image, head)
     step, problem = step_from_query(st.query_params.get("tour"))
-    if problem:
+    if problem:  # said once; the address keeps no step the page is not on
         st.warning(problem)
+        del st.query_params["tour"]
     if step:  # a tour opened by link is resumed after a deeper page, as one started here
         st.session_state[TOUR_STEP_KEY] = step
     view, sig = _view(), signature(model, image, head)
     holds = view.get("have") == sig
     switch = switcher(model, image, head)
-    steps = None if holds else resolve_steps(overview, switch)
+    other = second_opinion(overview, image)
+    steps = None if holds else resolve_steps(overview, switch, second_opinion=other)
     last = len(overview["blocks"]) - 1
     linked = linked_view(overview)
     block = view.get("block", linked.get("block"))
     if block is None or not 0 <= block <= last:
-        block = (steps or resolve_steps(overview, switch))[step - 1]["block"] if step else last
+        block = (steps or resolve_steps(overview, switch, second_opinion=other))[step - 1][
+            "block"] if step else last
     kept = holds and block in view.get("blocks", ())
     vectors = view.get("want_qk", False) and not (holds and block in view.get("qk", ()))
     saved = st.session_state.get(TOUR_STEP_KEY)
@@ -183,10 +189,33 @@ def component_data(model, image, head) -> bytes:
                  "resume": saved if not step and saved in range(1, len(TOUR) + 1) else None},
         "initial": {**linked, "block": block, "stage": "blocks"},
         "link": link_picture(),
+        "second_opinion": other,
         # the heads switched off: the model run again without them (none: nothing sent)
         "switch": {"live": True,
                    "result": explainer.head_switch(model, image, head, off) if off else None},
     })
+
+
+def second_opinion(overview: dict, image) -> dict | None:
+    """The sidebar's CNN's ImageNet answer, shown beside the k-NN vote for a picture the
+    k-NN bank knows nothing like (a bank of a few classes calls most photos unknown; a
+    model trained on 1000 classes gives the learner a fair comparison). None for a known
+    picture, another head, random weights, or a CNN that cannot load."""
+    prediction = overview["prediction"]
+    if prediction["head"] != "knn" or prediction["open_set"]["known"] or overview["model"]["random"]:
+        return None
+    chosen = state.selection()
+    if chosen.cnn_random or not availability(chosen.cnn_id).available:
+        return None
+    try:
+        cnn = get_model(chosen.cnn_id)
+    except (ModelUnavailableError, ModelOutOfMemory):
+        return None
+    if cnn.head is None or cnn.head.kind != "imagenet":
+        return None
+    top = pipeline.predict(cnn, image, topk=1)[0]
+    return {"model": cnn.label, "label": top.label, "share": round(top.probability, 4),
+            "classes": len(cnn.head.class_names)}
 
 
 def link_picture() -> dict:

@@ -42,10 +42,11 @@ from typing import Callable
 
 from dashboard import assets
 from dashboard.explainer_tour import resolve_steps, switcher
-from xai_core import __version__, explainer
+from xai_core import __version__
+from xai_core.lessons import explainer
 from xai_core.capture import transformer_blocks
 from xai_core.images import COLLAGE_ID, COLLAGE_TITLE, SAMPLES
-from xai_core.model_card import model_card
+from xai_core.models.card import model_card
 from xai_core.pipeline import head_of, prepare
 
 # The lesson file's own layout (manifest, byte escaping, part codecs). A host reads only

@@ -42,6 +42,11 @@ def prune() -> None:
         del st.query_params[key]
 
 
+def drawn_keys() -> set[str]:
+    """The linked keys drawn so far in this full run (what this page's address can carry)."""
+    return set(st.session_state.get(_DRAWN, set()))
+
+
 def _follow(key: str, parse: Callable[[str], Any], what: str) -> None:
     raw = st.query_params.get(key)
     seen = st.session_state.setdefault(_SEEN, {})
@@ -135,6 +140,11 @@ def number(draw: Callable, label: str, low: int, high: int, *, key: str, default
 
 
 _TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
+
+
+def is_true(raw: str | None) -> bool:
+    """Whether a link's value for a flag reads as on (`flag`'s words)."""
+    return raw is not None and raw.strip().lower() in _TRUE
 
 
 def flag(draw: Callable, label: str, *, key: str, default: bool = False,

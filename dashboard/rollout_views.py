@@ -5,8 +5,8 @@ every head of every block as small multiples."""
 import numpy as np
 import streamlit as st
 
-from xai_core.analysis.sinks import (DEFINITION, ENTROPY_DEFINITION, SINK_THRESHOLD,
-                                     value_norm_ratio)
+from xai_core.analysis.attention_sinks import (DEFINITION, ENTROPY_DEFINITION, SINK_THRESHOLD,
+                                               value_norm_ratio)
 from xai_core.analysis.token_marks import HIGH_NORM_RATIO, largest_norm_ratio
 from xai_core.figures.matrices import block_head_heatmap, head_mosaic
 from xai_core.figures.overlays import token_map_figure

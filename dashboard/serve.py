@@ -65,7 +65,6 @@ def prepare_models() -> float:
     """Load the bundled models (converting and building what is missing) with one progress
     line per model; returns the seconds it took."""
     import xai_core  # noqa: F401  (first: sets the threads' wait policy before torch loads)
-    from xai_core.cli.warmup import default_models, warm_up
 
     started = time.perf_counter()
     print("ViT Lens: preparing the bundled models (the first start on a machine also "
@@ -74,6 +73,8 @@ def prepare_models() -> float:
     # in all, measured, over the models and the 1,700 modules); one collection at the end
     gc.disable()
     try:
+        from xai_core.lessons.warmup import default_models, warm_up  # imports the core's modules
+
         _load(default_models(), warm_up)
         modules = import_app_modules()
         print(f"  {modules} modules the pages use imported", flush=True)

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import streamlit as st
 from PIL import Image
 
+from dashboard import literal
 from xai_core import pipeline
 from xai_core.capture import CaptureError
 from xai_core.infra.faults import Cancelled, ModelOutOfMemory
@@ -63,13 +64,22 @@ def _cached_sample(sample_id: str) -> Image.Image:
     return shared_image(load_sample(sample_id))  # one object for every session: read-only
 
 
+UPLOAD_ERROR = "upload_error"  # why the last upload could not be used (the sidebar sets it)
+
+
 def current_image() -> Image.Image | None:
-    """The chosen image; None (with a message shown) when an upload is missing or bad."""
+    """The chosen image; None (with a message shown) when an upload is missing or bad. A
+    bad upload is said here, in the page's main area: in the sidebar, under the uploader,
+    it was below the fold while the page asked for an upload."""
     choice = selection().image_choice
     if choice != UPLOAD_CHOICE:
         return _cached_sample(choice)
     upload = st.session_state.get("upload_image")
-    if upload is None:
+    problem = st.session_state.get(UPLOAD_ERROR)
+    if upload is None and problem:
+        st.error(f"Your file could not be used: {literal.text(problem)} Pick another file in "
+                 "the sidebar (Image → Your upload), or a picture from the gallery.")
+    elif upload is None:
         st.info("Upload an image in the sidebar, or pick one from the gallery. (A link "
                 "cannot carry an uploaded picture: one made from an upload opens here.)")
     return upload

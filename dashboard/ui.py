@@ -214,8 +214,8 @@ def target_picker(model, image, key: str, label: str = "Target class", head=None
 
 def unknown_picture_note(model, image, head=None, compact: bool = False) -> None:
     """Say in words, next to an answer, when the picture looks like none of what the model
-    knows (`xai_core.open_set`): a warning, or one caption line beside a picker."""
-    from xai_core.open_set import open_set
+    knows (`xai_core.studies.open_set`): a warning, or one caption line beside a picker."""
+    from xai_core.studies.open_set import open_set
 
     found = open_set(model, image, head)
     if found.known:

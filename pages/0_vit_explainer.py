@@ -5,7 +5,7 @@ import streamlit as st
 from dashboard import ui
 from dashboard.explainer_component import explainer_view, lesson_export
 from dashboard.explainer_tour import TOUR
-from xai_core.explainer import QUANTISATION
+from xai_core.lessons.explainer import QUANTISATION
 
 st.title("ViT Explainer")
 st.markdown(

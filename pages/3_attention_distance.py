@@ -13,7 +13,7 @@ from xai_core.figures.overlays import token_map_figure
 from xai_core.images import COLLAGE_ID, SAMPLES, load_sample
 from xai_core.methods import METHODS, distance
 from xai_core.methods.attention import query_prefix_attention
-from xai_core.analysis.sinks import SINK_THRESHOLD
+from xai_core.analysis.attention_sinks import SINK_THRESHOLD
 from xai_core.analysis.token_marks import high_norm_tokens
 from xai_core.analysis.tokens import prefix_token_names
 

@@ -9,7 +9,8 @@ from xai_core.capture import shared_forwards
 from xai_core.figures.curves import contributions_figure, weights_figure
 from xai_core.figures.overlays import flow_figure, map_row_figure
 from xai_core.images import COLLAGE_ID
-from xai_core.methods import METHODS, daam, daam_knn, daam_sanity
+from xai_core.methods import METHODS, daam, daam_knn
+from xai_core.metrics import daam_sanity
 from xai_core.analysis.tokens import prefix_token_names
 
 st.title("DAAM flow: how the decision forms, block by block")

@@ -1,20 +1,21 @@
 """Page 7: every registered method on one image - theory, measured cost, faithfulness,
 agreement, localisation, export. Layout and words only: the numbers come from
-xai_core.comparison (one `Comparison` object every view reads) and xai_core.benchmark."""
+xai_core.lessons.comparison (one `Comparison` object every view reads) and xai_core.benchmark."""
 
 import pandas as pd
 import streamlit as st
 
 from dashboard import benchmark_view, comparison_parts, links, literal, state, ui
 from xai_core.capture import shared_forwards
-from xai_core.comparison import (BOX_NAMES, DEFAULT_TOP_K_PERCENT, FAMILY_LABEL, Comparison,
-                                 ExportRequest, FaithSettings, default_box)
+from xai_core.lessons.comparison import (BOX_NAMES, DEFAULT_TOP_K_PERCENT, FAMILY_LABEL, Comparison,
+                                         ExportRequest, FaithSettings, default_box)
 from xai_core.figures.export import ExportUnavailable, comparison_png, find_browser
 from xai_core.figures.matrices import agreement_heatmap
 from xai_core.figures.overlays import localisation_figure
 from xai_core.infra import budget
 from xai_core.methods import METHODS, THEORY_ROWS
-from xai_core.metrics.faithfulness import BASELINE_NAMES, BASELINES, MIN_STEPS
+from xai_core.metrics.faithfulness import MIN_STEPS
+from xai_core.analysis.perturbation import BASELINE_NAMES, BASELINES
 from xai_core.metrics.stability import is_seeded
 
 STABILITY, LOCALISE, FAITH, TOP_K = "cmp_stability", "cmp_localise", "cmp_faith", "cmp_topk"

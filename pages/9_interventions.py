@@ -5,13 +5,14 @@ import streamlit as st
 from dashboard import background_warmup, links, literal, state, ui
 from dashboard.claims_views import REMOVE, claims_view, patch_picker, predict_view, toggle
 from dashboard.clicks import apply_chart_click
-from xai_core import cause_vs_claim as claims
-from xai_core import interventions as iv
-from xai_core import lab, pipeline
+from xai_core.studies import cause_vs_claim as claims
+from xai_core.studies import interventions as iv
+from xai_core.lessons import interventions_lab
+from xai_core import pipeline
 from xai_core.capture import model_layout
-from xai_core.figures import interventions as figs
-from xai_core.metrics.faithfulness import BASELINE_NAMES, BASELINES
-from xai_core.readout import ALIKE, readout
+from xai_core.figures import intervention_figures as figs
+from xai_core.analysis.perturbation import BASELINE_NAMES, BASELINES
+from xai_core.studies.readout import ALIKE, readout
 
 st.title("Interventions: test a map against the model")
 st.markdown(
@@ -80,7 +81,7 @@ def show_outcome(model, image, target, head, given: dict) -> None:
 
 
 def heads_view(model, image, target, head) -> None:
-    block, chosen_head, sink = lab.sink_suggestion(model, image)
+    block, chosen_head, sink = interventions_lab.sink_suggestion(model, image)
     blocks, heads = len(model.module.blocks), model.module.blocks[0].attn.num_heads
     names = [f"{b}.{h}" for b in range(blocks) for h in range(heads)]
     st.markdown(f"The sink analysis (page 4) measures block {block}, head {chosen_head} as the "
@@ -131,7 +132,7 @@ def positions_view(model, image, target, head) -> None:
 
 
 def attention_view(model, image, target, head) -> None:
-    allowed = lab.attention_options(model)
+    allowed = interventions_lab.attention_options(model)
     change = links.choice(st.radio, "Change", list(allowed), key="iv_change", horizontal=True)
     if allowed[change]:
         st.info(f"{change} is not available here: {allowed[change]}")
@@ -200,7 +201,7 @@ def importance_view(model, image, target, head) -> None:
     with st.spinner("Switching every head off, one at a time..."):
         grid = iv.head_importance(model, image, target=target, head=head, fill=fill,
                                   should_stop=ui.stop_check())
-    stories = lab.importance_stories(model, image, grid)
+    stories = interventions_lab.importance_stories(model, image, grid)
     unit = figs.short_score(grid.score_kind)
     ui.show_figure(figs.importance_grid(grid.drops, grid.score_kind), key="iv_grid")
     ui.show_figure(figs.stories_figure(stories.drops, stories.stories, stories.rho,
@@ -209,11 +210,11 @@ def importance_view(model, image, target, head) -> None:
                 + " ".join(stories.sentences()))
     st.caption(f"Drop = the target's {unit} in the plain forward minus with the head off "
                f"({FILLS[fill]}). Entropy: mean over queries, in nats. Rollout weight: "
-               f"{lab.ROLLOUT_WEIGHT}.")
+               f"{interventions_lab.ROLLOUT_WEIGHT}.")
 
 
 view = ui.view_picker(VIEWS, key="iv_view", opened_by=OPENED_BY)
-why_not = lab.refusals(model).get(view)
+why_not = interventions_lab.refusals(model).get(view)
 if why_not:
     st.info(f"{VIEWS[view]} is not available for this model: {why_not}")
     st.stop()

@@ -7,7 +7,7 @@ from dashboard.page_list import PAGES
 from xai_core import pipeline
 from xai_core.figures.curves import prediction_bars
 from xai_core.figures.overlays import image_figure
-from xai_core.model_card import model_card
+from xai_core.models.card import model_card
 
 st.title("ViT Lens")
 st.markdown(

@@ -22,7 +22,7 @@ from xai_core.metrics.agreement import spearman
 from xai_core.metrics.faithfulness import faithfulness
 from xai_core.benchmark.plan import Settings
 from xai_core.benchmark.run import read_units, run_benchmark
-from xai_core.benchmark.statistics import t_interval
+from xai_core.metrics.statistics import t_interval
 from xai_core.benchmark.summary import mean_ranks
 from xai_core.cli.main import main
 from xai_core.images import fit_to_model, model_input_box
@@ -241,7 +241,7 @@ def test_box_metrics_from_a_csv_file(tmp_path):
                         boxes=str(boxes), steps=2)
     run_benchmark(settings, tmp_path / "out", progress_bar=False)
     rows = {(r["method"], r["metric"]): r for r in read_csv(tmp_path / "out" / "results.csv")}
-    from xai_core.compare import run_method
+    from xai_core.studies.method_runs import run_method
     from xai_core.images import load_sample
     from xai_core.models import get_model
 
@@ -282,7 +282,7 @@ def test_road_equals_pytorch_grad_cam_and_randomisation_uses_a_private_copy(tmp_
     from pytorch_grad_cam.metrics.road import ROADCombined
 
     from xai_core.benchmark.scoring import randomised_twin
-    from xai_core.compare import run_method
+    from xai_core.studies.method_runs import run_method
     from xai_core.images import load_sample
     from xai_core.models import get_model
     from xai_core.pipeline import prepare

@@ -16,7 +16,7 @@ from xai_core.infra import budget
 from xai_core import models, pipeline
 from xai_core.cli import common
 from xai_core.cli.main import main
-from xai_core.compare import PassCounter
+from xai_core.studies.method_runs import PassCounter
 from xai_core.methods import METHODS
 from xai_core.methods import attribution
 from xai_core.models import get_model
@@ -80,7 +80,7 @@ def one_sentence(text: str) -> bool:
     ("saliency", {}), ("attention", {}), ("gradcam", {}),
 ])
 def test_declared_passes_are_the_passes_a_method_runs(name, options):
-    """The oracle: forward hooks on the model (compare.PassCounter) count the images each
+    """The oracle: forward hooks on the model (method_runs.PassCounter) count the images each
     forward carries and the backward calls; the declaration says images forward, images
     back, and images per pass (backward calls = images back / batch, rounded up)."""
     method = METHODS[name]

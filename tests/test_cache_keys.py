@@ -10,7 +10,8 @@ import pytest
 from single_thread import one_torch_thread
 from test_concurrency import images, tiny_vit
 
-from xai_core import compare, pipeline
+from xai_core.studies import method_runs
+from xai_core import pipeline
 from xai_core.infra.cache import cache_key
 from xai_core.methods import METHODS, distance, rollout
 from xai_core.methods.base import RESULT_CACHE
@@ -99,7 +100,7 @@ def test_a_session_head_never_gets_another_heads_cached_result(knn_model):
     assert {"daam", "gae", "vit-gradcam"} <= set(names)
 
     def session_results():
-        runs = {name: compare.run_method(model, image, name, target, head=session)
+        runs = {name: method_runs.run_method(model, image, name, target, head=session)
                 for name in names}
         capture = pipeline.vit_capture(model, image, target, session)
         curve = faithfulness(model, image, runs["gae"].map, "deletion", target, head=session,
@@ -112,7 +113,7 @@ def test_a_session_head_never_gets_another_heads_cached_result(knn_model):
     clear_caches()
     default_grad = pipeline.vit_capture(model, image, target).input_grad.clone()
     for name in names:  # the default head's results fill the caches first
-        compare.run_method(model, image, name, target)
+        method_runs.run_method(model, image, name, target)
     faithfulness(model, image, fresh_runs["gae"].map, "deletion", target, steps=4)
     runs, capture, curve = session_results()
 

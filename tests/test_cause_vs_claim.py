@@ -11,14 +11,14 @@ import numpy as np
 import pytest
 import torch
 
-from xai_core import cause_vs_claim as C
-from xai_core.benchmark.statistics import t_interval
+from xai_core.studies import cause_vs_claim as C
+from xai_core.metrics.statistics import t_interval
 from xai_core.cli.main import main
-from xai_core.compare import run_method
+from xai_core.studies.method_runs import run_method
 from xai_core.images import load_sample
 from xai_core.infra.errors import OptionError
 from xai_core.methods.attribution import reference_pixels
-from xai_core.metrics.faithfulness import class_scorer
+from xai_core.pipeline import class_scorer
 from xai_core.models import get_model
 from xai_core.pipeline import prepare
 
@@ -217,9 +217,9 @@ def test_docs_numbers_are_recomputed(dinov2):
 
     from scipy.stats import spearmanr
 
-    from xai_core import interventions as I
-    from xai_core import lab
-    from xai_core.analysis.sinks import analyse_sinks
+    from xai_core.studies import interventions as I
+    from xai_core.lessons import interventions_lab
+    from xai_core.analysis.attention_sinks import analyse_sinks
     from xai_core.images import SAMPLES
     from xai_core.pipeline import vit_capture
 
@@ -234,7 +234,8 @@ def test_docs_numbers_are_recomputed(dinov2):
         off = I.intervene(dinov2, image, maps=False, heads_off=f"{block}.{sink.head}").target
         grid = I.head_importance(dinov2, image)
         rho = [spearmanr(grid.drops.ravel(), story.ravel())[0] for story in
-               (analysis.scores, analysis.entropy, lab.rollout_weights(dinov2, image))]
+               (analysis.scores, analysis.entropy,
+                interventions_lab.rollout_weights(dinov2, image))]
         row = (f"| `{sample}` | {off['label']} | {block}.{sink.head} ({sink.score:.2f}) | "
                f"{off['before']:.4f} | {off['drop']:+.4f} | "
                + " | ".join(f"{r:+.2f}" for r in rho) + " |")
@@ -263,15 +264,16 @@ def test_the_suggested_sink_head_comes_from_the_sinks_result_not_the_capture(din
     """Page 9's first view names the strongest sink head: the one the analysis of the capture
     finds, read from the `sinks` method's small result (a replica's first visit of a picture
     must not read a 124 MB capture for it)."""
-    from xai_core import lab, pipeline
-    from xai_core.analysis.sinks import analyse_sinks
+    from xai_core.lessons import interventions_lab
+    from xai_core import pipeline
+    from xai_core.analysis.attention_sinks import analyse_sinks
 
     analysis = analyse_sinks(pipeline.vit_capture(dinov2, image))
     sink = analysis.strongest()
-    lab.sink_suggestion(dinov2, image)  # its method result, computed once
+    interventions_lab.sink_suggestion(dinov2, image)  # its method result, computed once
     pipeline.CAPTURE_CACHE.clear()
     misses = pipeline.CAPTURE_CACHE.misses
-    block, head, found = lab.sink_suggestion(dinov2, image)
+    block, head, found = interventions_lab.sink_suggestion(dinov2, image)
     assert (block, head) == (analysis.blocks.index(sink.block), sink.head)
     assert found.score == pytest.approx(sink.score) and found.key == sink.key
     assert pipeline.CAPTURE_CACHE.misses == misses
@@ -280,16 +282,17 @@ def test_the_suggested_sink_head_comes_from_the_sinks_result_not_the_capture(din
 def test_the_importance_stories_are_kept_and_read_no_capture_again(dinov2, image):
     """A class opening page 9's importance view: the stories are computed once (the rollout
     weights read the capture), then read without it; a different grid is its own entry."""
-    from xai_core import interventions as I
-    from xai_core import lab, pipeline
+    from xai_core.studies import interventions as I
+    from xai_core.lessons import interventions_lab
+    from xai_core import pipeline
 
     grid = I.head_importance(dinov2, image)
-    first = lab.importance_stories(dinov2, image, grid)
+    first = interventions_lab.importance_stories(dinov2, image, grid)
     pipeline.CAPTURE_CACHE.clear()
     misses = pipeline.CAPTURE_CACHE.misses
-    again = lab.importance_stories(dinov2, image, grid)
+    again = interventions_lab.importance_stories(dinov2, image, grid)
     assert again is first and pipeline.CAPTURE_CACHE.misses == misses
     mean = I.head_importance(dinov2, image, fill="mean")
-    other = lab.importance_stories(dinov2, image, mean)
+    other = interventions_lab.importance_stories(dinov2, image, mean)
     np.testing.assert_array_equal(other.drops, mean.drops)
     assert not np.array_equal(other.drops, first.drops)

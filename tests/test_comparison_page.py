@@ -16,7 +16,8 @@ from streamlit.runtime.memory_media_file_storage import MemoryMediaFileStorage
 from streamlit.testing.v1 import app_test as app_test_module
 
 from xai_core import capture as capture_module
-from xai_core import compare, pipeline
+from xai_core.studies import method_runs
+from xai_core import pipeline
 from xai_core.images import image_sha256, load_sample
 from xai_core.methods import METHODS
 from xai_core.metrics.localisation import localise
@@ -117,7 +118,7 @@ def test_comparison_page_renders_runs_metrics_and_exports(media):
         "attention", "rollout"]
     cnn_methods = [i.name for i in METHODS.values() if i.fits("cnn")]
     assert [m["name"] for m in manifest["models"][1]["methods"]] == [
-        n for n in cnn_methods if n not in compare.off_by_default()]
+        n for n in cnn_methods if n not in method_runs.off_by_default()]
     # the exported rollout map is exactly what the registered method returns
     direct = METHODS["rollout"](model, image)
     np.testing.assert_array_equal(archive["dinov2-s14__rollout__map"], direct.map)
@@ -155,15 +156,15 @@ def test_measured_cost_counts_the_passes_a_method_really_ran():
     model = get_model("efficientnet-lite0")
     noise = Image.fromarray(np.random.default_rng(11).integers(0, 255, (96, 128, 3), np.uint8))
     target = pipeline.resolve_target(model, None, noise)  # one forward (the prediction)
-    run = compare.run_method(model, noise, "gradcam", target)
+    run = method_runs.run_method(model, noise, "gradcam", target)
     assert run.ok and run.error is None
     assert (run.forwards, run.images, run.backwards) == (1, 1, 1)
     assert run.wall_ms > 0 and run.cost_text().startswith("1 fwd + 1 bwd")
-    assert compare.run_method(model, noise, "gradcam", target) is run
+    assert method_runs.run_method(model, noise, "gradcam", target) is run
     for name in ("saliency", "input-x-gradient"):  # they read the same backward's input grad
-        shared = compare.run_method(model, noise, name, target)
+        shared = method_runs.run_method(model, noise, name, target)
         assert shared.ok and (shared.forwards, shared.backwards) == (0, 0), name
-    bad = compare.run_method(model, noise, "gradcam", target, options={"no_such": "1"})
+    bad = method_runs.run_method(model, noise, "gradcam", target, options={"no_such": "1"})
     assert not bad.ok and "no_such" in bad.error
 
 
@@ -219,7 +220,7 @@ def test_attention_methods_reuse_the_forward_of_the_gradient_methods_capture():
     noise = Image.fromarray(np.random.default_rng(12).integers(0, 255, (90, 120, 3), np.uint8))
     target = pipeline.resolve_target(model, None, noise)
     names = ["attention", "rollout", "gae"]
-    runs = compare.run_methods(model, noise, names, target)
+    runs = method_runs.run_methods(model, noise, names, target)
     assert [run.name for run in runs] == names and all(run.ok for run in runs)
     attention, rollout, gae = runs
     assert (gae.forwards, gae.backwards) == (1, 1)
@@ -247,7 +248,7 @@ def test_gradient_methods_share_one_forward_and_give_the_maps_they_give_alone():
     image = images(1)[0]
     target = pipeline.resolve_target(model, None, image)
     names = ["daam", "gae", "legrad"]
-    daam, gae, legrad = compare.run_methods(model, image, names, target)
+    daam, gae, legrad = method_runs.run_methods(model, image, names, target)
     assert (daam.forwards, daam.backwards) == (1, 1)
     assert (gae.forwards, gae.backwards) == (0, 1)
     assert (legrad.forwards, legrad.backwards, legrad.partial_backwards) == (0, 0, 2)
@@ -273,9 +274,9 @@ def test_the_prediction_forward_is_the_one_the_gradient_methods_reuse():
     model = tiny_vit("test-tiny-knn-predict-shared", knn=True)  # an id no other test uses
     image = images(1)[0]
     names = ["daam", "gae"]
-    with capture_module.shared_forwards(), compare.PassCounter(model) as counter:
+    with capture_module.shared_forwards(), method_runs.PassCounter(model) as counter:
         target = pipeline.resolve_target(model, None, image)
-        daam, gae = compare.run_methods(model, image, names, target)
+        daam, gae = method_runs.run_methods(model, image, names, target)
         shared_output = pipeline.model_output(model, image)
     assert (counter.forwards, counter.backwards) == (1, 2)
     assert (daam.forwards, daam.backwards) == (0, 1)
@@ -299,7 +300,7 @@ def test_the_comparison_exports_what_its_views_computed_without_a_new_pass():
     from scipy.stats import spearmanr
     from tiny_models import images, tiny_vit
 
-    from xai_core.comparison import (Comparison, ExportRequest, FaithSettings, default_box)
+    from xai_core.lessons.comparison import Comparison, ExportRequest, FaithSettings, default_box
     from xai_core.metrics.faithfulness import faithfulness
 
     assert default_box(224, 224) == [56, 56, 168, 168]
@@ -307,8 +308,8 @@ def test_the_comparison_exports_what_its_views_computed_without_a_new_pass():
     model = tiny_vit("test-tiny-comparison-export", knn=True)  # an id no other test uses
     image = images(1)[0]
     target = pipeline.resolve_target(model, None, image)
-    runs = compare.run_methods(model, image, ["attention", "rollout"], target)
-    section = compare.ModelSection(model, target, model.head.class_names[target], "score", runs,
+    runs = method_runs.run_methods(model, image, ["attention", "rollout"], target)
+    section = method_runs.ModelSection(model, target, model.head.class_names[target], "score", runs,
                                    head=model.head)
     comparison = Comparison(image, [section])
     size = comparison.first_input().size
@@ -327,7 +328,7 @@ def test_the_comparison_exports_what_its_views_computed_without_a_new_pass():
                                                 runs[1].map.ravel()).statistic)
     assert bundle["settings"]["faithfulness"] == {"baseline": "zeros", "steps": 2,
                                                   "perturb": False}
-    with compare.PassCounter(model) as counter:
+    with method_runs.PassCounter(model) as counter:
         again = Comparison(image, [section]).export(request)
         again.figures()
     assert (counter.forwards, counter.backwards) == (0, 0)

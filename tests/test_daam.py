@@ -15,7 +15,8 @@ from xai_core.capture import run_capture, transformer_blocks
 from xai_core.cli.main import main as cli_main
 from xai_core.images import load_sample
 from xai_core.models.knn import MemoryBank
-from xai_core.methods import METHODS, daam, daam_knn, daam_sanity
+from xai_core.methods import METHODS, daam, daam_knn
+from xai_core.metrics import daam_sanity
 from xai_core.models import get_model
 
 

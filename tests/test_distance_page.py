@@ -8,7 +8,7 @@ from apptest_helpers import (RANDOM_DEIT, chart_keys, chart_quoting, element_tex
                              open_app, percent, plotly_array, quoting, show, sink_columns)
 
 from xai_core import pipeline
-from xai_core.analysis.sinks import SINK_THRESHOLD
+from xai_core.analysis.attention_sinks import SINK_THRESHOLD
 from xai_core.images import COLLAGE_ID, SAMPLES, load_sample
 from xai_core.methods import distance
 from xai_core.methods.distance import CONVENTION_NAMES

@@ -18,8 +18,10 @@ from PIL import Image
 from test_distance import brute_force_mean_pairwise, keras_mean_attention_distance
 
 from dashboard import explainer_tour as tour
+from dashboard.explainer_glossary import plain
 from dashboard.page_list import PAGES, PAGE_LIST
-from xai_core import explainer, pipeline
+from xai_core.lessons import explainer
+from xai_core import pipeline
 from xai_core.capture import transformer_blocks
 from xai_core.images import fit_to_model, load_sample, load_upload, model_crop_box
 from xai_core.methods import METHODS
@@ -27,7 +29,7 @@ from xai_core.methods.rollout import attention_rollout, auto_start
 from xai_core.models import get_model
 
 JS = "\n".join(path.read_text() for path in sorted(
-    (Path(explainer.__file__).resolve().parent.parent / "dashboard" / "static"
+    (Path(__file__).resolve().parents[1] / "dashboard" / "static"
      / "explainer").glob("*.js")))  # the component's modules
 F16 = 2.0 ** -11  # float16's relative rounding error
 
@@ -335,13 +337,11 @@ def test_tour_is_an_ordered_list_of_steps_naming_real_controls():
         assert step.patch in tour.PATCHES, number
         assert step.page in pages and step.page[0] in "123456789", number
         assert (PAGES / step.page).exists(), number
-        for part in step.spot:
-            if part.startswith("stage:"):
-                assert part[6:] in explainer.STAGE_IDS, (number, part)
-            else:
-                assert part in tour.PARTS, (number, part)
+        assert step.targets and set(step.targets) <= set(tour.PARTS), number
     titles = [step.title for step in tour.TOUR]
     assert len(set(titles)) == len(titles)
+    ids = [step.id for step in tour.TOUR]
+    assert len(set(ids)) == len(ids) and ids == tour.STEP_IDS
     # the order goes from pixels to the prediction
     order = [explainer.STAGE_IDS.index(step.stage) for step in tour.TOUR]
     assert order[0] == 0 and order.index(max(order)) > len(order) // 2
@@ -453,7 +453,7 @@ def test_distance_step_quotes_the_measured_heads(case):
     assert titles.index("Near and far: how far the heads look") > titles.index("Attention sinks")
     step = {s["title"]: s for s in tour.resolve_steps(overview, tour.switcher(model, image, None))}[
         "Near and far: how far the heads look"]
-    text, width = step["text"], capture.layout.patch_size[0]
+    text, width = plain(step["text"]), capture.layout.patch_size[0]
 
     def kept(record) -> tuple[np.ndarray, list[int], dict[int, int]]:
         attention = record.acts["attn"].double().numpy()
@@ -474,10 +474,11 @@ def test_distance_step_quotes_the_measured_heads(case):
         assert re.search(rf"head {head} \([^)]*{re.escape(named)}", text), (head, named)
     for record, mad in ((selfs[0], first), (selfs[-1], last)):
         low, high = round(mad.min()), round(mad.max())
-        said = f"{low}–{high} px" if low != high else f"about {low} px"
+        said = f"{low}–{high} pixels" if low != high else f"about {low} pixels"
         assert re.search(rf"block {record.index} (look )?{said}", text), (said, text)
     even = brute_force_mean_pairwise(capture.layout.grid, capture.layout.patch_size)
-    assert int(re.search(r"evenly spread attention: (\d+) px", text).group(1)) == round(even)
+    assert int(re.search(r"spread evenly over the picture would give (\d+) pixels",
+                         text).group(1)) == round(even)
     assert ("not here" in text) == (last.min() < first.min() + width)  # a patch: a trend
     if model.spec.id == "dinov2-s14":
         assert sinks == {4: 0, 5: prefix + 3}  # [CLS] and patch 3 (row 0, col 3)
@@ -502,14 +503,14 @@ def test_distance_sentence_leaves_sink_heads_out_of_every_number(last, verdict):
     sink = {"block": 0, "head": 2, "score": 0.6, "key": "[CLS]", "on_patch": False}
     overview = synthetic_overview([30.0, 80.0, 5.0], last, [sink])
     assert tour.nearest_head(overview, 0) == 0 and tour.kept_heads(overview, 0) == [0, 1]
-    text = tour._distance_sentence(overview)
-    assert re.search(r"block 0 look 30–80 px", text)
-    quoted = [int(n) for pair in re.findall(r"\((\d+)(?: and (\d+))? px", text)
+    text = plain(tour._distance_sentence(overview))
+    assert re.search(r"block 0 look 30–80 pixels", text)
+    quoted = [int(n) for pair in re.findall(r"\((\d+)(?: and (\d+))? pixels", text)
               for n in pair if n]  # the nearest heads' distances, in brackets
     assert 5 not in quoted and 30 in quoted and int(last[0]) in quoted
     assert ("not here" in text) == (verdict != "farther")
     assert verdict in text
-    said = tour._near_head_sentence(overview)
+    said = plain(tour._near_head_sentence(overview))
     assert re.search(r"head 0 of block 0", said) and "head 2 (60.0% to [CLS]" in said
     # every head a sink: none is left out (nothing would be left to draw)
     everyone = [dict(sink, head=h) for h in range(3)]
@@ -620,7 +621,7 @@ def test_a_big_upload_keeps_its_source_size_and_the_overview_says_so(tmp_path):
     step = next(s for s in tour.resolve_steps(overview, tour.switcher(model, photo, None))
                 if s["title"] == "What the model sees")
     assert "Your 4000×3000 photo was shrunk to 1024×768" in step["text"]
-    assert f"covering {100 * picture['kept']:.0f}% of the picture" in step["text"]
+    assert f"covering {tour.share_label(picture['kept'])} of the picture" in step["text"]
 
 
 # --- sentences that must stay true of the model on screen ---------------------------------------
@@ -639,11 +640,11 @@ def test_growth_sentence_reads_the_median_patch_norms(case):
     before = float(np.median(x_in[-patches:].norm(dim=-1).numpy()))
     # three significant figures of float16 norms: within 0.6% of the float64 medians
     if abs(after - before) <= 0.02 * before:
-        said = re.search(r"stays at about ([\d.]+)", text)
+        said = re.search(r"stays at about (\d+(?:\.\d+)?)", text)
         assert float(said.group(1)) == pytest.approx(before, rel=6e-3)
     else:
         verb = "grows" if after > before else "shrinks"
-        said = re.search(rf"{verb} from ([\d.]+) to ([\d.]+)", text)
+        said = re.search(rf"{verb} from (\d+(?:\.\d+)?) to (\d+(?:\.\d+)?)", text)
         assert said, text
         assert float(said.group(1)) == pytest.approx(before, rel=6e-3)
         assert float(said.group(2)) == pytest.approx(after, rel=6e-3)

@@ -5,13 +5,18 @@ keys run in a real browser: tests/e2e/test_explainer_browser.py.)"""
 from apptest_helpers import ENTRY, element_text
 from streamlit.testing.v1 import AppTest
 
+import numpy as np
+from PIL import Image
+
 from dashboard.explainer_component import KEY, TOUR_STEP_KEY
-from dashboard.explainer_tour import TOUR
+from dashboard.explainer_tour import TOUR, share_label
+from dashboard.state import UPLOAD_CHOICE
 from xai_core.images import load_sample
-from xai_core import explainer, pipeline
+from xai_core.lessons import explainer
+from xai_core import pipeline
 from xai_core.methods import METHODS
 from xai_core.methods.rollout import attention_rollout, auto_start
-from xai_core.models import get_model
+from xai_core.models import DEFAULT_CNN, get_model
 
 PAGE = "../pages/0_vit_explainer.py"
 
@@ -92,10 +97,48 @@ def test_bad_view_link_names_each_value_and_keeps_the_rest():
 
 
 def test_bad_tour_link_says_so_and_still_draws():
-    app = open_page({"tour": "99"})
+    app = open_page({"tour": "999"})
     assert not app.exception, app.exception
     assert f"steps 1-{len(TOUR)}" in element_text(app, "warning")
     assert component_data(app)["tour"]["active"] is None
+    assert "tour" not in app.query_params  # the address names no step the page is not on
+
+
+def test_a_bad_upload_is_said_in_the_main_area():
+    """The sidebar's uploader is below the fold on a laptop: the page itself says why the
+    file could not be used, instead of asking for an upload."""
+    app = AppTest.from_file(ENTRY, default_timeout=300)
+    app.session_state["image_choice"] = UPLOAD_CHOICE
+    app.run()
+    app.sidebar.get("file_uploader")[0].set_value(("notes.png", b"not a picture at all",
+                                                    "image/png")).run()
+    app = app.switch_page(PAGE).run()
+    assert not app.exception, app.exception
+    main = [e.value for e in app.main.error]
+    assert len(main) == 1 and main[0].startswith("Your file could not be used:"), main
+    assert [e.value for e in app.sidebar.error] == []
+    assert "Upload an image" not in element_text(app, "info")
+
+
+def test_a_picture_the_bank_does_not_know_gets_the_cnns_answer_beside_it():
+    """DINOv2's k-NN bank of 8 gallery classes calls a noise picture unknown; the page sends
+    the sidebar's CNN's ImageNet answer for it, and the tour's prediction step quotes it."""
+    noise = Image.fromarray(np.random.default_rng(40).integers(0, 256, (240, 320, 3),
+                                                               dtype=np.uint8))
+    app = open_page(image_choice=UPLOAD_CHOICE, upload_image=noise)
+    assert not app.exception, app.exception
+    data = component_data(app)
+    assert data["overview"]["prediction"]["open_set"]["known"] is False
+    cnn = get_model(DEFAULT_CNN)
+    top = pipeline.predict(cnn, noise, topk=1)[0]
+    other = data["second_opinion"]
+    assert (other["model"], other["label"]) == (cnn.label, top.label)
+    assert other["share"] == round(top.probability, 4) and other["classes"] == 1000
+    step = next(s for s in data["tour"]["steps"] if s["id"] == "prediction")
+    assert f"answers **{top.label}** ({share_label(other['share'])})" in step["text"]
+    assert share_label(other["share"]) in step["quotes"]
+    known = component_data(open_page())
+    assert known["second_opinion"] is None  # the gallery cat: no second opinion needed
 
 
 def test_presentation_mode_reaches_the_component():

@@ -8,11 +8,12 @@ import pytest
 import torch
 
 from dashboard import explainer_tour as tour
+from dashboard.explainer_glossary import plain
 from dashboard.explainer_component import MAX_HEADS_OFF, switched_off
-from xai_core import explainer
+from xai_core.lessons import explainer
 from xai_core.models import knn
 from xai_core.pipeline import predictions_of, prepare
-from xai_core.readout import readout
+from xai_core.studies.readout import readout
 
 
 def answer_with_head_zeroed(model, image, block: int, head: int):
@@ -74,12 +75,13 @@ def test_switching_steps_carry_their_result_and_quote_its_numbers(dinov2, image)
     assert (switching[0]["block"], switching[0]["head"]) == (sink["block"], sink["head"])
     changes = [s["switch"]["target"]["after"] - s["switch"]["target"]["before"]
                for s in switching]
-    claim = switching[1]["text"]
-    assert (f"step 11: {tour.signed_change(changes[0])}; this focused head: "
-            f"{tour.signed_change(changes[1])}.") in claim
+    claim = plain(switching[1]["text"])
+    assert (f"sink head of step 11 changed it by {tour.signed_change(changes[0])}, this "
+            f"focused head by {tour.signed_change(changes[1])}.") in claim
     # chelsea: +0.001 and -0.014 of 0.967, both under 5 % of the score
-    largest = max(map(abs, changes)) / switching[1]["switch"]["target"]["before"]
-    assert largest < 0.05 and f"by {100 * largest:.1f}% of itself" in claim
+    before = switching[1]["switch"]["target"]["before"]
+    assert max(map(abs, changes)) / before < 0.05
+    assert f"under 5% of the score itself ({before:.3f})" in claim
     assert all(s["switch"] is None for s in steps if s not in switching)
 
 

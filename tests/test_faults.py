@@ -14,7 +14,8 @@ import torch
 from apptest_helpers import chart_specs, open_app
 from single_thread import one_torch_thread
 from tiny_models import images, tiny_cnn
-from xai_core import compare, pipeline
+from xai_core.studies import method_runs
+from xai_core import pipeline
 from xai_core.cli.main import main as cli_main
 from xai_core.infra.faults import (
     RETRY_BATCH_DIVISOR,
@@ -285,11 +286,11 @@ def test_stopping_ends_occlusion_within_one_batch():
     handle = model.module.register_forward_pre_hook(lambda *_: forwards.append(1))
     try:
         with pytest.raises(Cancelled):
-            compare.run_method(model, image, "occlusion", 3, options={"batch": 2},
+            method_runs.run_method(model, image, "occlusion", 3, options={"batch": 2},
                                should_stop=lambda: len(forwards) >= 3)
     finally:
         handle.remove()
     assert len(forwards) == 3 and lock_free_and_no_hooks(model)
-    again = compare.run_method(model, image, "occlusion", 3, options={"batch": 2})
+    again = method_runs.run_method(model, image, "occlusion", 3, options={"batch": 2})
     assert again.ok
     np.testing.assert_array_equal(again.map, expected)

@@ -209,9 +209,9 @@ def test_a_reused_figure_is_the_built_figure_as_a_fresh_copy():
 def test_page_9s_figures_are_built_once_for_a_class(dinov2, image):
     """A class opening page 9 asks for the same maps-before-after and bars: built once, each
     copy the built figure (building the maps took 0.33 s a visit)."""
-    from xai_core import interventions as iv
+    from xai_core.studies import interventions as iv
     from xai_core.capture import model_layout
-    from xai_core.figures import interventions as figs
+    from xai_core.figures import intervention_figures as figs
     from xai_core.pipeline import prepare
 
     plain, off = iv.intervene(dinov2, image), iv.intervene(dinov2, image, heads_off="0.5")

@@ -21,12 +21,12 @@ from PIL import Image
 from tiny_models import tiny_vit
 
 from xai_core import pipeline
-from xai_core.cause_vs_claim import ClaimTest, Removal
+from xai_core.studies.cause_vs_claim import ClaimTest, Removal
 from xai_core.pipeline import Prediction
 from xai_core.analysis.token_marks import high_norm_tokens
 from xai_core.methods.vit_gradcam import cached_taxonomy
 
-MODULES = ("curves", "matrices", "overlays", "text", "tokenization", "interventions")
+MODULES = ("curves", "matrices", "overlays", "text", "tokenization", "intervention_figures")
 RNG = np.random.default_rng(5)
 
 

@@ -99,7 +99,7 @@ def unknown_sentence(path: Path) -> str | None:
     """The open-set caveat predict prints for this file, None for a picture it knows."""
     from xai_core.cli.common import load_image
     from xai_core.models import get_model
-    from xai_core.open_set import open_set
+    from xai_core.studies.open_set import open_set
 
     found = open_set(get_model("efficientnet-lite0"), load_image(str(path)))
     return None if found.known else (

@@ -12,7 +12,7 @@ import pytest
 import timm
 import torch
 
-from xai_core import interventions as I
+from xai_core.studies import interventions as I
 from xai_core.cli.main import main
 from xai_core.infra.errors import OptionError
 from xai_core.images import load_sample
@@ -163,7 +163,7 @@ def test_uniform_equals_the_hand_forward(model, image):
 
 def test_sink_off_uses_the_measured_sink_keys_and_equals_the_hand_forward(model, image):
     from xai_core.pipeline import vit_capture
-    from xai_core.analysis.sinks import analyse_sinks
+    from xai_core.analysis.attention_sinks import analyse_sinks
 
     with torch.inference_mode():
         tokens = hand_sequence(model.module, pixels_of(model, image))
@@ -326,7 +326,7 @@ def test_the_reg4_shell_knows_its_registers_before_loading():
 def test_cli_bad_specs_exit_2_with_one_line_before_loading(sets, words, capsys, monkeypatch):
     def no_load(_args):
         raise AssertionError("the model was loaded")
-    monkeypatch.setattr("xai_core.cli.interventions.load_model", no_load)
+    monkeypatch.setattr("xai_core.cli.studies.load_model", no_load)
     argv = ["intervene", "--model", "dinov2-s14", "--image", "sample:chelsea"]
     for item in sets:
         argv += ["--set", item]
@@ -395,7 +395,7 @@ def test_output_of_runs_the_whole_forward_when_the_head_pools_the_patches(image)
 
 @pytest.mark.parametrize("fill", ["zero", "mean"])
 def test_head_importance_equals_switching_each_head_off_alone(dinov2, image, fill):
-    from xai_core.metrics.faithfulness import class_scorer
+    from xai_core.pipeline import class_scorer
 
     grid = I.head_importance(dinov2, image, fill=fill)
     assert grid.drops.shape == (12, 6)
@@ -440,7 +440,7 @@ def test_cli_head_importance_json_and_npz(capsys, tmp_path, dinov2, image):
 
 
 def test_cli_head_importance_refuses_a_cnn_before_loading(capsys, monkeypatch):
-    monkeypatch.setattr("xai_core.cli.interventions.load_model", lambda _a: 1 / 0)
+    monkeypatch.setattr("xai_core.cli.studies.load_model", lambda _a: 1 / 0)
     assert main(["head-importance", "--model", "efficientnet-lite0", "--image",
                  "sample:chelsea"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
@@ -450,9 +450,9 @@ def test_cli_head_importance_refuses_a_cnn_before_loading(capsys, monkeypatch):
 # --- read-out (logit lens) --------------------------------------------------------------------
 
 def test_readout_at_the_last_block_is_dinov2s_prediction(dinov2, image):
-    from xai_core.metrics.faithfulness import class_scorer
+    from xai_core.pipeline import class_scorer
     from xai_core.pipeline import predict
-    from xai_core.readout import block_heads, readout
+    from xai_core.studies.readout import block_heads, readout
 
     result = readout(dinov2, image)
     assert result.top[-1] == predict(dinov2, image)
@@ -480,7 +480,7 @@ def test_readout_at_the_last_block_is_dinov2s_prediction(dinov2, image):
 
 def test_readout_equals_the_hand_logit_lens_on_deit_distilled(image):
     from xai_core.pipeline import predict
-    from xai_core.readout import readout
+    from xai_core.studies.readout import readout
 
     model = random_layout("deit_small_distilled_patch16_224", 64, classes=10)
     module = model.module
@@ -505,7 +505,7 @@ def test_readout_equals_the_hand_logit_lens_on_deit_distilled(image):
 
 
 def test_cli_readout_json(capsys, dinov2, image):
-    from xai_core.readout import readout
+    from xai_core.studies.readout import readout
 
     assert main(["readout", "--model", "dinov2-s14", "--image", "sample:chelsea",
                  "--json"]) == 0
@@ -565,7 +565,7 @@ def test_methods_doc_numbers_are_recomputed(dinov2, image):
     from pathlib import Path
 
     from xai_core.pipeline import vit_capture
-    from xai_core.analysis.sinks import analyse_sinks
+    from xai_core.analysis.attention_sinks import analyse_sinks
 
     doc = (Path(__file__).resolve().parent.parent / "docs" / "methods.md").read_text()
     methods_doc = " ".join(doc.split())
@@ -638,7 +638,7 @@ def test_positions_on_reg4_move_only_the_patches_embeddings(image):
 
 
 def test_head_importance_on_deit_distilled_spot_checks(image):
-    from xai_core.metrics.faithfulness import class_scorer
+    from xai_core.pipeline import class_scorer
 
     model = random_layout("deit_small_distilled_patch16_224", 64, classes=10)
     grid = I.head_importance(model, image, target=2)

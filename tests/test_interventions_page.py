@@ -9,19 +9,19 @@ from apptest_helpers import (ENTRY, chart_keys, chart_specs, element_text, no_pr
 from scipy.stats import spearmanr
 from streamlit.testing.v1 import AppTest
 
-from xai_core import cause_vs_claim as claims
-from xai_core import interventions as iv
-from xai_core import lab
-from xai_core.analysis.sinks import analyse_sinks
-from xai_core.benchmark.statistics import t_interval
-from xai_core.figures.interventions import SCALED, short_score
+from xai_core.studies import cause_vs_claim as claims
+from xai_core.studies import interventions as iv
+from xai_core.lessons import interventions_lab
+from xai_core.analysis.attention_sinks import analyse_sinks
+from xai_core.metrics.statistics import t_interval
+from xai_core.figures.intervention_figures import SCALED, short_score
 from xai_core.images import load_sample
 from xai_core.maps import min_max
 from xai_core.methods import METHODS
 from xai_core.methods.rollout import attention_rollout
 from xai_core.models import get_model
 from xai_core.pipeline import vit_capture
-from xai_core.readout import readout
+from xai_core.studies.readout import readout
 
 PAGE = "9_interventions.py"
 
@@ -90,7 +90,7 @@ def test_tokens_positions_and_attention_views(dinov2, image):
     every = iv.intervene(dinov2, image, maps=False, sink_off="0-11")
     assert f"(drop **{every.target['drop']:+.4f}**," in element_text(app)
     app.radio(key="iv_change").set_value("registers_off").run()
-    assert lab.attention_options(dinov2)["registers_off"] in element_text(app, "info")
+    assert interventions_lab.attention_options(dinov2)["registers_off"] in element_text(app, "info")
     no_problems(app)
 
 
@@ -141,7 +141,7 @@ def test_rollout_weights_are_rollouts_patch_mass_through_each_head(dinov2, image
             running = ((attn.sum(0) / heads + np.eye(tokens)) / 2) @ running
         return running[0, 1:].sum()
 
-    weights = lab.rollout_weights(dinov2, image)
+    weights = interventions_lab.rollout_weights(dinov2, image)
     plain = attention_rollout(capture).query_row(None)[0].sum()
     assert patch_mass() == pytest.approx(plain, rel=1e-6)  # the method reads float32
     for block, changed_head in [(0, 5), (6, 2), (11, 0)]:
@@ -153,28 +153,28 @@ def test_importance_view_states_the_rank_correlations(dinov2, image):
     app = show(open_app(PAGE, timeout=600), "iv_view", "importance")
     no_problems(app)
     grid = iv.head_importance(dinov2, image)
-    weights = lab.rollout_weights(dinov2, image)
+    weights = interventions_lab.rollout_weights(dinov2, image)
     text = element_text(app)
-    stories = lab.importance_stories(dinov2, image, grid)
+    stories = interventions_lab.importance_stories(dinov2, image, grid)
     assert all(sentence in text for sentence in stories.sentences())
     for story, values in (("sink score", grid.sink_scores), ("entropy (nats)", grid.entropy),
                           ("rollout weight", weights)):
         rho = spearmanr(grid.drops.ravel(), values.ravel())[0]
         assert stories.rho[story] == pytest.approx(rho)
-        assert f"{rho:.2f}" in numbers(lab.rho_words(rho))
+        assert f"{rho:.2f}" in numbers(interventions_lab.rho_words(rho))
     cells = next(t for t in spec_of(app, "iv_grid")["data"] if t["type"] == "heatmap")
     np.testing.assert_allclose(plotly_array(cells["z"]), grid.drops, rtol=1e-6)
     assert short_score(grid.score_kind) in cells["colorbar"]["title"]["text"]
 
 
 def test_rho_words_and_story_sentences_wording():
-    """The one wording test of `lab.rho_words` and `Stories.sentences`."""
-    assert lab.rho_words(0.05) == "no rank correlation (ρ = +0.05)"
-    assert lab.rho_words(0.2) == "a weak positive rank correlation (ρ = +0.20)"
-    assert lab.rho_words(-0.4) == "a moderate negative rank correlation (ρ = -0.40)"
-    assert lab.rho_words(0.75) == "a strong positive rank correlation (ρ = +0.75)"
-    assert lab.rho_words(float("nan")) == "undefined (one of them is constant)"
-    stories = lab.Stories(np.zeros(2), {}, {"sink score": -0.4})
+    """The one wording test of `interventions_lab.rho_words` and `Stories.sentences`."""
+    assert interventions_lab.rho_words(0.05) == "no rank correlation (ρ = +0.05)"
+    assert interventions_lab.rho_words(0.2) == "a weak positive rank correlation (ρ = +0.20)"
+    assert interventions_lab.rho_words(-0.4) == "a moderate negative rank correlation (ρ = -0.40)"
+    assert interventions_lab.rho_words(0.75) == "a strong positive rank correlation (ρ = +0.75)"
+    assert interventions_lab.rho_words(float("nan")) == "undefined (one of them is constant)"
+    stories = interventions_lab.Stories(np.zeros(2), {}, {"sink score": -0.4})
     assert stories.sentences() == [
         "sink score and a head's importance: a moderate negative rank correlation (ρ = -0.40)."]
 
@@ -209,20 +209,20 @@ def test_cause_vs_claim_view(dinov2, image):
 
 
 def test_reveal_words_say_which_way_the_score_went():
-    """The one wording test of `lab.reveal_words`: signed words, and random's interval."""
+    """The one wording test of `interventions_lab.reveal_words`: signed words, and random's interval."""
     draws = np.array([[0.001], [0.003], [0.002], [0.004], [0.0]])
     low, high = t_interval(draws[:, 0])
     raised = claims.Removal("tokens", {}, draws, -0.0018)
-    assert lab.reveal_words(raised, 4, 0) == (
+    assert interventions_lab.reveal_words(raised, 4, 0) == (
         "your 4 patches **raised the score by 0.0018**: the model did not need them; that is "
         f"less than random patches do (random sets of 4 lower it by {low:+.4f} to "
         f"{high:+.4f}, the 95 % interval of their mean).")
     lowered = claims.Removal("tokens", {}, draws, 0.0123)
-    assert lab.reveal_words(lowered, 1, 0).startswith(
+    assert interventions_lab.reveal_words(lowered, 1, 0).startswith(
         "your 1 patch **lowered the score by 0.0123**; that is more than random patches do")
     level = claims.Removal("tokens", {}, draws, 0.002)
-    assert "did not move" not in lab.reveal_words(level, 2, 0)
-    assert "about as much as random patches do" in lab.reveal_words(level, 2, 0)
+    assert "did not move" not in interventions_lab.reveal_words(level, 2, 0)
+    assert "about as much as random patches do" in interventions_lab.reveal_words(level, 2, 0)
 
 
 def test_predict_then_reveal_shows_the_learners_drop(dinov2, image):
@@ -243,7 +243,7 @@ def test_predict_then_reveal_shows_the_learners_drop(dinov2, image):
         low, high = part.random_interval()[0]
         assert numbers(said)[2:5] == ["3", signed(low), signed(high)]  # random's interval
         assert {"above": "more than random", "within": "about as much as random",
-                "below": "less than random"}[lab.against_random(part.learner, low, high)] in said
+                "below": "less than random"}[interventions_lab.against_random(part.learner, low, high)] in said
         bars = spec_of(app, f"iv_reveal_{removal}")["data"][0]
         assert bars["y"][-1] == "you"  # on top
         assert plotly_array(bars["x"])[-1] == pytest.approx(part.learner)
@@ -284,7 +284,7 @@ def test_links_open_the_view_they_name_and_a_bad_view_is_refused():
 def test_the_cnn_takes_pixels_and_says_why_not_for_tokens_and_heads():
     app = open_link(iv_model="cnn")
     model, image = get_model("efficientnet-lite0"), load_sample("chelsea")
-    assert lab.refusals(model)["heads"] in element_text(app, "info")
+    assert interventions_lab.refusals(model)["heads"] in element_text(app, "info")
     show(app, "iv_view", "tokens")
     assert app.radio(key="iv_remove").options == ["mask the pixels"]
     app.multiselect(key="iv_patches").set_value([0, 15]).run()
@@ -310,4 +310,5 @@ def test_random_weight_layouts(model_id, registers):
         assert "iv_bars" in chart_keys(app)
     else:  # the core's reason, for this model
         model = get_model(model_id, random_weights=True)
-        assert lab.attention_options(model)["registers_off"] in element_text(app, "info")
+        assert (interventions_lab.attention_options(model)["registers_off"]
+                in element_text(app, "info"))

@@ -1,5 +1,7 @@
 """The core's import graph: no module of xai_core imports itself back, and none imports
-streamlit. Read from the source (ast), so imports inside functions count too. The
+streamlit. The project's rooms, declared once and lowest first (`LAYERS`): no import runs back
+up, and no two core modules share a name unless `SHARED_NAMES` (and docs/layout.md) say why.
+Read from the source (ast), so imports inside functions count too. The
 documentation's shape: a README that reads in five minutes, links that lead somewhere. The
 Explainer's browser modules: none over 400 lines, one import form, no cycle."""
 
@@ -14,14 +16,37 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 CORE = ROOT / "xai_core"
 
+# The rooms, lowest first: a module imports from its own room and the rooms below it, never
+# from one above. A package is one room; each module at xai_core's top level is a room of its
+# own (the engine's entry points); `xai_core` is the package's __init__ (the version).
+LAYERS = ("xai_core", "xai_core.images", "xai_core.capture", "xai_core.maps", "xai_core.infra",
+          "xai_core.pipeline", "xai_core.models", "xai_core.analysis", "xai_core.methods",
+          "xai_core.metrics", "xai_core.figures", "xai_core.studies", "xai_core.benchmark",
+          "xai_core.lessons", "xai_core.classroom", "dashboard", "xai_core.cli",
+          "xai_core.__main__", "pages", "bench")
+ENTRY_POINTS = 5  # modules at xai_core's top level besides __init__ and __main__
+# Module (and package) names used twice in xai_core: only a command-line module in cli/ named
+# after the package or module it runs. Each with the two modules and why, as docs/layout.md.
+SHARED_NAMES = {
+    name: ({f"xai_core.cli.{name}", f"xai_core.{room}"}, "a command and what it runs")
+    for name, room in (("benchmark", "benchmark"), ("metrics", "metrics"),
+                       ("studies", "studies"), ("warmup", "lessons.warmup"),
+                       ("classroom", "classroom"))}
+
 
 def module_name(path: Path) -> str:
-    parts = path.relative_to(CORE.parent).with_suffix("").parts
+    parts = path.relative_to(ROOT).with_suffix("").parts
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
 def core_modules() -> dict[str, Path]:
     return {module_name(path): path for path in sorted(CORE.rglob("*.py"))}
+
+
+def project_modules() -> dict[str, Path]:
+    """Every module of the rooms: xai_core, dashboard, the page scripts and the benchmarks."""
+    return {module_name(path): path for folder in ("xai_core", "dashboard", "pages", "bench")
+            for path in sorted((ROOT / folder).rglob("*.py"))}
 
 
 def imported_modules(path: Path, name: str, modules) -> set[str]:
@@ -42,11 +67,11 @@ def imported_modules(path: Path, name: str, modules) -> set[str]:
     return found
 
 
-def import_graph() -> dict[str, set[str]]:
-    """Module -> the core modules it makes Python load. Importing `a.b.c` also runs the
-    `__init__` of `a.b` and `a`, unless the importer sits inside that package (then the
-    package is already loading)."""
-    modules = core_modules()
+def import_graph(modules: dict[str, Path] | None = None) -> dict[str, set[str]]:
+    """Module -> the modules (of `modules`, by default xai_core's) it makes Python load.
+    Importing `a.b.c` also runs the `__init__` of `a.b` and `a`, unless the importer sits
+    inside that package (then the package is already loading)."""
+    modules = core_modules() if modules is None else modules
     graph = {}
     for name, path in modules.items():
         edges = set()
@@ -92,14 +117,80 @@ def test_cycle_finder_sees_a_cycle_and_a_clean_graph():
 
 def test_graph_reads_relative_imports_and_package_inits():
     graph = import_graph()
-    assert "xai_core.pipeline" in graph["xai_core.compare"]  # from .pipeline import ...
+    assert "xai_core.pipeline" in graph["xai_core.studies.method_runs"]  # from .pipeline import ...
     assert "xai_core.infra.cache" in graph["xai_core.pipeline"]
-    assert "xai_core.methods" in graph["xai_core.compare"]  # a package's __init__ runs
+    assert "xai_core.methods" in graph["xai_core.studies.method_runs"]  # a package's __init__ runs
 
 
 def test_xai_core_has_no_import_cycle():
     cycle = find_cycle(import_graph())
     assert cycle is None, "import cycle: " + " -> ".join(cycle)
+
+
+def room_of(name: str, layers=LAYERS) -> str | None:
+    """The declared room holding module `name`: the longest layer it is or sits inside
+    (`xai_core` holds only the package's own __init__); None when no room holds it."""
+    rooms = [room for room in layers if name == room
+             or (room != "xai_core" and name.startswith(room + "."))]
+    return max(rooms, key=len, default=None)
+
+
+def imports_up(graph: dict[str, set[str]], layers=LAYERS) -> list[str]:
+    """Every import that runs from a room to a room above it, and every module in no room."""
+    rank = {room: at for at, room in enumerate(layers)}
+    found = [f"{name}: in no room of LAYERS" for name in sorted(graph) if not room_of(name, layers)]
+    for name in sorted(graph):
+        for target in sorted(graph[name]):
+            here, there = room_of(name, layers), room_of(target, layers)
+            if here and there and rank[there] > rank[here]:
+                found.append(f"{name} -> {target} ({there} is above {here})")
+    return found
+
+
+def test_the_layer_check_finds_an_import_up_and_a_module_in_no_room():
+    layers = ("xai_core", "xai_core.infra", "xai_core.pipeline", "dashboard", "xai_core.cli")
+    graph = {"xai_core.infra.faults": {"xai_core.pipeline", "xai_core.infra.locks"},
+             "xai_core.infra.locks": set(), "xai_core.pipeline": {"xai_core.infra.faults"},
+             "xai_core.cli.main": {"xai_core", "xai_core.pipeline", "dashboard.assets"},
+             "dashboard.serve": {"xai_core.cli.warmup"}, "xai_core.cli.warmup": set(),
+             "dashboard.assets": set(), "xai_core.loose": {"xai_core"}}
+    assert imports_up(graph, layers) == [
+        "xai_core.loose: in no room of LAYERS",
+        "dashboard.serve -> xai_core.cli.warmup (xai_core.cli is above dashboard)",
+        "xai_core.infra.faults -> xai_core.pipeline (xai_core.pipeline is above xai_core.infra)"]
+    assert room_of("xai_core.cli.main", layers) == "xai_core.cli"
+    assert room_of("xai_core", layers) == "xai_core" and room_of("xai_core.x", layers) is None
+
+
+def test_no_import_runs_back_up_a_layer():
+    """xai_core, dashboard, the pages and the benchmarks, lowest room first as LAYERS says."""
+    assert imports_up(import_graph(project_modules())) == []
+
+
+def test_xai_core_top_level_holds_only_the_entry_points():
+    top = [path.stem for path in CORE.glob("*.py") if path.stem not in ("__init__", "__main__")]
+    assert len(top) <= ENTRY_POINTS, sorted(top)
+    assert {f"xai_core.{name}" for name in top} <= set(LAYERS)
+
+
+def shared_names(modules) -> dict[str, set[str]]:
+    """Module name -> the modules called that, for every name used more than once."""
+    by_name: dict[str, set[str]] = {}
+    for name in modules:
+        if name != "xai_core":
+            by_name.setdefault(name.rsplit(".", 1)[1], set()).add(name)
+    return {short: found for short, found in by_name.items() if len(found) > 1}
+
+
+def test_no_two_core_modules_share_a_name_unless_the_docs_say_why():
+    assert shared_names(["xai_core.a.sinks", "xai_core.b.sinks", "xai_core.b"]) == {
+        "sinks": {"xai_core.a.sinks", "xai_core.b.sinks"}}
+    assert shared_names(core_modules()) == {name: modules for name, (modules, _why)
+                                            in SHARED_NAMES.items()}
+    layout = (ROOT / "docs" / "layout.md").read_text()
+    names_section = layout.split("## Names used twice", 1)[1].split("\n## ", 1)[0]
+    for name, (modules, why) in SHARED_NAMES.items():
+        assert f"`{name}`" in names_section and why in " ".join(names_section.split()), name
 
 
 def test_xai_core_never_imports_streamlit():

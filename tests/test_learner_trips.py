@@ -14,13 +14,16 @@ from apptest_helpers import (chart_title, element_text, keyed_chart, numbers, op
                              quoting, show)
 from PIL import Image, ImageDraw
 
-from xai_core import explainer, pipeline
+from dashboard.explainer_glossary import plain
+from dashboard.explainer_tour import share_label
+from xai_core.lessons import explainer
+from xai_core import pipeline
 from xai_core.figures.export import find_browser
 from xai_core.images import (SAMPLES, describe_fit, fit_to_model, load_image_file, load_sample,
                              to_model_tensor)
 from xai_core.methods import rollout
 from xai_core.models import DEFAULT_CNN, get_model
-from xai_core.open_set import OpenSet, open_set
+from xai_core.studies.open_set import OpenSet, open_set
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -132,8 +135,8 @@ def test_unknown_pictures_are_named_on_home_page_0_and_page_7(make):
     assert data["overview"]["prediction"]["open_set"]["known"] == vit_known
     step = next(s for s in data["tour"]["steps"] if s["title"] == "The prediction")
     top = data["overview"]["prediction"]["top"][0]
-    share = f"{100 * top['probability']:.1f}%"
-    assert (found["vit"].why() in step["text"]) == (not vit_known)
+    share = share_label(top["probability"])
+    assert (found["vit"].why() in plain(step["text"])) == (not vit_known)
     assert (share in step["text"]) == vit_known  # no percentage passed off as an answer
 
     comparison = ok(open_app("7_comparison.py", timeout=600, **with_picture(picture),

@@ -21,7 +21,7 @@ from dashboard.explainer_tour import resolve_steps, switcher
 from dashboard.lesson_export import (LESSON_FORMAT, LessonError, LessonImage, build_lesson,
                                      escape_bytes, read_manifest, read_part,
                                      unescape_bytes)
-from xai_core import explainer
+from xai_core.lessons import explainer
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -93,8 +93,8 @@ def test_gradcam_beats_random_maps(cnn):
 
 def test_batched_equals_one_at_a_time_and_is_deterministic(cnn):
     model, _, target, cam, pixels = cnn
-    scorer = faithfulness.class_scorer(model, target)
-    kind = faithfulness.score_kind(model)
+    scorer = pipeline.class_scorer(model, target)
+    kind = pipeline.score_kind(model)
 
     def run(batch_size):
         return faithfulness.compute_curve(model, pixels, cam, "deletion", scorer, target, kind,
@@ -125,7 +125,7 @@ def test_curves_of_one_image_share_its_two_end_images(cnn):
         hook.remove()
     assert sorted(first) == sorted([2, 5]) and deletion.images == 5  # ends, then the 5 inside
     assert seen == [5, 5] and (flipped.images, positive.images) == (5, 5)  # 0 % is known too
-    scorer, kind = faithfulness.class_scorer(model, target), faithfulness.score_kind(model)
+    scorer, kind = pipeline.class_scorer(model, target), pipeline.score_kind(model)
     for curve, saliency in ((deletion, cam), (flipped, -cam), (positive, cam)):
         alone = faithfulness.compute_curve(model, pixels, saliency, curve.metric, scorer, target,
                                            kind, "rise-blur", steps=6)  # every image run

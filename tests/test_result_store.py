@@ -23,8 +23,9 @@ import torch
 from single_thread import one_torch_thread
 from tiny_models import images, tiny_cnn, tiny_vit
 from xai_core.infra import cache, result_store
-from xai_core import (cause_vs_claim, compare, explainer, interventions, lab, pipeline,
-                      readout)
+from xai_core.studies import cause_vs_claim, interventions, method_runs, readout
+from xai_core.lessons import explainer, interventions_lab
+from xai_core import pipeline
 from xai_core.infra.cache import BoundedCache, cache_key, fingerprint
 from xai_core.methods.base import RESULT_CACHE
 from xai_core.models import disk_cache, settings
@@ -68,7 +69,8 @@ REPLICA = textwrap.dedent("""
     import torch
     torch.set_num_threads(1)
     from tiny_models import images, tiny_vit
-    from xai_core import capture, compare, pipeline
+    from xai_core import capture, pipeline
+    from xai_core.studies import method_runs
     from xai_core.infra import result_store
     from xai_core.methods.base import RESULT_CACHE
 
@@ -82,7 +84,7 @@ REPLICA = textwrap.dedent("""
     model = tiny_vit("test-tiny-vit", knn=False)
     result_store.remember_weights(model)
     image = images(1)[0]
-    run = compare.run_method(model, image, "gae", 3)
+    run = method_runs.run_method(model, image, "gae", 3)
     grad = pipeline.vit_capture(model, image, 3).input_grad
     print(json.dumps({{
         "passes": len(passes),
@@ -151,10 +153,10 @@ def test_every_kind_of_shared_result_comes_back_equal(models):
               readout.readout(vit, image, target=0),
               cause_vs_claim.cause_vs_claim(vit, image, target=0, removals="tokens", ks=(1, 2),
                                             methods=("attention", "rollout")),
-              lab.importance_stories(vit, image, interventions.head_importance(vit, image,
-                                                                               target=0))]
+              interventions_lab.importance_stories(
+                  vit, image, interventions.head_importance(vit, image, target=0))]
     for model in models:
-        values += compare.run_methods(model, image, compare.default_methods(model), 1)
+        values += method_runs.run_methods(model, image, method_runs.default_methods(model), 1)
         values += [RESULT_CACHE.peek(key) for key in list(RESULT_CACHE._items)
                    if key[0] == "method" and key[1] == model.spec.id]
     assert len(values) > 20
@@ -390,7 +392,7 @@ def test_the_shared_caches_of_the_pipeline_use_the_store():
     assert pipeline.CAPTURE_CACHE.shared and RESULT_CACHE.shared
     assert explainer.EXPLAINER_CACHE.shared
     assert interventions.RESULTS.shared and readout.RESULTS.shared and cause_vs_claim.RESULTS.shared
-    assert lab.STORIES.shared
+    assert interventions_lab.STORIES.shared
     assert cache._shared_store is disk_cache.result_store
 
 

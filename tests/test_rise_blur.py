@@ -13,7 +13,8 @@ import torch.nn.functional as F
 from scipy.signal import correlate2d
 
 from xai_core import pipeline
-from xai_core.metrics import faithfulness as faith
+from xai_core.analysis import perturbation
+from xai_core.metrics.faithfulness import faithfulness
 from xai_core.images import load_sample
 from xai_core.models import get_model
 
@@ -42,7 +43,7 @@ def kernel_by_hand() -> np.ndarray:
 
 
 def test_rise_kernel_matches_the_hand_built_kernel_and_its_centre():
-    kernel = faith.rise_kernel()
+    kernel = perturbation.rise_kernel()
     expected = kernel_by_hand()
     np.testing.assert_allclose(kernel, expected, atol=1e-12)
     assert kernel[5, 5] == pytest.approx(0.0088326, abs=1e-6)  # the 0.0088
@@ -50,14 +51,14 @@ def test_rise_kernel_matches_the_hand_built_kernel_and_its_centre():
     # the torchvision "blur" baseline is a different kernel: its centre weight is 0.0120
     impulse = torch.zeros(1, 1, 21, 21)
     impulse[0, 0, 10, 10] = 1
-    sampled = faith.baseline_pixels(impulse.expand(1, 3, 21, 21).contiguous(), "blur")
+    sampled = perturbation.baseline_pixels(impulse.expand(1, 3, 21, 21).contiguous(), "blur")
     assert float(sampled[0, 0, 10, 10]) == pytest.approx(0.01196, abs=1e-4)
 
 
 def test_rise_blur_is_zero_padded_convolution_per_channel():
     rng = np.random.default_rng(3)
     pixels = rng.normal(size=(1, 3, 30, 26)).astype(np.float32)
-    ours = faith.baseline_pixels(torch.from_numpy(pixels), "rise-blur")[0].numpy()
+    ours = perturbation.baseline_pixels(torch.from_numpy(pixels), "rise-blur")[0].numpy()
     kernel = kernel_by_hand()
     for channel in range(3):
         expected = correlate2d(pixels[0, channel].astype(np.float64), kernel, mode="same",
@@ -72,7 +73,7 @@ def test_deletion_auc_with_rise_blur_equals_an_independent_loop():
     alpha = capture.gradients[0].mean(dim=(1, 2))
     cam = torch.relu((alpha[:, None, None] * capture.activations[0]).sum(0)).numpy()
     steps = 8
-    curve = faith.faithfulness(model, image, cam, "deletion", target, "rise-blur", steps)
+    curve = faithfulness(model, image, cam, "deletion", target, "rise-blur", steps)
 
     pixels = pipeline.prepare(model, image).pixels
     height, width = pixels.shape[-2:]
@@ -94,5 +95,5 @@ def test_deletion_auc_with_rise_blur_equals_an_independent_loop():
     np.testing.assert_allclose(curve.scores, scores, atol=2e-5)
     assert curve.auc == pytest.approx(expected_auc, abs=2e-5)
     # and it is a different baseline from the torchvision blur: the AUCs differ
-    sampled = faith.faithfulness(model, image, cam, "deletion", target, "blur", steps)
+    sampled = faithfulness(model, image, cam, "deletion", target, "blur", steps)
     assert abs(sampled.auc - curve.auc) > 1e-3

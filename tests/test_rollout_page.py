@@ -11,7 +11,7 @@ from apptest_helpers import (RANDOM_DEIT, chart_keys, chart_quoting, chart_specs
 from streamlit.testing.v1 import AppTest
 
 from xai_core import pipeline
-from xai_core.analysis.sinks import SINK_THRESHOLD
+from xai_core.analysis.attention_sinks import SINK_THRESHOLD
 from xai_core.analysis.token_marks import largest_norm_ratio
 from xai_core.images import load_sample
 from xai_core.methods import METHODS, gae, rollout

@@ -62,7 +62,7 @@ def test_the_health_address_follows_the_servers_options():
 
 def test_the_warm_up_takes_the_default_pictures_explainer_and_page_9_first():
     from dashboard.state import DEFAULT_IMAGE
-    from xai_core import gallery_warmup as warmup
+    from xai_core.lessons import warmup
     from xai_core.images import sample_ids
 
     steps = warmup.lecture_order(sample_ids(), DEFAULT_IMAGE)

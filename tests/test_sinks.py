@@ -1,5 +1,5 @@
 """Attention sinks, rollout's start=auto and the high-norm rule, against recomputations
-written here from the captured tensors (never from xai_core.analysis.sinks itself)."""
+written here from the captured tensors (never from xai_core.analysis.attention_sinks itself)."""
 
 import json
 
@@ -13,7 +13,7 @@ from xai_core.capture import BlockRecord, Capture, TokenLayout, run_capture
 from xai_core.cli import main as cli
 from xai_core.images import SAMPLES, load_sample
 from xai_core.methods import METHODS, rollout
-from xai_core.analysis.sinks import SINK_THRESHOLD, analyse_sinks
+from xai_core.analysis.attention_sinks import SINK_THRESHOLD, analyse_sinks
 from xai_core.analysis.token_marks import HIGH_NORM_GAP, HIGH_NORM_RATIO, high_norm_tokens
 from xai_core.analysis.tokens import prefix_token_names
 

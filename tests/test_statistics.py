@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from scipy import stats as scipy_stats
 
-from xai_core.benchmark import statistics as stats
+from xai_core.metrics import statistics as stats
 from xai_core.benchmark.plan import Settings
 from xai_core.benchmark.summary import format_ranking, summarise
 

@@ -197,7 +197,9 @@ def test_streamlit_still_has_the_rules_this_test_models():
 # (every linked widget: fed below through the keys the pages draw), linked_view (vx_*) and
 # component_data (tour), both fed on page 0; ui._asked_options hands a method option's raw
 # value only to the method's own parser (typed values or the defaults come back); the
-# others only test, write or delete keys.
+# others only test, write or delete keys. Class mode's start_run shows nothing of `class` or
+# `class_key` (a refusal repeats neither: fed payloads in tests/test_classroom_app.py) and
+# `here` passes `tour` on to followers, where component_data reads it.
 ADDRESS_USERS = {("dashboard/links.py", "_follow"), ("dashboard/links.py", "_publish"),
                  ("dashboard/ui.py", "_asked_options"), ("dashboard/ui.py", "method_options"),
                  ("dashboard/comparison_parts.py", "ask_for_steps"),
@@ -205,7 +207,9 @@ ADDRESS_USERS = {("dashboard/links.py", "_follow"), ("dashboard/links.py", "_pub
                  ("dashboard/ui.py", "panel_switch"),
                  ("dashboard/explainer_component.py", "linked_view"),
                  ("dashboard/explainer_component.py", "component_data"),
-                 ("dashboard/explainer_component.py", "_on_view")}
+                 ("dashboard/explainer_component.py", "_on_view"),
+                 ("dashboard/app.py", "_sidebar_start"),  # reads `presentation`, shows nothing
+                 ("dashboard/classroom.py", "start_run"), ("dashboard/classroom.py", "here")}
 
 
 def address_users() -> set[tuple[str, str]]:

@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from typing import Callable
 
+import numpy as np
 import torch
 from PIL import Image
 
 from .infra.cache import BoundedCache, cache_key
+from .infra.faults import free_on_out_of_memory
 from .capture import (Capture, CnnCapture, capture, capture_cnn, live_forward,
                       sharing_forwards)
 from .images import fit_to_model, image_sha256, shared_image, to_model_tensor
@@ -26,6 +29,7 @@ CAPTURE_CACHE = BoundedCache(
     max_entries=int(os.environ.get("VIT_LENS_CAPTURE_ENTRIES", 24)),
     max_bytes=int(os.environ.get("VIT_LENS_CAPTURE_MB", 1536)) * 2**20, shared=True,
     companions=(INPUT_CACHE,))
+free_on_out_of_memory(CAPTURE_CACHE.clear)  # its companion, the input cache, empties with it
 
 
 class TargetError(ValueError):
@@ -65,6 +69,22 @@ def head_of(model, head=None):
     if head is None:
         raise TargetError(f"{model.spec.display_name} has no classifier or k-NN head.")
     return head
+
+
+def score_kind(model, head=None) -> str:
+    head = head_of(model, head)
+    if head.kind == "imagenet":
+        return "softmax probability of the class"
+    return "k-NN class score (mean cosine similarity to the class's nearest bank entries)"
+
+
+def class_scorer(model, target: int, head=None) -> Callable[[torch.Tensor], np.ndarray]:
+    """Model output (B, ...) -> the target class's score for every image, (B,) numpy."""
+    head = head_of(model, head)
+    if head.kind == "imagenet":
+        return lambda output: output.float().softmax(-1)[:, target].numpy().astype(np.float64)
+    score = head.score_fn(target)  # sums over its batch: call it per image
+    return lambda output: np.array([float(score(output[i:i + 1])) for i in range(len(output))])
 
 
 def default_batch_size(model) -> int:

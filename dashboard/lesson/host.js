@@ -71,7 +71,7 @@ async function part(index, [offset, length]) {  // every part's codec: "deflate"
 const utf8in = new TextDecoder(), utf8out = new TextEncoder();
 const isArray = (v) => v && typeof v === "object" && "offset" in v && "dtype" in v && "shape" in v;
 
-/** One message (xai_core/explainer.py encode_message) from plain `fields` and the top-level
+/** One message (xai_core/lessons/explainer.py encode_message) from plain `fields` and the top-level
  * entries of packed messages: their arrays follow one another, offsets moved to match. */
 function compose(fields, messages) {
   const header = { ...fields }, bodies = [];
@@ -194,6 +194,8 @@ function readLink() {
     if (value) host.start = value;
     else problems.push(`tour step ${tour} (1-${steps})`);
   }
+  // a link to a view ("Copy link": no tour step) opens that view, not the tour's step 1
+  if (tour === null && Object.keys(linked).length) host.start = null;
   host.linked = linked;
   if (problems.length) linkProblem = `The address asks for ${problems.join("; ")}, not in this lesson: left out.`;
 }

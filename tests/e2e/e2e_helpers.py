@@ -40,7 +40,7 @@ def app_env() -> dict[str, str]:
 
 
 def healthy(url: str) -> bool:
-    from xai_core.cli.warmup import healthy as check
+    from xai_core.infra.health import healthy as check
 
     return check(url, timeout=2)
 

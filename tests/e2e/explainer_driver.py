@@ -17,7 +17,7 @@ PAGE_PATH = "vit_explainer"  # st.Page's URL path for pages/0_vit_explainer.py
 
 class Traffic:
     """Every request URL, and the WebSocket frames in each direction, of one page; the
-    Explainer's own messages (xai_core/explainer.py, encode_message) are read too."""
+    Explainer's own messages (xai_core/lessons/explainer.py, encode_message) are read too."""
 
     def __init__(self, page):
         self.urls: list[str] = []

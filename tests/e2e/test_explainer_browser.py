@@ -184,7 +184,7 @@ def test_tour_deep_link_and_arrow_keys(app, page):
     assert state(tab)["stage"] == TOUR[2].stage
     shot(tab, "explainer-tour-step", whole=True)
 
-    tab.locator(f"{ROOT} .vx-tour-text").click()  # a presenter clicks the page, then the clicker
+    tab.locator(f"{ROOT} .vx-tour-title").click()  # a presenter clicks the page, then the clicker
     tab.keyboard.press("ArrowRight")
     assert state(tab)["tour"] == "4"
     assert tab.locator(f"{ROOT} .vx-tour-title").inner_text() == TOUR[3].title
@@ -297,16 +297,20 @@ def test_tour_step_keeps_its_part_in_view_on_a_laptop(app, laptop):
     shot(tab, "explainer-laptop-step")
 
 
+# `outside` leaves out what a row that scrolls sideways holds (a phone's block steps): its
+# container is inside the component, and the learner swipes to the rest
 STAGE_ROWS = """root => {
   const stages = [...root.querySelectorAll('.vx-stage')];
   const rows = {};
   stages.forEach(s => { const top = Math.round(s.getBoundingClientRect().top);
                         rows[top] = (rows[top] || 0) + 1; });
   const right = root.getBoundingClientRect().right;
+  const swiped = (e) => { const row = e.parentElement && e.parentElement.closest('.vx-steps');
+    return !!row && getComputedStyle(row).overflowX === 'auto'; };
   return {perRow: Object.values(rows), cut: stages.filter(s => [s, ...s.children].some(
             e => e.scrollWidth > e.clientWidth + 1)).map(s => s.dataset.stage),
           outside: [...root.querySelectorAll('*')].filter(
-            e => e.getBoundingClientRect().right > right + 1).map(e => e.textContent.slice(0, 20))};
+            e => e.getBoundingClientRect().right > right + 1 && !swiped(e)).map(e => e.textContent.slice(0, 20))};
 }"""
 
 
@@ -339,7 +343,8 @@ def test_presentation_mode_on_a_projector(app, browser):
     check_tour_above(tab, "[data-part='heads']")  # the chips are 82 px tall: all of them
     tab.set_viewport_size({"width": 1366, "height": 1024})  # as wide, taller: full size
     tab.wait_for_timeout(500)
-    assert tab.locator(ROOT).evaluate(STAGE_ROWS) == {"perRow": [4, 4], "cut": [], "outside": []}
+    found = tab.locator(ROOT).evaluate(STAGE_ROWS)  # one row: a presentation link collapsed
+    assert found["cut"] == [] and found["outside"] == [] and found["perRow"] in ([8], [4, 4])
     assert traffic.foreign_hosts(app.url) == set()
     context.close()
     assert errors == [], errors

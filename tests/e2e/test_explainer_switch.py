@@ -1,7 +1,7 @@
 """The Explainer's head switch in a real browser (issue 32): the ⏻ on a head chip switches
 that head off in the open block, the server runs the model again (one rerun) and the answer
 bars under the chips change in place to the model's new answer, which must be what the core
-computes for that head (`xai_core.explainer.head_switch`); "All heads back on" restores the
+computes for that head (`xai_core.lessons.explainer.head_switch`); "All heads back on" restores the
 trained answer; a tour step that switches a head off shows its result at once."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from e2e_helpers import running_apps, watched_tab
 from explainer_driver import ROOT, Traffic, open_explainer, state, wait_for_state
 
 from dashboard.explainer_tour import TOUR, step_number
-from xai_core.explainer import head_switch
+from xai_core.lessons.explainer import head_switch
 from xai_core.images import load_sample
 from xai_core.models import get_model
 
@@ -85,7 +85,7 @@ def test_switching_a_head_off_reruns_the_model_and_updates_the_bars(app, tab):
 
 
 def test_a_tour_step_that_switches_a_head_off_shows_its_result(app, tab):
-    number = step_number("Switch that head off")
+    number = step_number("switch_sink")
     assert TOUR[number - 1].switch_off
     open_explainer(tab, app.url, f"?tour={number}")
     wait_for_state(tab, "tour", lambda step: step == str(number))
@@ -97,7 +97,7 @@ def test_a_tour_step_that_switches_a_head_off_shows_its_result(app, tab):
     assert same_answer(bars(tab), expected["after"]), bars(tab)
     text = tab.locator(f"{ROOT} .vx-tour-text").inner_text()
     target = expected["target"]
-    assert f"from {target['before']:.3f} to {target['after']:.3f}" in text, text
+    assert f"{target['before']:.3f} → {target['after']:.3f}" in text, text  # the one-line lead
     tab.keyboard.press("ArrowRight")  # the next step switches nothing: every head back on
     wait_for_state(tab, "tour", lambda step: step == str(number + 1))
     assert state(tab)["off"] == "" and shown(tab) == "trained"

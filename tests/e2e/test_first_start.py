@@ -12,7 +12,7 @@ import time
 from e2e_helpers import MAKE_RUN, AppProcess, app_env, wait_app_idle
 
 from dashboard.serve import READY
-from xai_core.cli.warmup import default_models
+from xai_core.lessons.warmup import default_models
 
 
 def test_models_are_prepared_before_the_server_listens(tmp_path, browser):

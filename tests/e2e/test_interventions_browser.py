@@ -9,7 +9,7 @@ import re
 import pytest
 from e2e_helpers import AppProcess, wait_app_idle, watched_tab
 
-from xai_core import cause_vs_claim as claims
+from xai_core.studies import cause_vs_claim as claims
 from xai_core.images import load_sample
 from xai_core.models import get_model
 

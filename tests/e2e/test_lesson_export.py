@@ -144,7 +144,7 @@ def test_offline_hover_tour_and_block_6(opened):
     assert one[0]["mapSum"] != two[0]["mapSum"] and not np.array_equal(one[1], two[1])
 
     tab.mouse.move(5, 5)
-    switching = step_number("Switch that head off")
+    switching = step_number("switch_sink")
     for step in range(1, len(TOUR) + 1):  # the first → starts the tour
         tab.keyboard.press("ArrowRight")
         wait_for_state(tab, "tour", str(step), timeout_s=20)
@@ -244,6 +244,10 @@ def test_random_layouts_export_open_and_say_random_weights(browser, tmp_path, mo
     assert f"({prefix} prefix +" in tokens, tokens
     tab.keyboard.press("Escape")
     wait_for_state(tab, "tour", "0", timeout_s=20)
+    linked = Opened(browser, path, "?vx_block=11&vx_head=1")  # "Copy link": that view, not step 1
+    wait_for_state(linked.tab, "head", "1", timeout_s=20)
+    assert (state(linked.tab)["tour"], state(linked.tab)["block"]) == ("0", "11")
+    linked.close()
     tab.locator(f"{ROOT} .vx-block[data-block='5']").click()  # not in the file: said so
     notice = tab.locator("#lesson-notice")
     notice.wait_for(state="visible")

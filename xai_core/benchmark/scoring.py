@@ -1,7 +1,7 @@
 """One unit of a benchmark: one image, one model, one method, every chosen metric.
 
 Every value comes from the code the single-image commands use: the method's map from
-`compare.run_method` (the comparison page's path, default options), the curve metrics
+`method_runs.run_method` (the comparison page's path, default options), the curve metrics
 from `metrics.faithfulness` (the `metrics` command's path), localisation from
 `metrics.localisation` (pointing game, energy in the boxes), ROAD from pytorch-grad-cam.
 """
@@ -19,15 +19,15 @@ import numpy as np
 import torch
 
 from ..capture import capture_cnn, model_layout
-from ..compare import run_method
+from ..studies.method_runs import run_method
 from ..images import model_input_box
 from ..maps import min_max, upsample
 from ..metrics.agreement import spearman
-from ..metrics.faithfulness import class_scorer, faithfulness, score_kind
+from ..metrics.faithfulness import faithfulness
 from ..metrics.localisation import energy_in_boxes, pointing_hit
 from ..metrics.stability import mean_pairwise_spearman, seed_stability, stability_seeds
 from ..methods import METHODS
-from ..pipeline import head_of, prepare, resolve_target
+from ..pipeline import class_scorer, head_of, prepare, resolve_target, score_kind
 from ..infra.rng import seeded
 from .plan import BOX_METRICS, CURVE_METRICS, RANDOM_METHOD, ImageItem, Settings, load_item
 

@@ -27,7 +27,7 @@ import numpy as np
 
 from ..infra.errors import OptionError
 from ..metrics.agreement import spearman
-from . import statistics as stats
+from ..metrics import statistics as stats
 from .plan import DIRECTION, HIGHER, METRIC_NOTES, RANDOM_METHOD, Settings, value_range
 
 

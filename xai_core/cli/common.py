@@ -1,5 +1,5 @@
 """What every sub-command shares: the one-line error, loading the model and image named
-on the command line, run metadata, output (text or --json, .npz) and --set options.
+on the command line, output (text or --json, .npz) and --set options.
 
 Heavy modules (torch, the models) are imported inside the functions that need them, so
 `python -m xai_core --help` answers at once.
@@ -54,24 +54,6 @@ def labelled(model, text: str) -> str:
     """`text` about a model's results, under the model's label when its weights are random
     (the label says so), so printed numbers never pass for a trained model's."""
     return f"{model.label}\n{text}" if model.random_weights else text
-
-
-def run_meta(model, image, extra: dict | None = None) -> dict:
-    import timm
-    import torch
-
-    from .. import __version__
-    from ..images import image_sha256
-
-    meta = {"model": model.spec.id, "model_label": model.label,
-            "random_weights": model.random_weights, "random_weights_seed": model.seed,
-            "weights_source": model.weights_source,
-            "image_sha256": image_sha256(image), "image_size": list(image.size),
-            "input_size": list(model.spec.input_size), "device": str(model.device),
-            "versions": {"vit_lens": __version__, "torch": torch.__version__,
-                         "timm": timm.__version__}}
-    meta.update(extra or {})
-    return meta
 
 
 def emit(args, payload: dict, text: str) -> None:

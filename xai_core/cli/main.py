@@ -13,9 +13,11 @@ import sys
 import numpy as np
 
 from .benchmark import add_benchmark_command
+from ..infra.provenance import run_meta
+from .classroom import add_class_command
 from .common import (FAULT, USAGE_ERROR, CliError, add_budget_flag, budget_of, emit, labelled,
-                     load_image, load_model, method_options_model_image, run_meta, save_npz)
-from .interventions import add_interventions_commands
+                     load_image, load_model, method_options_model_image, save_npz)
+from .studies import add_interventions_commands
 from .lesson import add_lesson_command
 from .metrics import add_metrics_command
 from .warmup import add_health_command, add_warmup_command
@@ -36,7 +38,7 @@ def cmd_models(args) -> None:
 
 
 def cmd_predict(args) -> None:
-    from ..open_set import open_set
+    from ..studies.open_set import open_set
     from ..pipeline import predict
 
     model, image = load_model(args), load_image(args.image)
@@ -149,7 +151,8 @@ def build_parser() -> argparse.ArgumentParser:
                          help="also run a seeded method at the next two seeds and write the "
                               "mean pairwise Spearman of the three maps to meta.stability")
     for extend in (add_metrics_command, add_benchmark_command, add_warmup_command,
-                   add_health_command, add_interventions_commands, add_lesson_command):
+                   add_health_command, add_interventions_commands, add_lesson_command,
+                   add_class_command):
         extend(add)
     return parser
 

@@ -5,8 +5,8 @@ Added to the parser by `cli.main`; heavy imports happen only when the command ru
 
 from __future__ import annotations
 
-from .common import (CliError, add_budget_flag, emit, labelled, method_options_model_image,
-                     run_meta)
+from ..infra.provenance import run_meta
+from .common import CliError, add_budget_flag, emit, labelled, method_options_model_image
 
 METRIC_CHOICES = ("deletion", "insertion", "pos-perturb", "neg-perturb")
 BASELINE_CHOICES = ("zeros", "blur", "rise-blur", "mean")

@@ -13,43 +13,8 @@ from __future__ import annotations
 
 import time
 
+from ..infra.health import wait_healthy
 from .common import CliError, emit
-
-
-def default_models() -> tuple[str, ...]:
-    from ..models import DEFAULT_CNN, DEFAULT_TEXT, DEFAULT_VIT
-
-    return (DEFAULT_VIT, DEFAULT_CNN, DEFAULT_TEXT)
-
-
-def warm_up(model_ids: tuple[str, ...] | None = None, sample: str = "chelsea") -> list[dict]:
-    """Load each model (building DINOv2's k-NN bank and its per-block banks) and run one
-    prediction.
-
-    Returns one row per model: id, whether it loaded, seconds, and the top class.
-    """
-    from ..images import load_sample
-    from ..models import availability, get_model
-    from ..pipeline import predict
-    from ..readout import warm_block_banks
-
-    model_ids = model_ids or default_models()
-
-    image = load_sample(sample)
-    rows = []
-    for model_id in model_ids:
-        started = time.perf_counter()
-        status = availability(model_id)
-        if not status.available:
-            rows.append({"model": model_id, "loaded": False, "seconds": 0.0,
-                         "top": None, "reason": status.reason})
-            continue
-        model = get_model(model_id)
-        top = predict(model, image, topk=1)[0].label if model.head is not None else None
-        warm_block_banks(model)  # the Explainer's and page 9's read-out
-        rows.append({"model": model_id, "loaded": True,
-                     "seconds": time.perf_counter() - started, "top": top, "reason": ""})
-    return rows
 
 
 def add_warmup_command(add) -> None:
@@ -63,6 +28,7 @@ def add_warmup_command(add) -> None:
 
 
 def cmd_warmup(args) -> None:
+    from ..lessons.warmup import default_models, warm_up
     from ..models import get_spec
 
     model_ids = tuple(args.models or default_models())
@@ -120,7 +86,7 @@ def warm_gallery(lines: list[str]) -> dict:
 def _warm_one(store, vit, cnn, sample_id: str):
     """One gallery image's default views, every result on disk before it returns: a batch job
     waits for the writer rather than drop a write, as a request would."""
-    from ..gallery_warmup import warm_image
+    from ..lessons.warmup import warm_image
     from ..images import load_sample
 
     if store is None:
@@ -131,28 +97,6 @@ def _warm_one(store, vit, cnn, sample_id: str):
     finally:
         store.wait_for_room = False
         store.flush()
-
-
-def healthy(url: str, timeout: float = 5.0) -> bool:
-    """True when Streamlit's health endpoint at `url` answers 200 "ok"."""
-    import urllib.error
-    import urllib.request
-
-    try:
-        with urllib.request.urlopen(url, timeout=timeout) as response:
-            return response.status == 200 and response.read().strip() == b"ok"
-    except (urllib.error.URLError, OSError, ValueError):
-        return False
-
-
-def wait_healthy(url: str, wait: float) -> bool:
-    deadline = time.monotonic() + wait
-    while True:
-        if healthy(url):
-            return True
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(0.5)
 
 
 def add_health_command(add) -> None:

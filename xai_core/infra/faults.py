@@ -21,11 +21,14 @@ from typing import Callable, TypeVar
 import torch
 
 from .locks import FairLock
-from ..pipeline import CAPTURE_CACHE
 
 T = TypeVar("T")
 StopCheck = Callable[[], bool]
 RETRY_BATCH_DIVISOR = 4
+# What running out of memory empties besides the failed call's tensors: each cache registers
+# its own `clear` (`free_on_out_of_memory`; the pipeline's shared capture cache), so this
+# module, below the caches, imports none of them.
+FREED_ON_OUT_OF_MEMORY: list[Callable[[], None]] = []
 
 
 class ModelOutOfMemory(RuntimeError):
@@ -34,6 +37,11 @@ class ModelOutOfMemory(RuntimeError):
 
 class Cancelled(Exception):
     """The caller's should_stop() asked to stop between two batches."""
+
+
+def free_on_out_of_memory(clear: Callable[[], None]) -> None:
+    """Run `clear` (a cache's) whenever a model call runs out of memory."""
+    FREED_ON_OUT_OF_MEMORY.append(clear)
 
 
 def is_out_of_memory(error: BaseException) -> bool:
@@ -50,7 +58,8 @@ def free_memory(failed_traceback=None) -> None:
     """Drop the failed call's tensors, the shared capture cache and CUDA's cached blocks."""
     if failed_traceback is not None:
         traceback.clear_frames(failed_traceback)  # finished frames still hold activations
-    CAPTURE_CACHE.clear()
+    for clear in FREED_ON_OUT_OF_MEMORY:
+        clear()
     gc.collect()
     if torch.cuda.is_available():
         torch.cuda.empty_cache()

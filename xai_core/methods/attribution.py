@@ -66,7 +66,7 @@ def score_forward(model, target: int, head=None, should_stop: StopCheck | None =
 def reference_pixels(model, pixels: torch.Tensor, name: str) -> torch.Tensor:
     """The reference ("baseline") input of Integrated Gradients, Occlusion and KernelSHAP,
     in model-input space, shaped like `pixels`."""
-    from ..metrics.faithfulness import baseline_pixels
+    from ..analysis.perturbation import baseline_pixels
 
     pixels = pixels.detach()
     if name == "black":

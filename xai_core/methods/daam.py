@@ -132,8 +132,9 @@ class DaamResult:
 
 def sink_frames(result: DaamResult, analysis) -> list[dict]:
     """Flow frames whose brightest patch is the patch key of a sink head of that block
-    (`xai_core.analysis.sinks`): such an L_b shows the sink, not the object. Each entry says how
-    much that frame adds to the final map D_B and how much of D_B the sink patch holds."""
+    (`xai_core.analysis.attention_sinks`): such an L_b shows the sink, not the object. Each
+    entry says how much that frame adds to the final map D_B and how much of D_B the sink patch
+    holds."""
     rows = {block: position for position, block in enumerate(analysis.blocks)}
     total = float(result.D[-1].sum())
     found = []

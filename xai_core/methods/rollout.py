@@ -15,7 +15,7 @@ self-attention blocks only: CaiT's class-attention blocks (one [CLS] query)
 are left out and its patch blocks have no prefix token at all.
 
 `start=auto` (the default of the app and the CLI) starts after the
-sink-dominated blocks (`xai_core.analysis.sinks`): a head that sends most of every
+sink-dominated blocks (`xai_core.analysis.attention_sinks`): a head that sends most of every
 query's attention to one background patch adds the same bright column to every
 row of its block, and rollout carries it to the end as one bright pixel. On
 DINOv2 ViT-S/14 that is block 0, head 5, on every sample image (docs/methods.md).
@@ -32,8 +32,8 @@ from ..infra.cache import BoundedCache, cache_key
 from ..capture import Capture, CaptureError, model_layout
 from ..infra.errors import OptionError
 from ..pipeline import prepare, vit_capture
-from ..analysis.sinks import DEFINITION as SINK_DEFINITION
-from ..analysis.sinks import SinkAnalysis
+from ..analysis.attention_sinks import DEFINITION as SINK_DEFINITION
+from ..analysis.attention_sinks import SinkAnalysis
 from .base import (LAST_PATCH, LAST_SELF_BLOCK, METHODS, Choice, ExplainRequest, ExplainResult,
                    Float, Int, Theory, method)
 

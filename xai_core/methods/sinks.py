@@ -1,17 +1,17 @@
 """The `sinks` method: the sink score, sink key and entropy of every head (definitions and
-the analysis in `xai_core.analysis.sinks`). Its `detail` is the `SinkAnalysis` the pages, rollout's
-start=auto and the DAAM flow read.
+the analysis in `xai_core.analysis.attention_sinks`). Its `detail` is the `SinkAnalysis` the
+pages, rollout's start=auto and the DAAM flow read.
 
-Two modules are called `sinks` on purpose: every method file is named after the method it
-registers (`METHODS["sinks"]`, `python -m xai_core explain --method sinks`), and this thin
-wrapper caches the analysis that rollout and the interventions also read without a method."""
+Named after the method it registers, like every method file (`METHODS["sinks"]`,
+`python -m xai_core explain --method sinks`); this thin wrapper caches the analysis that
+rollout and the interventions also read without a method."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from ..pipeline import vit_capture
-from ..analysis.sinks import DEFINITION, ENTROPY_DEFINITION, SINK_THRESHOLD, analyse_sinks
+from ..analysis.attention_sinks import DEFINITION, ENTROPY_DEFINITION, SINK_THRESHOLD, analyse_sinks
 from ..analysis.tokens import prefix_token_names
 from .base import ExplainRequest, ExplainResult, Theory, method
 

@@ -15,16 +15,10 @@ it has the score's own units.
   feature-map cells) and blank the most (positive) or least (negative) relevant
   ones for fractions 0, 1/N, ..., (N-1)/N (0-90 % for N = 10).
 
-Baselines: "zeros" = zeros in model-input space (the training mean colour once
-normalised); "blur" = torchvision's Gaussian blur, an 11x11 kernel sampled from a
-Gaussian with sigma 5, reflect padding (centre weight 0.0120); "rise-blur" = the
-kernel of the RISE authors' code: scipy's `gaussian_filter` (sigma 5) applied to an
-11x11 impulse, convolved with zero padding (centre weight 0.0088; image borders fade
-towards zero, i.e. towards the training mean colour); "mean" = the image's own mean
-colour. All are computed in model-input space, as RISE does.
+Baselines: `analysis.perturbation` (zeros, blur, RISE's blur, the image's mean colour).
 
-The class score is what the model's head calls the class's probability: the
-softmax probability for an ImageNet classifier, and for a k-NN head (DINOv2) the
+The class score (`pipeline.class_scorer`) is what the model's head calls the class's
+probability: the softmax probability for an ImageNet classifier, and for a k-NN head (DINOv2) the
 differentiable k-NN class score `head.score_fn` (mean cosine similarity to the
 class's nearest bank entries), because k-NN votes are a step function.
 """
@@ -39,22 +33,16 @@ from typing import Callable
 import numpy as np
 import torch
 
+from ..analysis.perturbation import BASELINES, baseline_pixels
 from ..infra.cache import BoundedCache, cache_key
 from ..infra.errors import OptionError
 from ..infra.faults import StopCheck, check_stop, retry_with_smaller_batch
 from ..maps import check_map, upsample
-from ..pipeline import default_batch_size, head_of, prepare, resolve_target
+from ..pipeline import (class_scorer, default_batch_size, head_of, prepare, resolve_target,
+                        score_kind)
 
 METRICS = ("deletion", "insertion", "pos-perturb", "neg-perturb")
-BASELINES = ("zeros", "blur", "rise-blur", "mean")
-BASELINE_NAMES = {"zeros": "zeros in model-input space (the training mean colour)",
-                  "blur": "Gaussian blur (torchvision: sampled 11x11 kernel, sigma 5, reflect "
-                          "padding)",
-                  "rise-blur": "RISE's blur (scipy gaussian_filter of an 11x11 impulse, sigma 5, "
-                               "zero padding)",
-                  "mean": "the image's mean colour"}
 MIN_STEPS, MAX_STEPS = 2, 500
-BLUR_KERNEL, BLUR_SIGMA = 11, 5.0
 
 Progress = Callable[[int, int], None]
 # Curves and end scores are a few hundred bytes each, but a page-7 run makes 4 per method and
@@ -63,61 +51,7 @@ Progress = Callable[[int, int], None]
 CURVE_CACHE = BoundedCache(max_entries=4096, max_bytes=16 * 2**20)
 
 
-# --- the class score --------------------------------------------------------------------------
-
-def score_kind(model, head=None) -> str:
-    head = head_of(model, head)
-    if head.kind == "imagenet":
-        return "softmax probability of the class"
-    return "k-NN class score (mean cosine similarity to the class's nearest bank entries)"
-
-
-def class_scorer(model, target: int, head=None) -> Callable[[torch.Tensor], np.ndarray]:
-    """Model output (B, ...) -> the target class's score for every image, (B,) numpy."""
-    head = head_of(model, head)
-    if head.kind == "imagenet":
-        return lambda output: output.float().softmax(-1)[:, target].numpy().astype(np.float64)
-    score = head.score_fn(target)  # sums over its batch: call it per image
-    return lambda output: np.array([float(score(output[i:i + 1])) for i in range(len(output))])
-
-
-# --- baselines and ranking --------------------------------------------------------------------
-
-def baseline_pixels(pixels: torch.Tensor, baseline: str) -> torch.Tensor:
-    """The fully perturbed image, in model-input (normalised) space, same shape as `pixels`."""
-    if baseline == "zeros":
-        return torch.zeros_like(pixels)
-    if baseline == "blur":
-        from torchvision.transforms.v2.functional import gaussian_blur
-
-        return gaussian_blur(pixels, [BLUR_KERNEL, BLUR_KERNEL], [BLUR_SIGMA, BLUR_SIGMA])
-    if baseline == "rise-blur":
-        return rise_blur(pixels)
-    if baseline == "mean":
-        return pixels.mean(dim=(-2, -1), keepdim=True).expand_as(pixels).clone()
-    raise OptionError(f"Baseline '{baseline}' is not one of: {', '.join(BASELINES)}.")
-
-
-def rise_kernel(size: int = BLUR_KERNEL, sigma: float = BLUR_SIGMA) -> np.ndarray:
-    """The RISE code's blur kernel: scipy's gaussian_filter (its defaults: reflect mode,
-    truncate 4) run on a size x size impulse. Sigma 5 reaches past the 11x11 window, so
-    the reflected tails fold back in: the weights still sum to 1 but are flatter than a
-    sampled Gaussian."""
-    from scipy.ndimage import gaussian_filter
-
-    impulse = np.zeros((size, size))
-    impulse[size // 2, size // 2] = 1.0
-    return gaussian_filter(impulse, sigma)
-
-
-def rise_blur(pixels: torch.Tensor) -> torch.Tensor:
-    """(B, C, H, W) blurred channel by channel with `rise_kernel`, zero padding, as RISE's
-    `conv2d(x, kern, padding=klen // 2)` with a kernel on the channel diagonal."""
-    channels = pixels.shape[1]
-    kernel = torch.as_tensor(rise_kernel(), dtype=pixels.dtype, device=pixels.device)
-    weight = kernel[None, None].expand(channels, 1, *kernel.shape)
-    return torch.nn.functional.conv2d(pixels, weight, padding=BLUR_KERNEL // 2, groups=channels)
-
+# --- ranking ----------------------------------------------------------------------------------
 
 def _cell_of_pixel(grid: tuple[int, int], size: tuple[int, int]) -> np.ndarray:
     """(H, W) index of the map cell each input pixel lies in (cells tile the input)."""

@@ -4,7 +4,7 @@
  * updated in place, each with a mark at its share before. An offline lesson has no server:
  * it shows the switches its tour steps carry and says that others need the app. */
 
-import { el } from "./dom.js";
+import { el, markTargets } from "./dom.js";
 import { esc, pct } from "./format.js";
 
 const ROWS = 5;
@@ -63,6 +63,7 @@ export class AnswerPanel {
         r.row.title = `${t.label}: ${pct(was)} with every head, ${pct(t.share)} with ${headsText(off)} off`;
       } else r.row.title = "";
     });
+    markTargets([this.element], app.state.targets);
     this.element.classList.toggle("waiting", waiting);
     this.element.classList.toggle("switched", !!current && !current.error);
     this.element.dataset.off = off.map((p) => p.join(".")).join(",");
@@ -74,12 +75,18 @@ export class AnswerPanel {
     this.note.hidden = app.liveSwitch;
   }
 
+  /** The switch's numbers: the class score before → after and, for a k-NN head, the class's
+   * share of the vote too (its bar): two numbers that need not move together. */
   statusText(off, current, waiting) {
     if (!off.length) return `<span class="muted">every head on · the power switch on a head chip turns it off</span>`;
     if (waiting) return `running the model without ${esc(headsText(off))}…`;
     if (current.error) return `<span class="vx-unknown">${esc(current.error)}</span>`;
-    const t = current.target, change = t.after - t.before;
-    return `${esc(headsText(off))} off: class score of ${esc(t.label)} ${t.before.toFixed(3)} → ` +
-      `<b>${t.after.toFixed(3)}</b> (${change >= 0 ? "+" : "−"}${Math.abs(change).toFixed(3)})`;
+    const t = current.target, change = t.after - t.before, knn = this.app.model.ov.prediction.head === "knn";
+    const share = (list) => (list.find((p) => p.label === t.label) || {}).share;
+    const [was, now] = [share(current.before), share(current.after)];
+    const vote = knn && was !== undefined && now !== undefined
+      ? ` · <span title="The bar: the class's share of the k-NN vote">share of the vote ${pct(was)} → <b>${pct(now)}</b></span>` : "";
+    return `${esc(headsText(off))} off · ${esc(t.label)}: <span title="${esc(t.score_kind)}">${knn ? "k-NN class score" : "probability"} ` +
+      `${t.before.toFixed(3)} → <b>${t.after.toFixed(3)}</b></span> (${change >= 0 ? "+" : "−"}${Math.abs(change).toFixed(3)})${vote}`;
   }
 }

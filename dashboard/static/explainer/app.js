@@ -63,6 +63,7 @@ export class Explainer {
     if (!this.root.isConnected) return;
     this.root.classList.toggle("present", !!data.presentation);
     this.link = data.link;
+    this.secondOpinion = data.second_opinion || null;  // the CNN's answer, for a picture the bank does not know
     this.liveSwitch = !!(data.switch && data.switch.live);
     // a reply without a result while heads are off answers an older view: keep the last
     if (this.liveSwitch && (data.switch.result || !this.state.off.length)) this.switchResult = data.switch.result;
@@ -77,7 +78,7 @@ export class Explainer {
     if (data.detail) this.keepDetail(data.detail);
     if (data.vectors) this.keepVectors(data.vectors);
     this.renderAll();
-    if (data.detail || data.vectors) this.tour.afterData();
+    this.tour.afterData();
     if (METRICS.readyAt === null) METRICS.readyAt = performance.now();
   }
 
@@ -95,7 +96,7 @@ export class Explainer {
     const overlay = start.overlay || "attention";
     this.store.set({ block: start.block, stage: start.stage, head: start.head ?? -1, overlay,
       hover: null, hoverPrefix: null, pinned: start.patch ?? null, playing: false,
-      previewBlock: null, previewHead: null, hoverKey: null, tour: 0, off: [],
+      previewBlock: null, previewHead: null, hoverKey: null, tour: 0, off: [], targets: [], marks: [],
       position: this.maps.frameIndexOf(start.block, overlay) }, REDRAW.none);
     this.build();
     if (data.tour.active) this.tour.applyStep(data.tour.active, false);
@@ -158,6 +159,22 @@ export class Explainer {
     this.detail = new DetailPanel(this);
     main.appendChild(this.detail.element);
     root.appendChild(main);
+  }
+
+  /** The picture's displayed size: `px` while a tour step needs room (tour.js), its own
+   * size (null) otherwise. The root's --vx-image sizes it and the column it sits in. */
+  fitPicture(px) {
+    if (px === null) this.root.style.removeProperty("--vx-image");
+    else this.root.style.setProperty("--vx-image", `${Math.floor(px)}px`);
+  }
+
+  /** The picture's own displayed size (px), whatever a tour step made of it. */
+  pictureSize() {
+    const fitted = this.root.style.getPropertyValue("--vx-image");
+    this.root.style.removeProperty("--vx-image");
+    const size = this.picture.canvas.getBoundingClientRect().width;
+    if (fitted) this.root.style.setProperty("--vx-image", fitted);
+    return size;
   }
 
   redraw(redraw) {

@@ -3,7 +3,7 @@
  * final answer scores when the model stops after that block). Hover previews a block on
  * the picture; a click opens it; a block with heads switched off is marked. */
 
-import { el } from "./dom.js";
+import { el, markTargets } from "./dom.js";
 import { esc, fmt, pct } from "./format.js";
 import { REDRAW } from "./store.js";
 
@@ -21,6 +21,7 @@ export class BlockStrip {
     this.blockEls = [];
     const row = el("div", "vx-block-row");
     row.dataset.part = "readout";
+    this.row = row;
     m.blocks.forEach((b) => row.appendChild(this.blockNode(b)));
     strip.appendChild(row);
     this.element = strip;
@@ -60,6 +61,7 @@ export class BlockStrip {
   /** The open block marked, thumbnails in the chosen head, the norm bars. */
   render() {
     const st = this.app.state, m = this.app.model;
+    markTargets([this.row], st.targets);
     this.blockEls.forEach(({ node }, i) => {
       node.classList.toggle("current", i === st.block);
       const off = st.off.filter(([block]) => block === i).length;

@@ -2,7 +2,8 @@
  * per head, each a small map; hover previews; its power switch turns the head off in the
  * open block), and the block player (play, scrubber). */
 
-import { el } from "./dom.js";
+import { el, markTargets } from "./dom.js";
+import { attentionShare, esc } from "./format.js";
 import { REDRAW } from "./store.js";
 
 // a power symbol drawn, not a character: the ⏻ glyph is missing from common fonts
@@ -27,6 +28,7 @@ export class Controls {
     if (app.model.daam) overlays.push(["daam", "DAAM so far"]);
     const seg = el("div", "vx-row");
     seg.dataset.part = "overlay";
+    this.overlayRow = seg;
     seg.innerHTML = `<span class="vx-label">Map</span><span class="vx-seg">${overlays.map(([id, text]) =>
       `<button data-overlay="${id}">${text}</button>`).join("")}</span>`;
     seg.querySelectorAll("button").forEach((button) => button.addEventListener("click", () => {
@@ -70,12 +72,16 @@ export class Controls {
       this.headChips.push({ chip, canvas, head: h, off });
     }
     heads.appendChild(chips);
+    // the block's attention sinks, with the share the tour quotes (xai_core.analysis.sinks)
+    this.sinkNote = el("div", "vx-note vx-sink-note", "");
+    heads.appendChild(this.sinkNote);
     return heads;
   }
 
   buildPlayer() {
     const app = this.app, player = el("div", "vx-player");
     player.dataset.part = "player";
+    this.playerRow = player;
     player.innerHTML = `<span class="vx-label">Block</span><button class="vx-play" title="Play / pause (block by block)">▶</button>` +
       `<input type="range" min="0" max="${app.model.blocks.length - 1}" step="1" value="0" aria-label="Block">` +
       `<span class="vx-blocknum"></span>`;
@@ -93,6 +99,7 @@ export class Controls {
 
   render() {
     const st = this.app.state;
+    markTargets([this.overlayRow, this.headRow, this.playerRow], st.targets);
     this.overlayButtons.forEach((b) => b.classList.toggle("on", b.dataset.overlay === st.overlay));
     const b = this.app.model.blocks[st.block];
     // heads_off acts on self-attention blocks (xai_core.interventions); the file has no server
@@ -108,6 +115,9 @@ export class Controls {
       off.title = off.ariaLabel = isOff ? `Switch head ${head} of block ${st.block} back on`
         : `Switch head ${head} of block ${st.block} off: the model runs again without it`;
     });
+    const sinks = this.app.model.ov.sinks.heads.filter((s) => s.block === st.block);
+    this.sinkNote.innerHTML = sinks.length ? `Attention ${sinks.length > 1 ? "sinks" : "sink"} here: ` +
+      sinks.map((s) => `head ${s.head} sends ${attentionShare(s.score)} to ${esc(s.key)}`).join("; ") : "";
     this.playButton.textContent = st.playing ? "❚❚" : "▶";
     this.playButton.setAttribute("aria-label", st.playing ? "Pause" : "Play");
     this.scrubber.value = String(st.block);

@@ -3,7 +3,7 @@
  * when the stage, the opened block, its arrival or the head changes. */
 
 import { BlockDetail } from "./block-steps.js";
-import { el } from "./dom.js";
+import { el, markTargets } from "./dom.js";
 import { NormChart } from "./norm-chart.js";
 import { FeatureNotes, HeadNotes, PredictionNotes } from "./prediction.js";
 import { ImageNotes, PatchNotes, TokenNotes } from "./stage-notes.js";
@@ -18,10 +18,16 @@ export class DetailPanel {
   }
 
   render() {
-    const app = this.app, st = app.state, detail = app.details.get(st.block);
+    const st = this.app.state, detail = this.app.details.get(st.block);
     const key = `${st.stage}:${st.stage === "blocks" ? st.block : ""}:${st.stage === "blocks" && !!detail}:${st.head}` +
       (st.stage === "top5" ? `:${st.off.join(";")}` : "");  // its note names the heads off
-    if (key === this.key) return;
+    if (key !== this.key) this.rebuild(key);
+    // the panel marks its own nodes and those of the view it built (steps, matrix, qk...)
+    markTargets([this.element, ...this.element.querySelectorAll("[data-part]")], st.targets);
+  }
+
+  rebuild(key) {
+    const app = this.app, st = app.state, detail = app.details.get(st.block);
     this.key = key;
     if (this.view && this.view.dispose) this.view.dispose();
     if (st.stage !== "blocks") app.sync.qkVisible = false;  // else: the rebuilt panel reports soon

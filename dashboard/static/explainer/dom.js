@@ -1,4 +1,4 @@
-/* Small DOM helpers: elements, focus, the element that scrolls the page. */
+/* Small DOM helpers: elements, focus, the element that scrolls the page, tour targets. */
 
 export const el = (tag, cls, html) => {
   const node = document.createElement(tag);
@@ -22,4 +22,13 @@ export function scroller(root) {
     }
   }
   return document.scrollingElement;
+}
+
+/** Mark a part's own nodes (each with its `data-part`) that the tour step on screen points
+ * at (`targets`, from the store): the tour finds them by `data-tour-target`, and the page's
+ * style lights them up. Each part marks only the nodes it made. */
+export function markTargets(nodes, targets) {
+  for (const node of nodes) {
+    if (node) node.toggleAttribute("data-tour-target", targets.includes(node.dataset.part));
+  }
 }

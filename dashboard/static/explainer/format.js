@@ -3,8 +3,14 @@
 export const esc = (text) => String(text).replace(/[&<>"']/g, (c) =>
   ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" }[c]));
 
-/** Escaped text with **bold** spans (the tour's step texts). */
-export const rich = (text) => esc(text).replace(/\*\*(.+?)\*\*/g, "<b>$1</b>");
+/** Escaped text with **bold** spans and the glossary's marks, ⟦id⟧ or ⟦id|words⟧ (the
+ * tour's step texts; dashboard/explainer_glossary.py), drawn as buttons that open the term's
+ * popover; `terms`: id -> {term, words}. */
+export const rich = (text, terms = {}) => esc(text).replace(/\*\*(.+?)\*\*/g, "<b>$1</b>")
+  .replace(/⟦([a-z_]+)(?:\|([^⟧]*))?⟧/g, (_, id, shown) => {
+    const words = shown !== undefined ? shown : terms[id] ? esc(terms[id].term) : id;
+    return terms[id] ? `<button class="vx-term" data-term="${id}" title="What is this?">${words}</button>` : words;
+  });
 
 export const fmt = (x, digits = 3) => {
   if (x === null || x === undefined || Number.isNaN(x)) return "–";
@@ -40,3 +46,7 @@ export function checksum(values) {
 /** "patch 17 (row 1, col 3)" on a grid of `cols` columns. */
 export const patchName = (patch, cols) =>
   `patch ${patch} (row ${Math.floor(patch / cols)}, col ${patch % cols})`;
+
+/** A share of attention in words, never "100%" for a share that is not all of it (as the
+ * tour's texts write it: dashboard/explainer_tour.py `percent`). */
+export const attentionShare = (x) => (x >= 0.9995 ? "over 99.9%" : `${(100 * x).toFixed(1)}%`);

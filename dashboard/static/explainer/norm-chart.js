@@ -42,6 +42,25 @@ export class NormChart {
     return series;
   }
 
+  /** The numbers the tour quotes, on the lines they come from: the median patch token's
+   * length entering the first block and at its last point, and the marked patch's length
+   * over the median in the block where it stands out most. */
+  labels(series, x, y, font) {
+    const median = series[0].values, st = this.app.state, marks = this.app.model.ov.high_norm;
+    const last = median.reduce((found, v, i) => (v !== null ? i : found), 0);
+    const text = (tx, ty, words, anchor, colour) => `<text x="${tx}" y="${ty}" font-size="${font}" ` +
+      `text-anchor="${anchor}" font-weight="700" fill="${colour}" data-label="value">${words}</text>`;
+    let html = text(x(0) + 4, y(median[0]) - font * 0.5, fmt(median[0]), "start", "#666") +
+      text(x(last) - 4, y(median[last]) + font * 1.2, fmt(median[last]), "end", "#666");
+    const mark = (marks.flagged[0] || marks.largest);
+    const marked = series[2];
+    if (marked && st.pinned === mark.patch && marked.values[mark.block + 1] !== null) {
+      html += text(x(mark.block + 1), y(marked.values[mark.block + 1]) - font * 0.6,
+        `${mark.ratio}× the median`, "middle", "#0891b2");
+    }
+    return html;
+  }
+
   draw() {
     const svg = this.svg;
     if (!svg.isConnected) return;
@@ -66,6 +85,7 @@ export class NormChart {
       const points = s.values.map((v, i) => (v === null ? null : `${x(i)},${y(v)}`)).filter(Boolean).join(" ");
       html += `<polyline fill="none" stroke="${s.colour}" stroke-width="${s.width}" points="${points}"/>`;
     }
+    html += this.labels(series, x, y, font);
     const block = app.state.block;
     html += `<line x1="${x(block + 1)}" x2="${x(block + 1)}" y1="${pad.t}" y2="${H - pad.b}" stroke="#f59e0b" stroke-dasharray="4 3"/>`;
     svg.innerHTML = html;

@@ -2,7 +2,7 @@
  * the patch grid, the query patch (cyan) and the key under the pointer (yellow); its
  * caption and colour scale. Hover points at a patch; a click pins it. */
 
-import { el } from "./dom.js";
+import { el, markTargets } from "./dom.js";
 import { checksum, esc, fmt, maxOf, pct } from "./format.js";
 import { REDRAW } from "./store.js";
 
@@ -29,6 +29,7 @@ export class Picture {
     this.canvas = canvas;
     card.appendChild(canvas);
     this.caption = el("div", "vx-caption");
+    this.caption.dataset.part = "caption";
     card.appendChild(this.caption);
     const legend = el("div", "vx-legend");
     legend.innerHTML = `<span class="vx-legend-min"></span><canvas width="256" height="1"></canvas><span class="vx-legend-max"></span>`;
@@ -78,17 +79,34 @@ export class Picture {
     const query = st.hover !== null ? st.hover : st.pinned;
     if (query !== null) painter.outlinePatch(ctx, query, W, H, "#22d3ee");
     if (st.hoverKey !== null && st.hoverKey >= 0) painter.outlinePatch(ctx, st.hoverKey, W, H, "#fde047", true);
+    // a patch the tour step names (the sink's key): outlined, dashed
+    for (const patch of st.marks) if (patch !== query) painter.outlinePatch(ctx, patch, W, H, "#f59e0b", true);
     this.drawCaption(map);
+    markTargets([canvas, this.caption], st.targets);
     app.root.dataset.hover = st.hover === null ? "" : String(st.hover);
     app.root.dataset.mapSum = map && map.patch ? checksum(map.patch) : "";
+  }
+
+  /** How far the chosen head of the open block looks on average (page 3's mean attention
+   * distance, measured for the first and last self-attention blocks), as the tour quotes it;
+   * not for a sink head, whose map is its sink key whatever the query. */
+  distanceText() {
+    const st = this.app.state, ov = this.app.model.ov, measured = ov.distance;
+    const at = measured.blocks.indexOf(st.block);
+    const sink = ov.sinks.heads.some((s) => s.block === st.block && s.head === st.head);
+    if (st.overlay !== "attention" || st.head < 0 || at < 0 || sink || st.previewBlock !== null) return "";
+    return `Head ${st.head} of block ${st.block} looks ${Math.round(measured.mad[at][st.head])} pixels from its ` +
+      `query on average (mean attention distance; evenly spread: ${Math.round(measured.reference)} pixels).`;
   }
 
   drawCaption(map) {
     const st = this.app.state, m = this.app.model;
     if (!map) {
       const [rows, cols] = m.grid, [ph, pw] = m.ov.layout.patch;
+      const p = st.hover !== null ? st.hover : st.pinned;
       this.caption.innerHTML = st.stage === "patches"
-        ? `The model cuts the image into <b>${rows}×${cols} = ${m.np}</b> patches of ${ph}×${pw} pixels. Point at or tap one.`
+        ? `The model cuts the image into <b>${rows}×${cols} = ${m.np}</b> patches of ${ph}×${pw} pixels. Point at or tap one.` +
+          (p !== null ? `<br><b>Patch ${p}</b>: row ${Math.floor(p / cols)}, column ${p % cols} (counting from 0).` : "")
         : st.stage === "tokens"
           ? `Each patch becomes one token. Point at or tap the picture or the token strip above: the two are linked.`
           : "What the model sees: the picture resized and cropped. Open a block to colour it by attention.";
@@ -106,6 +124,8 @@ export class Picture {
       for (const v of map.patch) patchMass += v;
       text += `<br><span class="muted">Of this row: ${mass}; the ${m.np} patches together ${pct(patchMass)}.</span>`;
     }
+    const distance = this.distanceText();
+    if (distance) text += `<br><span class="muted">${distance}</span>`;
     if (map.loading) text = `<span class="vx-loading">${esc(map.title)}</span>`;
     this.caption.innerHTML = text;
     this.canvas.setAttribute("aria-label", this.caption.textContent);

@@ -1,7 +1,7 @@
 /* The pipeline: one button per stage, pixels to prediction (the prediction's stage shows
  * the answer). A click shows that stage in the detail panel. */
 
-import { el } from "./dom.js";
+import { el, markTargets } from "./dom.js";
 import { esc, pct } from "./format.js";
 
 export class Pipeline {
@@ -48,5 +48,6 @@ export class Pipeline {
   render() {
     const stage = this.app.state.stage;
     Object.entries(this.stageEls).forEach(([id, node]) => node.classList.toggle("selected", id === stage));
+    markTargets([this.element], this.app.state.targets);
   }
 }

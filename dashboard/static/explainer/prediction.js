@@ -57,19 +57,33 @@ export class PredictionNotes {
   constructor(app, box) {
     const p = app.model.ov.prediction;
     box.innerHTML = `<h3>Prediction <span class="mono">top 5 of ${p.classes}</span></h3>`;
+    const answer = el("div", "vx-prediction");  // what the tour's prediction step points at
+    answer.dataset.part = "prediction";
+    box.appendChild(answer);
     const bars = el("div", "vx-bars");
-    bars.dataset.part = "prediction";
     bars.innerHTML = p.top.map((t) => `<div class="vx-bar"><span>${esc(t.label)}</span>` +
       `<span class="vx-bar-track"><span class="vx-bar-fill" style="display:block;width:${(100 * t.probability).toFixed(1)}%"></span></span>` +
       `<span class="mono">${pct(t.probability)}</span></div>`).join("");
-    box.appendChild(bars);
-    box.appendChild(el("div", "vx-note", p.head === "knn"
+    answer.appendChild(bars);
+    answer.appendChild(el("div", "vx-note", p.head === "knn"
       ? "Shares of the k-NN vote (weights exp(cos/T) summed per class), not calibrated probabilities."
       : "Softmax probabilities of the model's logits."));
+    const nearest = p.head === "knn" && p.neighbours.length ? p.neighbours[0] : null;
+    if (nearest && !app.model.ov.model.random) {
+      answer.appendChild(el("div", "vx-note", `Nearest bank entry: ${esc(nearest.source)} (${esc(nearest.label)}), ` +
+        `cosine similarity ${nearest.similarity.toFixed(3)}` + (nearest.similarity > 0.999
+          ? ": this very picture, so the vote finds it rather than recognises it. A fair test: on Home, " +
+            "teach the k-NN two or three photos of one kind of thing, then open another photo of that kind." : ".")));
+    }
     if (!p.open_set.known) {
       // the model must name a class: say when the picture is unlike all it knows
-      box.appendChild(el("div", "vx-note vx-unknown", `This picture looks like none of what the model knows: ` +
+      answer.appendChild(el("div", "vx-note vx-unknown", `This picture looks like none of what the model knows: ` +
         `${esc(p.open_set.why)}. The bars are guesses, not an answer.`));
+    }
+    const other = app.secondOpinion;
+    if (other) {  // a model trained on ImageNet's 1000 classes, beside a bank of a few
+      answer.appendChild(el("div", "vx-note vx-second", `${esc(other.model)}, trained on ImageNet's ` +
+        `${other.classes} classes, answers <b>${esc(other.label)}</b> (${pct(other.share)}).`));
     }
     const off = app.state.off;
     if (off.length) {

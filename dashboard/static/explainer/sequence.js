@@ -1,7 +1,7 @@
 /* The token sequence of the chosen block: prefix tokens, then the patches in raster order,
  * coloured like the picture's map; hovering a token points at it everywhere. */
 
-import { el } from "./dom.js";
+import { el, markTargets } from "./dom.js";
 import { maxOf, patchName } from "./format.js";
 
 export class Sequence {
@@ -46,6 +46,7 @@ export class Sequence {
   draw() {
     const canvas = this.canvas, app = this.app;
     if (!app.model) return;
+    markTargets([this.element], app.state.targets);
     const dpr = devicePixelRatio || 1, rect = canvas.getBoundingClientRect();
     const W = Math.max(200, Math.round(rect.width * dpr)), H = Math.round(rect.height * dpr) || 34;
     if (canvas.width !== W || canvas.height !== H) { canvas.width = W; canvas.height = H; }

@@ -1,6 +1,8 @@
 /* The one state store: what is shown. stage, block, head (-1: the mean of the heads),
  * overlay (the map: attention, rollout or daam), pinned (the marked patch), tour (the step
- * on screen, 0: none), off (the [block, head] pairs switched off), and what follows the pointer or the player (hover, hoverPrefix,
+ * on screen, 0: none), targets (the parts that step points at: each part marks its own), marks
+ * (the patches it names on the picture), off (the [block, head] pairs switched off), and what
+ * follows the pointer or the player (hover, hoverPrefix,
  * hoverKey, previewBlock, previewHead, playing, position). Parts change it with set(),
  * naming how much must be redrawn; the Explainer, subscribed, redraws that. */
 
@@ -11,7 +13,7 @@ export const REDRAW = { all: "all", chrome: "chrome", live: "live", none: "none"
 export function initialState() {
   return { stage: "blocks", block: 0, head: -1, overlay: "attention", hover: null,
     hoverPrefix: null, pinned: null, previewBlock: null, previewHead: null, hoverKey: null,
-    playing: false, position: 0, tour: 0, off: [] };
+    playing: false, position: 0, tour: 0, targets: [], marks: [], off: [] };
 }
 
 export class Store {

@@ -1,22 +1,35 @@
-/* The guided tour: a sticky box over the Explainer with the step's text, back / next, one
- * dot per step and "go deeper"; each step sets the view (stage, block, head, map, pinned
- * patch), spotlights the parts it talks about and scrolls them into view below the box.
+/* The guided tour: a compact sticky box over the Explainer (the step's title, one line and
+ * "more" for the rest; back / next; "go deeper" with the rest), and each step setting the
+ * view (stage, block, head, map, pinned patch) and naming the parts it points at (`targets`
+ * in the store: each part marks its own nodes `data-tour-target`). The tour then places
+ * the view so every target is whole on screen below the box: it scrolls, and when the
+ * targets are taller than the room left, it shrinks the picture (down to half) first.
  * Keys: → starts or resumes it, ← → (or a presenter's clicker) move, Esc closes. */
 
 import { el, isEditable, scroller } from "./dom.js";
 import { esc, rich } from "./format.js";
+import { sameHeads } from "./answer.js";
 import { REDRAW } from "./store.js";
 
-const NAMED_PATCH = /\bpatch (\d+) \(row \d+, col/;  // as the tour's sentences name one
+const GAP = 10;  // px kept free between the box, the targets and the screen's edge
+const SMALLEST_PICTURE = 0.5;  // of its own size: a step may shrink the picture this far
+const SETTLE_MS = 4000;  // how long after a step late layout changes (data) re-place it
 
 export class Tour {
   constructor(app, steps) {
     this.app = app;
     this.steps = steps;
     this.resume = null;  // the step to offer resuming at (after a deeper page)
-    this.spotted = null;  // the step shown last and when: {step, at}
+    this.shownAt = 0;  // when the step on screen was applied
+    this.expanded = false;  // "more": the whole text, the dots and "go deeper"
     this.box = el("div", "vx-tour hidden");
+    this.box.setAttribute("data-tour-box", "");
+    this.box.addEventListener("click", (event) => this.onBoxClick(event));
     this.offer = el("div", "vx-tour-offer");
+    this.settling = false;
+    // the targets' boxes change while a block's detail or the picture arrives: place again
+    this.resizes = new ResizeObserver(() => this.placeSoon());
+    this.resizes.observe(app.root);
   }
 
   goTo(step) {
@@ -24,10 +37,14 @@ export class Tour {
     this.applyStep(step, true);
   }
 
+  /** Close the tour; the heads a switching step turned off go back on (the learner did not
+   * switch them, and the next switch would find two heads off). */
   close() {
-    this.app.state.tour = 0;
+    const st = this.app.state, s = this.steps[st.tour - 1];
+    const offByStep = s && s.switch && !s.switch.error && sameHeads(st.off, s.switch.off);
+    this.app.store.set({ tour: 0, targets: [], marks: [], ...(offByStep ? { off: [] } : {}) }, REDRAW.none);
     this.resume = null;
-    this.clearSpotlight();
+    this.app.fitPicture(null);
     this.app.store.notify(REDRAW.all);
     this.app.sync.sendView({ dismissed: true });
   }
@@ -38,22 +55,27 @@ export class Tour {
     if (app.state.playing) app.player.halt();
     // a step that switches its head off carries the result: no round trip, also offline
     if (s.switch) app.switchResult = s.switch;
+    this.expanded = false;
     app.store.set({ tour: step, stage: s.stage, block: s.block, head: s.head, overlay: s.overlay,
       off: s.switch && !s.switch.error ? s.switch.off : [], pinned: s.patch, hover: null, hoverPrefix: null,
-      previewBlock: null, previewHead: null,
+      previewBlock: null, previewHead: null, targets: s.targets, marks: s.patches,
       position: app.maps.frameIndexOf(s.block, s.overlay) });
-    this.spotted = { step: s, at: performance.now() };
-    requestAnimationFrame(() => this.scrollToSpot(s));
+    this.shownAt = performance.now();
+    this.placeSoon();
     if (send) app.sync.sendNow();
   }
 
-  /** A block's detail (or q and k) arriving just after a step moves the page: bring the
-   * step's parts back. */
+  /** A reply (a block's detail, q and k) arriving just after a step changes the page: place
+   * the view again. */
   afterData() {
-    const spotted = this.spotted;
-    if (spotted && this.app.state.tour && performance.now() - spotted.at < 4000) {
-      requestAnimationFrame(() => this.scrollToSpot(spotted.step));
-    }
+    this.placeSoon();
+  }
+
+  /** Place the view at the next frame, while the step on screen is new. */
+  placeSoon() {
+    if (!this.app.state.tour || this.settling || performance.now() - this.shownAt > SETTLE_MS) return;
+    this.settling = true;
+    requestAnimationFrame(() => { this.settling = false; this.place(); });
   }
 
   /** The step the tour offers to resume at (after a visit to a deeper page), or 0. */
@@ -72,6 +94,7 @@ export class Tour {
       this.goTo(this.resumeStep() || 1);
     } else if (forward) this.goTo(st.tour + 1);
     else if (["ArrowLeft", "PageUp"].includes(event.key)) this.goTo(st.tour - 1);
+    else if (event.key === "Escape" && this.box.querySelector(".vx-term-pop:not([hidden])")) this.showTerm(null);
     else if (event.key === "Escape") this.close();
     else return;
     event.preventDefault();
@@ -96,47 +119,64 @@ export class Tour {
     on("dismiss", () => this.close());
   }
 
-  clearSpotlight() {
-    this.app.root.querySelectorAll(".vx-spotlight").forEach((node) => node.classList.remove("vx-spotlight"));
-  }
-
   render() {
     const app = this.app, st = app.state, steps = this.steps, box = this.box;
     this.renderOffer();
     box.classList.toggle("hidden", !st.tour);
-    this.clearSpotlight();
     app.root.dataset.tour = String(st.tour);
     app.root.dataset.resume = String(this.resumeStep());
     if (!st.tour) return;
-    const s = steps[st.tour - 1];
+    const s = steps[st.tour - 1], more = this.expanded;
     box.style.top = `${this.stickyTop()}px`;
+    box.classList.toggle("expanded", more);
+    box.dataset.step = s.id;
+    const words = more ? s.text : s.lead;
     box.innerHTML =
       `<div class="vx-tour-head"><span class="vx-tour-count">Step ${st.tour} of ${steps.length}</span>` +
       `<span class="vx-tour-title">${esc(s.title)}</span>` +
-      `<button class="vx-btn" data-act="close" title="Close the tour (Esc)">✕</button></div>` +
-      `<div class="vx-tour-text">${rich(s.text)}</div>` +
-      `<div class="vx-tour-bar"><button class="vx-btn" data-act="back" title="Back (← key)" ${st.tour === 1 ? "disabled" : ""}>◀ Back</button>` +
+      `<span class="vx-tour-moves"><button class="vx-btn" data-act="back" title="Back (← key)" aria-label="Back" ${st.tour === 1 ? "disabled" : ""}>◀</button>` +
       `<button class="vx-btn primary" data-act="next" title="Next (→ key or a presenter's clicker)" ${st.tour === steps.length ? "disabled" : ""}>Next ▶</button>` +
-      `<span class="vx-tour-dots">${steps.map((_, i) =>
+      `<button class="vx-btn" data-act="close" title="Close the tour (Esc)" aria-label="Close the tour">✕</button></span></div>` +
+      `<div class="vx-tour-text">${rich(words, s.terms)} <button class="vx-more" data-act="more" aria-expanded="${more}">` +
+      `${more ? "less" : "more"}</button>` +
+      (s.page ? ` <button class="vx-more" data-act="deeper" title="Opens ${esc(s.page.title)}; come back here to resume the tour">` +
+        `Go deeper →</button>` : "") + `</div><div class="vx-term-pop" role="note" hidden></div>` +
+      (more ? `<div class="vx-tour-bar"><span class="vx-tour-dots">${steps.map((_, i) =>
         `<button class="vx-tour-dot${i + 1 === st.tour ? " on" : ""}" data-step="${i + 1}" title="Step ${i + 1}: ${esc(steps[i].title)}"></button>`).join("")}</span>` +
-      (s.page ? `<button class="vx-btn" data-act="deeper" title="Opens that page; come back here to resume the tour">Go deeper: ${esc(s.page.title)} →</button>` : "") +
-      `<span class="vx-keys muted">← → keys · Esc closes</span></div>`;
-    box.querySelector('[data-act="close"]').addEventListener("click", () => this.close());
-    box.querySelector('[data-act="back"]').addEventListener("click", () => this.goTo(st.tour - 1));
-    box.querySelector('[data-act="next"]').addEventListener("click", () => this.goTo(st.tour + 1));
-    box.querySelectorAll(".vx-tour-dot").forEach((dot) =>
-      dot.addEventListener("click", () => this.goTo(Number(dot.dataset.step))));
-    const deeper = box.querySelector('[data-act="deeper"]');
-    if (deeper) deeper.addEventListener("click", () => app.send.setTriggerValue("navigate", s.page.file));
-    for (const part of s.spot) {
-      const node = this.partNode(part);
-      if (node) node.classList.add("vx-spotlight");
-    }
+        `<span class="muted">Go deeper opens ${esc(s.page ? s.page.title : "")}</span>` +
+        `<span class="vx-keys muted">← → keys · Esc closes</span></div>` : "");
   }
 
-  partNode(part) {
-    return part.startsWith("stage:") ? this.app.pipeline.stageNode(part.slice(6))
-      : this.app.root.querySelector(`[data-part="${part}"]`);
+  /** One listener for the box's buttons (it is redrawn with every step). */
+  onBoxClick(event) {
+    const st = this.app.state, target = event.target.closest("button");
+    if (!target || !st.tour) return;
+    const s = this.steps[st.tour - 1], act = target.dataset.act;
+    if (target.dataset.term) return this.showTerm(target);
+    if (target.dataset.step) return this.goTo(Number(target.dataset.step));
+    if (act === "back") this.goTo(st.tour - 1);
+    else if (act === "next") this.goTo(st.tour + 1);
+    else if (act === "close") this.close();
+    else if (act === "more") {
+      this.expanded = !this.expanded;
+      this.render();
+      this.place();
+    } else if (act === "deeper") this.app.send.setTriggerValue("navigate", s.page.file);
+  }
+
+  /** The popover of a marked term (its words, from the step's glossary), or none. */
+  showTerm(button) {
+    const pop = this.box.querySelector(".vx-term-pop");
+    if (!pop) return;
+    const s = this.steps[this.app.state.tour - 1], term = button && s.terms[button.dataset.term];
+    if (!term || pop.dataset.term === button.dataset.term && !pop.hidden) {
+      pop.hidden = true;
+      pop.dataset.term = "";
+      return;
+    }
+    pop.innerHTML = `<b>${esc(term.term)}</b>: ${esc(term.words)}.`;
+    pop.dataset.term = button.dataset.term;
+    pop.hidden = false;
   }
 
   /** Where the sticky tour box stops: just under the host page's fixed header. */
@@ -148,51 +188,46 @@ export class Tour {
     return Math.max(0, Math.round(bottom - top));
   }
 
-  /** The patch a step names on the picture, when the picture is one of its parts: the one
-   * it pins, else the first its text names ("patch 3 (row 0, col 3)"); else null. */
-  namedPatch(s) {
-    if (!s.spot.includes("image")) return null;
-    if (s.patch !== null && s.patch !== undefined) return s.patch;
-    const named = NAMED_PATCH.exec(s.text);
-    return named && Number(named[1]) < this.app.model.np ? Number(named[1]) : null;
-  }
-
-  /** Scroll so the parts a step talks about are in view below the (sticky) tour box, and
-   * the patch it names on the picture always. */
-  scrollToSpot(s) {
-    const parts = s.spot.filter((part) => !part.startsWith("stage:") && part !== "pipeline");
-    const nodes = (parts.length ? parts : ["pipeline"]).map((part) => this.partNode(part)).filter(Boolean);
-    if (!nodes.length || !this.app.root.isConnected) return;
+  /** The room between the stuck tour box and the screen's bottom edge (viewport px). */
+  room() {
     const scrolling = scroller(this.app.root);
-    const frame = scrolling === document.scrollingElement ? { top: 0, bottom: innerHeight } : scrolling.getBoundingClientRect();
-    const free = frame.top + this.stickyTop() + this.box.offsetHeight + 12, end = frame.bottom - 12;
-    let delta = spotScroll(nodes.map((node) => node.getBoundingClientRect()), free, end);
-    const patch = this.namedPatch(s);
-    if (patch !== null) delta = keepInView(this.app.picture.patchRect(patch), delta, free, end);
+    const frame = scrolling === document.scrollingElement ? { top: 0, bottom: innerHeight }
+      : scrolling.getBoundingClientRect();
+    return { scrolling, top: frame.top + this.stickyTop() + this.box.offsetHeight + GAP,
+      bottom: Math.min(frame.bottom, innerHeight) - GAP };
+  }
+
+  /** Place the view for the step on screen: every target whole between the box and the
+   * screen's bottom edge, shrinking the picture when they are too tall together. */
+  place() {
+    const app = this.app, st = app.state;
+    if (!st.tour || !app.root.isConnected) return;
+    const nodes = [...app.root.querySelectorAll("[data-tour-target]")];
+    if (!nodes.length) return;
+    const room = this.room(), height = room.bottom - room.top;
+    app.fitPicture(null);
+    let span = spanOf(nodes);
+    for (let tries = 0; tries < 2 && span.bottom - span.top > height; tries++) {
+      const picture = app.picture.canvas.getBoundingClientRect();
+      if (picture.bottom <= span.top || picture.top >= span.bottom) break;  // not among them
+      const natural = app.pictureSize(), over = span.bottom - span.top - height;
+      const size = Math.max(natural * SMALLEST_PICTURE, picture.width - over - 2);
+      if (size >= picture.width - 1) break;
+      app.fitPicture(size);
+      span = spanOf(nodes);
+    }
     // an absolute target: a quick run of clicker presses ends where the last step wants
+    const delta = span.top < room.top || span.bottom - span.top > height ? span.top - room.top
+      : Math.max(0, span.bottom - room.bottom);
+    const scrolling = room.scrolling, most = scrolling.scrollHeight - scrolling.clientHeight;
+    if (scrolling.scrollTop + delta > most + 2) setTimeout(() => this.placeSoon(), 300);  // the page is still growing
     if (Math.abs(delta) > 2) scrolling.scrollTo({ top: scrolling.scrollTop + delta, behavior: "smooth" });
+    app.root.dataset.placed = `${st.tour}:${Math.round(room.scrolling.scrollTop + delta)}`;
   }
 }
 
-/** `delta`, changed as little as needed for `rect` to end up between `free` and `end`. */
-export function keepInView(rect, delta, free, end) {
-  if (rect.top - delta < free) return rect.top - free;
-  if (rect.bottom - delta > end) return rect.bottom - end;
-  return delta;
-}
-
-/** How far to scroll so a step's parts (their boxes, in order) show between `free` and `end`:
- * all of them when they fit; on a short screen (a phone) as many leading parts as end on
- * screen with at least half of the first still in view (the head chips under the picture,
- * not the picture alone); else from the top of the first. */
-export function spotScroll(rects, free, end) {
-  for (let count = rects.length; count >= 1; count--) {
-    const shown = rects.slice(0, count);
-    const top = Math.min(...shown.map((r) => r.top)), bottom = Math.max(...shown.map((r) => r.bottom));
-    if (bottom - top <= end - free) return top < free ? top - free : Math.max(0, bottom - end);
-    const first = rects[0], delta = bottom - end;
-    const firstInView = Math.min(first.bottom - delta, end) - Math.max(first.top - delta, free);
-    if (count > 1 && firstInView >= first.height / 2) return delta;
-  }
-  return rects[0].top - free;
+/** The vertical extent of some nodes' boxes (viewport px). */
+export function spanOf(nodes) {
+  const rects = nodes.map((node) => node.getBoundingClientRect());
+  return { top: Math.min(...rects.map((r) => r.top)), bottom: Math.max(...rects.map((r) => r.bottom)) };
 }

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from .capture import CaptureError, token_layout, transformer_blocks
-from .pipeline import prepare
+from ..capture import CaptureError, token_layout, transformer_blocks
+from ..pipeline import prepare
 
 
 def model_card(model, image=None) -> dict[str, str]:

@@ -1,7 +1,7 @@
 """Attention sinks: heads that send most of every query's attention to one key.
 
-(The analysis itself; `xai_core.methods.sinks` is the method of the same name that caches it
-for one image, named after the method it registers like every method file.)
+(The analysis itself; `xai_core.methods.sinks` is the `sinks` method that caches it for one
+image, named after the method it registers like every method file.)
 
 Definitions, over the self-attention blocks of a capture (named in the UI and
 in the CLI's `meta`; A_bh is block b, head h's post-softmax attention, rows are

@@ -14,10 +14,10 @@ import torch
 
 from ..infra.cache import cache_key
 from ..capture import run_capture, separate_forwards, transformer_blocks
-from ..metrics.agreement import spearman
+from .agreement import spearman
 from ..pipeline import CAPTURE_CACHE, head_of, prepare
-from .base import METHODS
-from .daam import daam_from_capture, result_score_fn
+from ..methods.base import METHODS
+from ..methods.daam import daam_from_capture, result_score_fn
 
 
 def sanity_steps(num_blocks: int, count: int = 4) -> list[int]:

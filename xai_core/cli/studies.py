@@ -8,8 +8,9 @@ from pathlib import Path
 
 import numpy as np
 
+from ..infra.provenance import run_meta
 from .common import (CliError, add_budget_flag, emit, labelled, load_image, load_model,
-                     parse_sets, run_meta, save_npz)
+                     parse_sets, save_npz)
 
 
 def add_interventions_commands(add) -> None:
@@ -27,7 +28,7 @@ def add_interventions_commands(add) -> None:
 
 
 def cmd_interventions(args) -> None:
-    from ..interventions import describe
+    from ..studies.interventions import describe
 
     described = describe()
     lines = [f"{o['name']:14} {o['type']:8} default {o['default']}: {o['help']}"
@@ -36,7 +37,7 @@ def cmd_interventions(args) -> None:
 
 
 def cmd_intervene(args) -> None:
-    from ..interventions import check_before_load, intervene
+    from ..studies.interventions import check_before_load, intervene
 
     given = parse_sets(args.set)
     check_before_load(args.model, given)  # every bad value refused before the weights load
@@ -96,7 +97,7 @@ def add_head_importance_command(add) -> None:
 
 
 def cmd_head_importance(args) -> None:
-    from ..interventions import check_before_load, head_importance
+    from ..studies.interventions import check_before_load, head_importance
 
     check_before_load(args.model, {"heads_fill": args.fill})  # a ViT, before it loads
     model, image = load_model(args), load_image(args.image)
@@ -130,7 +131,7 @@ def add_readout_command(add) -> None:
 
 def cmd_readout(args) -> None:
     from ..models import get_spec
-    from ..readout import COMPARE, readout
+    from ..studies.readout import COMPARE, readout
 
     if not get_spec(args.model).is_vit:
         raise CliError("readout reads a ViT's blocks: choose a ViT model.")
@@ -174,8 +175,8 @@ def add_cause_vs_claim_command(add) -> None:
 
 
 def cmd_cause_vs_claim(args) -> None:
-    from ..cause_vs_claim import cause_vs_claim, check_budget, check_request
-    from ..interventions import model_shell
+    from ..studies.cause_vs_claim import cause_vs_claim, check_budget, check_request
+    from ..studies.interventions import model_shell
 
     shell = model_shell(args.model)
     removals = (args.remove.split(",") if args.remove

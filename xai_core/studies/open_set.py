@@ -27,9 +27,9 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from .infra.cache import BoundedCache, cache_key
-from .images import SAMPLES, ImageError, fit_to_model, load_sample, to_model_tensor
-from .pipeline import head_of, model_output
+from ..infra.cache import BoundedCache, cache_key
+from ..images import SAMPLES, ImageError, fit_to_model, load_sample, to_model_tensor
+from ..pipeline import head_of, model_output
 
 KNN_PERCENTILE = 5
 THRESHOLD_CACHE = BoundedCache(max_entries=32, max_bytes=2**20)

@@ -1,17 +1,18 @@
 """Cause vs claim: does removing the patches a map ranks highest hurt the answer more than
 removing as many patches at random?
 
-For each method of page 7's list (`compare.default_methods`, maps from `compare.run_methods`)
-its top-k patches are removed, for k on a grid (by default 1, 2, 4, ..., 32: those below the
-model's patch count), and the drop of the target's class score is measured: drop = score of
-the plain forward - score with the patches removed (positive: the patches helped the answer).
+For each method of page 7's list (`method_runs.default_methods`, maps from
+`method_runs.run_methods`) its top-k patches are removed, for k on a grid (by default 1, 2,
+4, ..., 32: those below the model's patch count), and the drop of the target's class score is
+measured: drop = score of the plain forward - score with the patches removed (positive: the
+patches helped the answer).
 Against it: k patches drawn at random (`draws` >= 20 seeded draws, the mean with Student's t
-interval, `benchmark.statistics.t_interval`), and the patches a learner chose.
+interval, `metrics.statistics.t_interval`), and the patches a learner chose.
 
 Two ways to remove a patch (`REMOVALS`):
     tokens  its token leaves the sequence after the position embeddings (prefix tokens kept,
             the kept patches keep their own position embeddings: `interventions.tokens_drop`)
-    pixels  its pixels are replaced by a benchmark baseline (`metrics.faithfulness.BASELINES`:
+    pixels  its pixels are replaced by a benchmark baseline (`analysis.perturbation.BASELINES`:
             the image the deletion curves move towards; `interventions.patches_mask`)
 A CNN has no tokens: it takes `pixels`, its patches the attribution methods' 16-pixel cells.
 
@@ -34,17 +35,17 @@ from types import SimpleNamespace
 import numpy as np
 import torch
 
-from .benchmark.statistics import CONFIDENCE, t_interval
-from .infra import budget
-from .infra.cache import BoundedCache, cache_key
-from .infra.errors import OptionError
-from .infra.faults import check_stop
-from .images import image_sha256
+from ..metrics.statistics import CONFIDENCE, t_interval
+from ..infra import budget
+from ..infra.cache import BoundedCache, cache_key
+from ..infra.errors import OptionError
+from ..infra.faults import check_stop
+from ..images import image_sha256
 from .interventions import DROP, ListOption, _num_cells, output_of
-from .maps import upsample
-from .methods.attribution import cell_mask, cell_size, reference_pixels
-from .methods.base import Cost, Int
-from .pipeline import default_batch_size, head_of, model_output, prepare, resolve_target
+from ..maps import upsample
+from ..methods.attribution import cell_mask, cell_size, reference_pixels
+from ..methods.base import Cost, Int
+from ..pipeline import default_batch_size, head_of, model_output, prepare, resolve_target
 
 K_GRID = (1, 2, 4, 8, 16, 32)
 REMOVALS = {"tokens": "tokens dropped from the sequence", "pixels": "pixels masked"}
@@ -58,7 +59,7 @@ OVERLAP = ("overlap: the share of your k patches that are also among the method'
 
 
 def _baselines() -> tuple[str, ...]:
-    from .metrics.faithfulness import BASELINES
+    from ..analysis.perturbation import BASELINES
 
     return BASELINES
 
@@ -86,7 +87,7 @@ def num_patches(model) -> int:
 
 def patch_grid(model) -> tuple[int, int]:
     if model.spec.family == "vit":
-        from .capture import model_layout
+        from ..capture import model_layout
 
         return tuple(model_layout(model).tokens.grid)
     cell, (height, width) = cell_size(model), model.spec.input_size
@@ -144,8 +145,8 @@ def check_request(model, removals, ks, draws: int, seed: int, learner=(), method
 
 
 def _check_methods(model, methods) -> tuple[str, ...]:
-    from .compare import default_methods
-    from .methods import METHODS
+    from .method_runs import default_methods
+    from ..methods import METHODS
 
     if methods is None:
         return tuple(default_methods(model))
@@ -391,7 +392,7 @@ def _learner_drop(model, image, target: int, head, values: dict, removal: str, s
     key = _part_key(model, image, target, head, values, removal, ("learner", learner))
 
     def compute() -> float:
-        from .metrics.faithfulness import class_scorer
+        from ..pipeline import class_scorer
 
         pixels = prepare(model, image).pixels
         reference = (reference_pixels(model, pixels, values["baseline"])
@@ -405,7 +406,7 @@ def _learner_drop(model, image, target: int, head, values: dict, removal: str, s
 
 def method_rankings(model, image, target: int, head, names) -> tuple[dict, dict]:
     """({method: its patches, best first}, {method: why it has no map})."""
-    from .compare import run_methods
+    from .method_runs import run_methods
 
     rankings, failed = {}, {}
     for run in run_methods(model, image, list(names), target, head):
@@ -419,7 +420,7 @@ def method_rankings(model, image, target: int, head, names) -> tuple[dict, dict]
 
 def _measure(model, image, target: int, head, values: dict, removal: str, should_stop,
              progress=None) -> _Part:
-    from .metrics.faithfulness import class_scorer, score_kind
+    from ..pipeline import class_scorer, score_kind
 
     scorer = class_scorer(model, target, head)
     score = float(scorer(model_output(model, image))[0])

@@ -17,8 +17,8 @@ only, its patches being the attribution methods' 16-pixel cells.
     positions     keep | shuffle (a permutation of the patches' position embeddings drawn from
                   `seed`) | zero (patches get none); prefix tokens keep theirs either way
     sink_off      blocks in which every head's attention to its measured sink key (the app's
-                  sink analysis of the plain forward, `xai_core.analysis.sinks`) is set to 0 and each
-                  row renormalised to sum to 1
+                  sink analysis of the plain forward, `xai_core.analysis.attention_sinks`) is
+                  set to 0 and each row renormalised to sum to 1
     registers_off yes = the register tokens are removed from the sequence (models with
                   registers only)
     uniform       blocks whose attention is replaced by uniform attention (1/N on every key)
@@ -40,18 +40,18 @@ from types import SimpleNamespace
 import numpy as np
 import torch
 
-from .infra.cache import BoundedCache, cache_key
-from .capture import (_unfused_attention, is_talking_heads, model_layout, run_capture,
-                      separate_forwards, transformer_blocks)
-from .infra.errors import OptionError
-from .images import image_sha256
-from .methods.attribution import (REFERENCE_NAMES, REFERENCES, cell_mask, cell_size,
-                                  reference_pixels)
-from .methods.base import LAST_SELF_BLOCK, Choice, FromModel, Int, _words
-from .pipeline import head_of, predictions_of, prepare, resolve_target, vit_capture
-from .infra.rng import seeded
-from .analysis.sinks import analyse_sinks
-from .analysis.tokens import prefix_token_names
+from ..infra.cache import BoundedCache, cache_key
+from ..capture import (_unfused_attention, is_talking_heads, model_layout, run_capture,
+                       separate_forwards, transformer_blocks)
+from ..infra.errors import OptionError
+from ..images import image_sha256
+from ..methods.attribution import (REFERENCE_NAMES, REFERENCES, cell_mask, cell_size,
+                                   reference_pixels)
+from ..methods.base import LAST_SELF_BLOCK, Choice, FromModel, Int, _words
+from ..pipeline import head_of, predictions_of, prepare, resolve_target, vit_capture
+from ..infra.rng import seeded
+from ..analysis.attention_sinks import analyse_sinks
+from ..analysis.tokens import prefix_token_names
 
 LAST_HEAD = FromModel("the last head",
                       lambda model: transformer_blocks(model.module)[0][1].attn.num_heads - 1)
@@ -240,8 +240,8 @@ def model_shell(model_id: str):
     weights read, no memory), so bounds such as its last block are known before it loads."""
     import timm
 
-    from .models import get_spec
-    from .models.loaders import _size_args
+    from ..models import get_spec
+    from ..models.loaders import _size_args
 
     spec = get_spec(model_id)
     if spec.family != "vit":  # only its input size matters (16-pixel cells)
@@ -462,7 +462,7 @@ class Outcome:
 
 
 def _score(model, head, output: torch.Tensor, target: int) -> float:
-    from .metrics.faithfulness import class_scorer
+    from ..pipeline import class_scorer
 
     return float(class_scorer(model, target, head)(output)[0])
 
@@ -482,8 +482,8 @@ def intervene(model, image, target=None, head=None, maps: bool = True, **given) 
 
 
 def _intervene(model, image, target: int, head, maps: bool, values: dict) -> Outcome:
-    from .metrics.faithfulness import score_kind
-    from .pipeline import model_output
+    from ..pipeline import score_kind
+    from ..pipeline import model_output
 
     pixels = prepare(model, image).pixels
     sink_keys = sink_keys_of(model, image) if values["sink_off"] else None
@@ -522,9 +522,9 @@ def maps_under(model, pixels, values: dict, sink_keys, score_fn) -> dict[str, np
     ViT Grad-CAM (the method's defaults: F1, patch weights, last block) maps of a capture
     taken by the capture engine with the interventions hooked in before its recorders, so
     it records the changed attention and its gradients."""
-    from .methods.gae import gae_map
-    from .methods.rollout import attention_rollout, last_block_cls_attention
-    from .methods.vit_gradcam import taxonomy
+    from ..methods.gae import gae_map
+    from ..methods.rollout import attention_rollout, last_block_cls_attention
+    from ..methods.vit_gradcam import taxonomy
 
     order = shuffled_order(model.module, values)
     with model.lock, applied(model.module, values, sink_keys, order), separate_forwards():
@@ -593,7 +593,7 @@ class HeadImportance:
     label: str
     score_kind: str
     fill: str  # heads_fill convention
-    sink_scores: np.ndarray  # (blocks, heads), xai_core.analysis.sinks
+    sink_scores: np.ndarray  # (blocks, heads), xai_core.analysis.attention_sinks
     entropy: np.ndarray  # (blocks, heads) nats
     correlations: dict[str, float]  # Spearman rho of the drops with each story
     seconds: float
@@ -662,9 +662,9 @@ def _head_importance(model, image, target: int, head, fill: str, should_stop) ->
 
     from scipy.stats import spearmanr
 
-    from .infra.faults import check_stop
-    from .metrics.faithfulness import class_scorer, score_kind
-    from .pipeline import default_batch_size
+    from ..infra.faults import check_stop
+    from ..pipeline import class_scorer, score_kind
+    from ..pipeline import default_batch_size
 
     started = time.perf_counter()
     module, scorer = model.module, class_scorer(model, target, head)

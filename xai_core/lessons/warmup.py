@@ -6,6 +6,9 @@ settings (the top predicted class, the shared head, the first choice of every co
 the keys are the ones the page asks for. The pages' own control code is Streamlit's and
 lives in `pages/`; `bench/bench_result_store.py` runs the real pages after this warm-up and
 counts what they still compute.
+
+`warm_up` loads the models themselves (and DINOv2's banks) before the first visitor: the
+`warmup` command runs it, and so does `make run` (`dashboard/serve.py`).
 """
 
 from __future__ import annotations
@@ -13,10 +16,12 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from . import cause_vs_claim, compare, explainer, interventions, lab, pipeline, readout
-from .analysis import tokens
-from .capture import shared_forwards
-from .methods import METHODS, daam, daam_knn, gradcam, rollout
+from ..studies import cause_vs_claim, interventions, method_runs, readout
+from . import explainer, interventions_lab
+from .. import pipeline
+from ..analysis import tokens
+from ..capture import shared_forwards
+from ..methods import METHODS, daam, daam_knn, gradcam, rollout
 
 
 def _top(model, image) -> int:
@@ -76,8 +81,8 @@ def daam_flow(vit, cnn, image) -> None:
 def comparison(vit, cnn, image) -> None:
     """Page 7 ("Theory and maps"): every default method on both models, top class."""
     for model in (vit, cnn):
-        compare.run_methods(model, image, compare.default_methods(model), _top(model, image),
-                            model.head, {})
+        method_runs.run_methods(model, image, method_runs.default_methods(model),
+                                _top(model, image), model.head, {})
 
 
 def intervention_lab(vit, cnn, image) -> None:
@@ -86,12 +91,12 @@ def intervention_lab(vit, cnn, image) -> None:
     head importance, and cause vs claim with tokens dropped and with pixels masked by the
     default blur: about 10 s each on 2 cores)."""
     target = _top(vit, image)
-    block, head, _sink = lab.sink_suggestion(vit, image)
+    block, head, _sink = interventions_lab.sink_suggestion(vit, image)
     interventions.intervene(vit, image, target=target, head=vit.head,
                             heads_off=f"{block}.{head}", heads_fill="zero")
     interventions.intervene(vit, image, target=target, head=vit.head)
     readout.readout(vit, image, target=target, head=vit.head)
-    lab.importance_stories(vit, image, interventions.head_importance(
+    interventions_lab.importance_stories(vit, image, interventions.head_importance(
         vit, image, target=target, head=vit.head, fill="zero"))
     for removal in cause_vs_claim.REMOVALS:  # the view's radio: one test each
         cause_vs_claim.cause_vs_claim(vit, image, target=target, head=vit.head,
@@ -133,10 +138,11 @@ class Warmed:
 
 
 def _shared_caches():
-    from .methods.base import RESULT_CACHE
+    from ..methods.base import RESULT_CACHE
 
     return (pipeline.INPUT_CACHE, pipeline.CAPTURE_CACHE, RESULT_CACHE, explainer.EXPLAINER_CACHE,
-            interventions.RESULTS, readout.RESULTS, cause_vs_claim.RESULTS, lab.STORIES)
+            interventions.RESULTS, readout.RESULTS, cause_vs_claim.RESULTS,
+            interventions_lab.STORIES)
 
 
 def _counts() -> tuple[int, int]:
@@ -158,3 +164,39 @@ def warm_image(vit, cnn, sample_id: str, image) -> Warmed:
     now_computed, now_read = _counts()
     return Warmed(sample_id, time.perf_counter() - started, now_computed - computed,
                   now_read - read, failures)
+
+
+# --- the models, before the first visitor (`warmup`, and `make run` via dashboard/serve.py) ---
+
+def default_models() -> tuple[str, ...]:
+    from ..models import DEFAULT_CNN, DEFAULT_TEXT, DEFAULT_VIT
+
+    return (DEFAULT_VIT, DEFAULT_CNN, DEFAULT_TEXT)
+
+
+def warm_up(model_ids: tuple[str, ...] | None = None, sample: str = "chelsea") -> list[dict]:
+    """Load each model (building DINOv2's k-NN bank and its per-block banks) and run one
+    prediction.
+
+    Returns one row per model: id, whether it loaded, seconds, and the top class.
+    """
+    from ..images import load_sample
+    from ..models import availability, get_model
+
+    model_ids = model_ids or default_models()
+
+    image = load_sample(sample)
+    rows = []
+    for model_id in model_ids:
+        started = time.perf_counter()
+        status = availability(model_id)
+        if not status.available:
+            rows.append({"model": model_id, "loaded": False, "seconds": 0.0,
+                         "top": None, "reason": status.reason})
+            continue
+        model = get_model(model_id)
+        top = pipeline.predict(model, image, topk=1)[0].label if model.head is not None else None
+        readout.warm_block_banks(model)  # the Explainer's and page 9's read-out
+        rows.append({"model": model_id, "loaded": True,
+                     "seconds": time.perf_counter() - started, "top": top, "reason": ""})
+    return rows

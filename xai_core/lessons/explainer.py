@@ -35,23 +35,23 @@ from typing import Any
 import numpy as np
 import torch
 
-from .infra.cache import BoundedCache, cache_key
-from .capture import Capture, is_talking_heads, transformer_blocks
-from .figures.layers import image_data_uri
-from .figures.style import HEATMAP_SCALE, colour_table
-from .images import model_crop_box, scale_words
-from .methods import METHODS
-from .methods.daam import CONVENTION as DAAM_CONVENTION
-from .methods.distance import cached_distances
-from .methods.rollout import AUTO_RULE, CONVENTION_NAMES, attention_rollout, auto_start, token_row
-from .models.knn import KNN_K, KNN_TEMPERATURE
-from .infra.errors import OptionError
-from .open_set import open_set
-from .pipeline import head_of, predict, prepare, vit_capture
-from .readout import readout
-from .analysis.token_marks import RULE as HIGH_NORM_RULE
-from .analysis.token_marks import high_norm_tokens, largest_norm_ratio
-from .analysis.tokens import prefix_token_names
+from ..infra.cache import BoundedCache, cache_key
+from ..capture import Capture, is_talking_heads, transformer_blocks
+from ..figures.layers import image_data_uri
+from ..figures.style import HEATMAP_SCALE, colour_table
+from ..images import model_crop_box, scale_words
+from ..methods import METHODS
+from ..methods.daam import CONVENTION as DAAM_CONVENTION
+from ..methods.distance import cached_distances
+from ..methods.rollout import AUTO_RULE, CONVENTION_NAMES, attention_rollout, auto_start, token_row
+from ..models.knn import KNN_K, KNN_TEMPERATURE
+from ..infra.errors import OptionError
+from ..studies.open_set import open_set
+from ..pipeline import head_of, predict, prepare, vit_capture
+from ..studies.readout import readout
+from ..analysis.token_marks import RULE as HIGH_NORM_RULE
+from ..analysis.token_marks import high_norm_tokens, largest_norm_ratio
+from ..analysis.tokens import prefix_token_names
 
 # Payloads are a few MB at most; entries are keyed by content, shared by every session.
 EXPLAINER_CACHE = BoundedCache(max_entries=32, max_bytes=192 * 2**20, shared=True)
@@ -308,6 +308,7 @@ def _prediction(model, image, head, capture: Capture) -> dict:
     if head.kind == "knn":
         neighbours = head.neighbours(capture.output)
         result.update(k=KNN_K, temperature=KNN_TEMPERATURE, bank_size=len(head.bank.labels),
+                      bank_classes=list(head.class_names),
                       neighbours=[{"label": n.label, "source": n.source,
                                    "similarity": round(n.similarity, 4)} for n in neighbours])
     return result
@@ -374,7 +375,8 @@ def _sink_facts(model, image) -> tuple[dict, int]:
     auto = auto_start(analysis)
     strongest = analysis.strongest()
     sink = lambda s: {"block": s.block, "head": s.head, "score": round(s.score, 4),  # noqa: E731
-                      "key": s.key_name, "on_patch": s.on_patch}
+                      "key": s.key_name, "on_patch": s.on_patch,
+                      "patch": s.key - analysis.num_prefix_tokens if s.on_patch else None}
     facts = {"strongest": sink(strongest),
              "heads": [sink(s) for s in analysis.sink_heads()],  # every sink head
              "dominated": [analysis.blocks[p] for p in analysis.sink_dominated()],
@@ -411,7 +413,7 @@ def _daam_frames(model, image, head, target: int) -> dict:
 
 
 def _readout_facts(model, image, head) -> dict:
-    """What each block would answer (xai_core.readout, image level): its top class and that
+    """What each block would answer (xai_core.studies.readout, image level): its top class and that
     class's share, and the final answer's class score read out there."""
     try:
         found = readout(model, image, head=head, patches=False)
@@ -428,7 +430,7 @@ def head_switch(model, image, head, off: list[tuple[int, int]]) -> dict:
     """The Explainer's head switch: the top-5 before and after switching these (block,
     head) pairs off (page 9's `heads_off`, zero convention) and the change of the answer's
     class score. {"off", "error"} when the pairs are not heads of this model."""
-    from .interventions import CONVENTION, intervene
+    from ..studies.interventions import CONVENTION, intervene
 
     pairs = [[int(b), int(h)] for b, h in off]
     try:

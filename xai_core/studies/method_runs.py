@@ -22,17 +22,17 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .infra.budget import OverBudget
-from .infra.cache import cache_key
-from .capture import CaptureError, shared_forwards, shared_outputs
-from .cli.common import run_meta
-from .infra.errors import OptionError
-from .infra.faults import Cancelled, StopCheck
-from .methods import METHODS, Method
-from .methods.base import RESULT_CACHE
-from .metrics.agreement import patch_gradient_importance, spearman
-from .metrics.localisation import localise
-from .pipeline import TargetError, prepare, vit_capture
+from ..infra.budget import OverBudget
+from ..infra.cache import cache_key
+from ..capture import CaptureError, shared_forwards, shared_outputs
+from ..infra.provenance import run_meta
+from ..infra.errors import OptionError
+from ..infra.faults import Cancelled, StopCheck
+from ..methods import METHODS, Method
+from ..methods.base import RESULT_CACHE
+from ..metrics.agreement import patch_gradient_importance, spearman
+from ..metrics.localisation import localise
+from ..pipeline import TargetError, prepare, vit_capture
 
 
 @dataclass

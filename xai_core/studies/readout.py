@@ -10,14 +10,15 @@ model's own output, so the read-out there is the model's prediction.
   norm, put where the head reads ([CLS], and [DIST] for DeiT-distilled) and classified
   alone: the target's score per patch, block by block.
 
-The score is the metrics' class score (`metrics.faithfulness.class_scorer`: the softmax
-probability of an ImageNet classifier). That score is not comparable from block to block: at
-DINOv2's early blocks every class of the bank scores 0.94-0.997, so the answer's score there
-is higher than at the last block, where the model has decided. What can be compared is the
-class's place among the others: its rank and its margin over the runner-up (its score minus
-the best other class's), and a block where every class scores within `ALIKE` of every other
-is flagged: it does not tell the classes apart. A self-supervised model (DINOv2) has a k-NN head
-whose bank holds final-block features; each block k gets a bank of its own, built once from
+The score is the metrics' class score (`pipeline.class_scorer`: the softmax probability of
+an ImageNet classifier). That score is not comparable from block to block: at DINOv2's early
+blocks every class of the bank scores 0.94-0.997, so the answer's score there is higher than
+at the last block, where the model has decided. What can be compared is the class's place
+among the others: its rank and its margin over the runner-up (its score minus the best other
+class's), and a block where every class scores within `ALIKE` of every other is flagged: it
+does not tell the classes apart.
+
+A self-supervised model (DINOv2) has a k-NN head whose bank holds final-block features; each block k gets a bank of its own, built once from
 the same gallery views as the default bank (`models.knn`), so block k's features are
 compared with block-k features.
 """
@@ -31,11 +32,11 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from .infra.cache import BoundedCache, cache_key
-from .capture import model_layout, transformer_blocks
-from .infra.errors import OptionError
-from .images import image_sha256
-from .pipeline import Prediction, head_of, predictions_of, prepare, resolve_target
+from ..infra.cache import BoundedCache, cache_key
+from ..capture import model_layout, transformer_blocks
+from ..infra.errors import OptionError
+from ..images import image_sha256
+from ..pipeline import Prediction, head_of, predictions_of, prepare, resolve_target
 
 RESULTS = BoundedCache(max_entries=32, max_bytes=64 * 2**20, shared=True)
 BANKS = BoundedCache(max_entries=4, max_bytes=64 * 2**20)  # kept on disk by models.knn
@@ -126,8 +127,8 @@ def block_heads(model, head) -> tuple[list, str]:
         raise OptionError("The read-out compares each block with the gallery's bank of that "
                           "block; the examples added in this session have no such banks, so "
                           "it is shown for the model's own bank only.")
-    from .models.heads import KnnHead
-    from .models.knn import load_or_build_banks
+    from ..models.heads import KnnHead
+    from ..models.knn import load_or_build_banks
 
     key = cache_key("block-banks", model, head=model.head)
     banks = BANKS.get_or_compute(key, lambda: load_or_build_banks(
@@ -151,8 +152,8 @@ def warm_block_banks(model) -> bool:
 
 def _block_banks(model) -> list:
     """The default bank's gallery views (models.knn), embedded at every block."""
-    from .images import SAMPLES, load_sample, to_model_tensor
-    from .models.knn import VIEWS_PER_IMAGE, MemoryBank, _augmented_views
+    from ..images import SAMPLES, load_sample, to_model_tensor
+    from ..models.knn import VIEWS_PER_IMAGE, MemoryBank, _augmented_views
 
     spec, per_block, labels, sources = model.spec, None, [], []
     for sample in SAMPLES.values():
@@ -178,7 +179,7 @@ def readout(model, image, target=None, head=None, patches: bool = True) -> Reado
 
 
 def _readout(model, image, target: int, head, patches: bool) -> Readout:
-    from .metrics.faithfulness import class_scorer, score_kind
+    from ..pipeline import class_scorer, score_kind
 
     heads, bank = block_heads(model, head)
     grid = model_layout(model).tokens.grid
@@ -205,7 +206,7 @@ def _readout(model, image, target: int, head, patches: bool) -> Readout:
 def class_scores(model, head, output: torch.Tensor) -> np.ndarray:
     """(classes,) every class's score (`class_scorer`) for one output: the softmax of an
     ImageNet head at once, a k-NN head's class scores one class at a time (a bank has few)."""
-    from .metrics.faithfulness import class_scorer
+    from ..pipeline import class_scorer
 
     if head.kind == "imagenet":
         return head.probabilities(output).double().numpy().ravel()

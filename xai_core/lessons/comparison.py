@@ -2,9 +2,9 @@
 what its views derive from it: seed stability, faithfulness curves, agreement, attention vs
 gradient, localisation against a box, and the export bundle with its figures.
 
-`compare` runs and measures the methods; this module works on their runs, so the page keeps
-only layout and words, and the CLI or a bench can ask the same questions. Every number comes
-from a content-keyed cache (the methods' results, the curves, the agreement matrices, the
+`studies.method_runs` runs and measures the methods; this module works on their runs, so the
+page keeps only layout and words, and the CLI or a bench can ask the same questions. Every
+number comes from a content-keyed cache (the methods' results, the curves, the agreement matrices, the
 built figures), so the export, asked after the other views, reuses what they computed.
 The defaults of the views are named here once.
 """
@@ -17,18 +17,19 @@ from functools import cached_property
 from typing import Callable
 
 
-from . import compare
-from .compare import AttentionVsGradient, ModelSection
-from .figures.curves import attention_gradient_scatter, curves_figure
-from .figures.matrices import agreement_heatmap
-from .figures.overlays import practical_matrix
-from .figures.style import plain_text
-from .infra.faults import StopCheck
-from .methods import METHODS
-from .metrics.agreement import agreement_matrices
-from .metrics.faithfulness import BASELINES, faithfulness
-from .metrics.stability import UNSTABLE_BELOW, seed_stability
-from .pipeline import prepare
+from ..studies import method_runs
+from ..studies.method_runs import AttentionVsGradient, ModelSection
+from ..figures.curves import attention_gradient_scatter, curves_figure
+from ..figures.matrices import agreement_heatmap
+from ..analysis.perturbation import BASELINES
+from ..figures.overlays import practical_matrix
+from ..figures.style import plain_text
+from ..infra.faults import StopCheck
+from ..methods import METHODS
+from ..metrics.agreement import agreement_matrices
+from ..metrics.faithfulness import faithfulness
+from ..metrics.stability import UNSTABLE_BELOW, seed_stability
+from ..pipeline import prepare
 
 FAMILY_LABEL = {"vit": "ViT", "cnn": "CNN"}
 DEFAULT_TOP_K_PERCENT = 10  # the agreement's top-k overlap, in % of a map's cells
@@ -161,7 +162,7 @@ class Comparison:
         vit = next((s for s in self.sections if s.model.spec.family == "vit"), None)
         if vit is None:
             return None
-        pair = compare.attention_vs_gradient(vit.model, self.image, vit.target, head=vit.head)
+        pair = method_runs.attention_vs_gradient(vit.model, self.image, vit.target, head=vit.head)
         return None if pair is None else (vit, pair)
 
     def scatter_figure(self):
@@ -174,7 +175,7 @@ class Comparison:
     def localise(self, box) -> list[tuple[ModelSection, dict]]:
         """Every section's maps against `box`, typed on the first model's input."""
         first = self.first_input()
-        return [(s, compare.localise_section(s, box, (first.height, first.width)))
+        return [(s, method_runs.localise_section(s, box, (first.height, first.width)))
                 for s in self.sections]
 
     # --- export ------------------------------------------------------------------------------
@@ -194,7 +195,7 @@ class Comparison:
                     "methods": {s.model.spec.id: [r.name for r in s.runs] for s in self.sections},
                     "options": {s.model.spec.id: {r.name: r.given for r in s.runs if r.given}
                                 for s in self.sections}}
-        return Export(self, compare.manifest(self.image, self.sections, settings, agreement),
+        return Export(self, method_runs.manifest(self.image, self.sections, settings, agreement),
                       agreement)
 
 
@@ -206,7 +207,7 @@ class Export:
     npz: bytes = field(init=False, repr=False)
 
     def __post_init__(self):
-        self.npz = compare.npz_bytes(self.comparison.sections, self.manifest)
+        self.npz = method_runs.npz_bytes(self.comparison.sections, self.manifest)
 
     @property
     def json(self) -> str:
@@ -214,7 +215,7 @@ class Export:
 
     @property
     def digest(self) -> str:
-        return compare.manifest_digest(self.manifest)
+        return method_runs.manifest_digest(self.manifest)
 
     @property
     def stem(self) -> str:

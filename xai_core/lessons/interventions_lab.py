@@ -9,12 +9,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .capture import is_talking_heads, transformer_blocks
-from .images import image_sha256
-from .infra.cache import BoundedCache, cache_key, fingerprint
-from .interventions import _register_positions
-from .methods import METHODS
-from .pipeline import vit_capture
+from ..capture import is_talking_heads, transformer_blocks
+from ..images import image_sha256
+from ..infra.cache import BoundedCache, cache_key, fingerprint
+from ..studies.interventions import _register_positions
+from ..methods import METHODS
+from ..pipeline import vit_capture
 
 STORIES = BoundedCache(max_entries=64, max_bytes=8 * 2**20, shared=True)
 ROLLOUT_WEIGHT = ("a head's weight in rollout: the part of rollout's final [CLS] row on the "
@@ -56,7 +56,7 @@ def attention_options(model) -> dict[str, str | None]:
 
 
 def sink_suggestion(model, image):
-    """The strongest sink head of the plain forward (`analysis.sinks`): (block, head) in
+    """The strongest sink head of the plain forward (`analysis.attention_sinks`): (block, head) in
     self-attention block numbering, and the SinkHead. Read from the `sinks` method's shared
     result, not the capture: a replica's first visit of a picture then reads a few kB from
     the result store instead of a DINOv2 capture with gradients (124 MB)."""
