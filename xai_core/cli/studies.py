@@ -70,7 +70,7 @@ def _out_folder(name: str | None) -> Path | None:
 
 
 def _text(outcome) -> str:
-    from ..interventions import drop_words
+    from ..studies.interventions import drop_words
 
     target = outcome.target
     rows = [f"{'before':32} after"]

@@ -159,7 +159,7 @@ def reveal_rows(found) -> list[dict]:
 def reveal_ks(model, k: int) -> tuple[int, ...] | None:
     """The k grid predict-then-reveal asks for: the default grid (None) when it holds `k`,
     so the reveal reuses cause vs claim's computation (the warm-up's too), else `k` alone."""
-    from .cause_vs_claim import default_ks
+    from ..studies.cause_vs_claim import default_ks
 
     return None if k in default_ks(model) else (k,)
 
