@@ -134,11 +134,15 @@ CUT = r"""() => {
   return cut;
 }"""
 
-# the sidebar's page list: the last page's link above the window's bottom
+# the open sidebar's page list: the last page's link above the window's bottom (a page may
+# open with the sidebar collapsed: the Explainer on a projector)
 NAV_BOTTOM = r"""() => {
+  const bar = document.querySelector("[data-testid='stSidebar']");
   const links = [...document.querySelectorAll("[data-testid='stSidebarNav'] a")];
-  return links.length ? {last: links.at(-1).getBoundingClientRect().bottom,
-                         names: links.map(a => a.textContent.trim())} : null;
+  if (!bar || bar.getAttribute('aria-expanded') === 'false'
+      || bar.getBoundingClientRect().right <= 1 || !links.length) return null;
+  return {last: links.at(-1).getBoundingClientRect().bottom,
+          names: links.map(a => a.textContent.trim())};
 }"""
 
 RAW_MARKUP = ("α_k", "A^k", "d_k", "W_O", "_k ", "^k ", "\\alpha", "\\sum")
