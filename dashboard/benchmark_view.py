@@ -23,8 +23,9 @@ def dataset_view(models) -> None:
         "One image proves little: a method can win on this photo by luck. The benchmark scores "
         "methods on **many images** and reports, per model and metric, the **mean with a "
         "95 % interval** (Student's t), the **mean rank** (1 = best on an image) and a "
-        "**sign-flip test** against a **random map** on the model's own grid - the floor every "
-        "method must beat - corrected (Holm) for the methods compared at once. It is "
+        "**sign test** against a **random map** on the model's own grid - the floor every "
+        "method must beat: *better than random* means better on more images than not, "
+        "corrected (Holm) for the methods compared at once. It is "
         "the same code as `python -m xai_core benchmark` (load its `results.json` here), and every "
         "value equals what this page computes for one image.")
     source = st.radio("Benchmark results", COMPARISON.choices("cmp_bench_source"),
@@ -94,6 +95,12 @@ def show_benchmark(settings, rows) -> None:
         if beaten:
             st.caption(f"Not shown better than the random floor on {table['metric']}: "
                        f"{literal.text(', '.join(beaten))}.")
+        past = [e["method"] for e in table["methods"] if e.get("interval_past_range")]
+        if past:
+            low, high = table["range"]
+            st.caption(f"The t interval of {literal.text(', '.join(past))} reaches past what "
+                       f"{table['metric']} can take ({low:g} to {high:g}): too few images, or "
+                       "values too spread out, for its normal approximation.")
         ties = [[literal.text(name) for name in group]
                 for group in bench_summary.rank_tie_groups(table["methods"])]
         if ties:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import plotly.graph_objects as go
@@ -76,17 +77,72 @@ def _rerun_only() -> None:
     """A click reruns the script (or the fragment that drew the chart); nothing else."""
 
 
-def figure_message(fig: go.Figure, select: bool) -> bytes:
-    """What the browser gets: the library's URL, whether clicks count, the figure."""
-    head = json.dumps({"src": PLOTLY_URL, "select": select})
-    return (head[:-1] + ', "figure": ' + fig.to_json(validate=False) + "}").encode()
+@dataclass(frozen=True)
+class TextSize:
+    """The size of a figure's text: `base` px for everything that inherits the layout's font
+    (ticks, legends, hover labels; a title gets plotly's 1.4 times it), every size a builder
+    set itself multiplied by `scale`, and nothing under `smallest` px, also when the chart
+    fits its labels to the room it has (dashboard/chart/chart.js)."""
+
+    base: int
+    scale: float = 1.0
+    smallest: int = 9
+    taller: float = 1.0  # the chart's height times this: room for the larger labels
+
+
+NORMAL = TextSize(13)
+# a lecture hall: the same figure with all its text 20/13 larger, none under 14 px (a bar's
+# label too, which plotly.js would shrink to the bar's thickness), in a chart a quarter
+# taller, so the plot keeps most of the room the larger labels take
+PRESENTATION = TextSize(20, 20 / 13, 14, 1.25)
+DEFAULT_HEIGHT = 450  # plotly.js's, for a figure that names none
+# where plotly keeps the fonts of a layout or a trace: a dict under one of these keys
+_FONT_KEYS = {"font", "tickfont", "textfont", "insidetextfont", "outsidetextfont"}
+
+
+def _scale_fonts(node, size: TextSize) -> None:
+    """Every explicit font size in a figure's dict, scaled and raised to `size.smallest`."""
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key in _FONT_KEYS and isinstance(value, dict) and isinstance(
+                    value.get("size"), (int, float)):
+                value["size"] = max(size.smallest, round(value["size"] * size.scale, 1))
+            if isinstance(value, (dict, list, tuple)):
+                _scale_fonts(value, size)
+    elif isinstance(node, (list, tuple)):
+        for item in node:
+            _scale_fonts(item, size)
+
+
+def figure_json(fig: go.Figure, size: TextSize = NORMAL) -> str:
+    """The figure as plotly.js reads it, with its text at `size`. The figure itself is not
+    changed (a built figure may be shared by every session: `xai_core/figures/reuse.py`)."""
+    spec = fig.to_plotly_json()  # a copy
+    if size.scale != 1.0 or size.smallest != NORMAL.smallest:
+        _scale_fonts(spec, size)
+    layout = spec.setdefault("layout", {})
+    layout["font"] = {**layout.get("font", {}), "size": size.base}
+    hover = layout.setdefault("hoverlabel", {})
+    hover["font"] = {**hover.get("font", {}), "size": size.base}
+    if size != NORMAL:
+        layout["height"] = round(layout.get("height", DEFAULT_HEIGHT) * size.taller)
+        layout["uniformtext"] = {"minsize": size.smallest, "mode": "show"}
+    return pio.to_json(spec, validate=False)
+
+
+def figure_message(fig: go.Figure, select: bool, size: TextSize = NORMAL) -> bytes:
+    """What the browser gets: the library's URL, whether clicks count, the smallest text the
+    chart may fit its labels down to, the figure."""
+    head = json.dumps({"src": PLOTLY_URL, "select": select, "smallest": size.smallest})
+    return (head[:-1] + ', "figure": ' + figure_json(fig, size) + "}").encode()
 
 
 def plotly_chart(fig: go.Figure, key: str, on_select: str | Callable | None = None,
-                 selection_mode: str = "points", height: int | None = None):
-    """Draw `fig` across the container's width. `on_select` ("rerun" or a callback) makes a
-    click on a point select it, as `st.plotly_chart(on_select=..., selection_mode="points")`
-    does; the only mode this app uses."""
+                 selection_mode: str = "points", height: int | None = None,
+                 size: TextSize = NORMAL):
+    """Draw `fig` across the container's width, its text at `size`. `on_select` ("rerun" or
+    a callback) makes a click on a point select it, as `st.plotly_chart(on_select=...,
+    selection_mode="points")` does; the only mode this app uses."""
     if selection_mode != "points":
         raise ValueError("only point selection is supported")
     fig.update_layout(template=TEMPLATE, width=None, autosize=True)
@@ -97,4 +153,4 @@ def plotly_chart(fig: go.Figure, key: str, on_select: str | Callable | None = No
     if select:
         callbacks = {"default": {"selection": NO_SELECTION},
                      "on_selection_change": _rerun_only if on_select == "rerun" else on_select}
-    return _mount(key=key, data=figure_message(fig, select), **callbacks)
+    return _mount(key=key, data=figure_message(fig, select, size), **callbacks)

@@ -1,9 +1,13 @@
-"""`make run`: prepare the bundled models, then start the app in the same process.
+"""`make run` (and each replica's systemd unit): prepare the bundled models, then start the
+app in the same process, and warm the gallery in the background once it answers.
 
 On a fresh machine the first use of DINOv2 converts its weights and builds its k-NN memory
 bank (about 10-20 s on two cores, most of it the bank's forward passes). Doing that here,
 before the server listens, means no visitor waits for it; and because Streamlit then runs
-the app in this very process, every session finds the models already loaded.
+the app in this very process, every session finds the models already loaded. Once the port
+answers, a background thread computes every page's default views for the gallery, the
+default picture's Explainer and page 9 first (`dashboard.background_warmup`), one log line
+per step.
 
     python -m dashboard.serve [streamlit run options, e.g. --server.port 8600]
 """
@@ -115,8 +119,28 @@ def _cores() -> int:
     return os.cpu_count() or 1
 
 
+def health_url(streamlit_args: list[str]) -> str:
+    """The server's health address from the Streamlit options it is started with (port,
+    address, base URL path; Streamlit's defaults otherwise), on this machine."""
+    options, args = {}, list(streamlit_args)
+    for index, arg in enumerate(args):
+        name, equals, value = arg.partition("=")
+        if name.startswith("--server.") and not equals and index + 1 < len(args):
+            value = args[index + 1]
+        options[name] = value
+    address = options.get("--server.address") or "127.0.0.1"
+    if address in ("0.0.0.0", "::", ""):
+        address = "127.0.0.1"
+    base = options.get("--server.baseUrlPath", "").strip("/")
+    return (f"http://{address}:{options.get('--server.port') or 8501}/"
+            f"{base + '/' if base else ''}_stcore/health")
+
+
 def main(streamlit_args: list[str]) -> None:
     prepare_models()  # with every core: nobody waits on a page yet
+    from dashboard import background_warmup
+
+    background_warmup.start(health_url(streamlit_args))  # waits for the port in its thread
     threads = serving_threads(_cores())
     if threads is not None:
         import torch

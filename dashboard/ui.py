@@ -15,12 +15,9 @@ from xai_core.infra.errors import OptionError
 from . import charts, links, literal, state
 from .widgets import Interval, keep_valid
 
-PRESENTATION_FONT = 22
-NORMAL_FONT = 13
-
-
-def font_size() -> int:
-    return PRESENTATION_FONT if state.selection().presentation else NORMAL_FONT
+def text_size() -> charts.TextSize:
+    """The size of every figure's text: larger in presentation mode."""
+    return charts.PRESENTATION if state.selection().presentation else charts.NORMAL
 
 
 def count(number: int, noun: str) -> str:
@@ -29,18 +26,25 @@ def count(number: int, noun: str) -> str:
 
 
 def show_figure(fig: go.Figure, key: str, **kwargs):
-    """Every Plotly figure goes through here, so presentation mode reaches them all."""
-    fig.update_layout(font=dict(size=font_size()))
-    return charts.plotly_chart(fig, key=key, **kwargs)
+    """Every Plotly figure goes through here, so presentation mode reaches every text of
+    them all (`charts.TextSize`)."""
+    return charts.plotly_chart(fig, key=key, size=text_size(), **kwargs)
 
 
-def text_table(data) -> None:
+def text_table(data, wide: str | None = None) -> None:
     """A table of words and numbers (a DataFrame, or what pandas builds one from: a dict of
     columns, or of values for a one-column card) drawn as ONE markdown block. `st.table`
     renders every cell as a markdown element of its own: with page 7's theory matrix (about
     100 cells) the browser spent 0.25-0.28 s in markdown on a first visit, 0.15-0.21 s with
     this one block (the page's other text included). A meaningful index (not 0, 1, ...) is
-    the bold first column; numeric columns are right-aligned."""
+    the bold first column; numeric columns are right-aligned. `wide` (a key): a table of
+    many columns (page 7's ten methods) whose cells may break a long word anywhere so that
+    every column shows (TABLE_CSS); any other breaks a word only when it alone is wider than
+    its cell."""
+    if wide:
+        with st.container(key=f"wide_table_{wide}"):
+            text_table(data)
+        return
     frame = data if isinstance(data, pd.DataFrame) else pd.DataFrame(
         data if any(isinstance(v, (list, tuple)) for v in data.values()) else {"value": data})
     show_index = not isinstance(frame.index, pd.RangeIndex)
@@ -91,25 +95,39 @@ def panel_switch(label: str, key: str, opened_by_prefix: str) -> bool:
 
 # A table drawn by `text_table` scrolls sideways inside its column, as `st.table` does,
 # instead of running past the page's edge (page 7's ten methods at presentation size). From a
-# laptop up its cells break long words where they must, so the table fits its column and
-# shows every column (page 7's theory matrix was cut at 1280 px); a phone keeps the scroll.
+# laptop up its cells hyphenate a long word at a syllable when it must, and break one only
+# when it alone is wider than its cell, so the table fits its column and shows every column
+# (page 7's theory matrix was cut at 1280 px) without words cut anywhere ("sourc e" in Home's
+# model card, with `overflow-wrap: anywhere`); a phone keeps the scroll.
 TABLE_CSS = (".stMarkdown table {display: block; overflow-x: auto; max-width: 100%;} "
-             "@media (min-width: 640px) {.stMarkdown :is(td, th) {overflow-wrap: anywhere;}}")
+             "@media (min-width: 640px) {.stMarkdown :is(td, th) {overflow-wrap: break-word; "
+             "hyphens: auto;} [class*='st-key-wide_table'] :is(td, th) "
+             "{overflow-wrap: anywhere;}}")
 # Larger text for a lecture hall; a heading's text sits in a span of its own, which the
 # first rule would shrink to the body's size, so the headings get theirs back. The open
-# sidebar widens and its page names, a little smaller, wrap when they must, so they are not
-# cut to "2 · Sel…"; a collapsed one stays out of the way. The larger root type would also
-# widen Streamlit's rem-based page margins (108 px a side); on a projector that width goes
-# to the content.
+# sidebar widens and its page names, smaller than the text (16 px), sit one a line, closer
+# together, so every page is above the fold of a 720-line projector (wrapped at the larger
+# size, pages 8 and 9 fell below it); a collapsed sidebar stays out of the way. The larger
+# root type would also widen Streamlit's rem-based page margins (108 px a side); on a
+# projector that width goes to the content.
 PRESENTATION_CSS = (
     "html, body, [class*='st-'], .stMarkdown p, .stMarkdown li {font-size: 1.35rem !important;} "
     "h1, h1 [class*='st-'] {font-size: 3rem !important;} "
     "h2, h2 [class*='st-'] {font-size: 2.25rem !important;} "
     "h3, h3 [class*='st-'] {font-size: 1.75rem !important;} "
     "[data-testid='stSidebar'][data-collapsed='false'] {min-width: min(19rem, 24vw) !important;} "
-    "[data-testid='stSidebarNav'] a * {font-size: 1.05rem !important; "
-    "white-space: normal !important;} "
-    "[data-testid='stMainBlockContainer'] {padding: 3.5rem 1.5rem 4rem !important;}")
+    "[data-testid='stSidebarNav'] a * {font-size: 0.75rem !important; line-height: 1.4 "
+    "!important; white-space: normal !important;} "
+    "[data-testid='stSidebarNav'] a {min-height: 0 !important; padding-top: 0.15rem "
+    "!important; padding-bottom: 0.15rem !important;} "
+    "[data-testid='stMainBlockContainer'] {padding: 3.5rem 1.5rem 4rem !important;} "
+    # a multiselect's chips wrap onto more lines instead of scrolling out of sight ("egrad
+    # x" on page 7), and a widget's label wraps instead of ending in "..."
+    "[data-testid='stMultiSelectTagsContainer'] {flex-wrap: wrap !important; "
+    "overflow: visible !important; mask-image: none !important;} "
+    "div:has(> [data-testid='stMultiSelectTagsContainer']) {max-height: none !important;} "
+    ".stMarkdownEllipsis, .stMarkdownEllipsis p {white-space: normal !important; "
+    "overflow: visible !important; text-overflow: clip !important;}")
 
 
 def apply_page_css() -> None:

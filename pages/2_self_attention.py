@@ -56,8 +56,8 @@ def by_hand_view():
     st.header("1 · Three tokens by hand")
     st.markdown(
         "Three tokens, [CLS], an *Eye* patch and a *Background* patch, each described by three "
-        "made-up features: face/eye, fur and background (so d_k = 3). Edit any cell of Q, K or V; "
-        "everything below recomputes.")
+        "made-up features: face/eye, fur and background (so $d_k = 3$). Edit any cell of Q, K "
+        "or V; everything below recomputes.")
 
     # two tables a row: three side by side hid their third column at 1280 px
     columns = [*st.columns(2), st.columns(2)[0]]
@@ -109,18 +109,18 @@ def by_hand_view():
 def temperature_view():
     st.header("2 · Temperature: from focused to diffuse")
     st.markdown(
-        "Dividing the scores by √d_k is a *temperature* T = √d_k. Turn the knob: a small T "
-        "makes the softmax pick the single best match (one-hot), a large T flattens it towards "
-        "a uniform average. Without the √d_k, dot products of 64-dimensional vectors (ViT-Base) "
-        "grow large, the softmax saturates and its gradients vanish. Entropy measures the "
-        "spread: 0 bits for one-hot, log₂ N bits for uniform.")
+        "Dividing the scores by $\\sqrt{d_k}$ is a *temperature* $T = \\sqrt{d_k}$. Turn the "
+        "knob: a small T makes the softmax pick the single best match (one-hot), a large T "
+        "flattens it towards a uniform average. Without the $\\sqrt{d_k}$, dot products of "
+        "64-dimensional vectors (ViT-Base) grow large, the softmax saturates and its gradients "
+        "vanish. Entropy measures the spread: 0 bits for one-hot, log₂ N bits for uniform.")
     t_labels = toy.TEMPERATURE_TOKENS
     d_k = toy.TEMPERATURE_Q.shape[1]
     sqrt_dk = math.sqrt(d_k)
     temperatures = [0.05, 0.1, 0.2, 0.5, 1.0, sqrt_dk, 4.0, 8.0, 16.0, 50.0, 200.0]
     temperature = st.select_slider(
         "Temperature T", temperatures, value=sqrt_dk, key="toy_temperature",
-        format_func=lambda t: f"{t:g} (= √d_k)" if t == sqrt_dk else f"{t:g}")
+        format_func=lambda t: f"{t:g} (= √{d_k})" if t == sqrt_dk else f"{t:g}")
     query_name = st.radio("Query token", t_labels, horizontal=True, key="toy_temperature_query")
     scores = toy.TEMPERATURE_Q @ toy.TEMPERATURE_K.T
     weights = toy.softmax_with_temperature(scores, temperature)
@@ -151,15 +151,16 @@ def heads_view():
     st.header("3 · Several heads look for different things")
     st.markdown(
         "A layer runs h attention heads side by side. The width D is split: each head gets its own "
-        "slice of d_k = D / h dimensions of Q, K and V, computes its own attention, and the heads' "
-        "outputs are concatenated back to width D and mixed by an output matrix W_O. ViT-Base has "
-        "D = 768 and h = 12, so d_k = 64. Here D = 4: the features are *head region*, *fur*, *face "
-        "detail* and *summary*.")
+        "slice of $d_k = D / h$ dimensions of Q, K and V, computes its own attention, and the "
+        "heads' "
+        "outputs are concatenated back to width D and mixed by an output matrix $W_O$. ViT-Base "
+        "has D = 768 and h = 12, so $d_k = 64$. Here D = 4: the features are *head region*, "
+        "*fur*, *face detail* and *summary*.")
     heads = st.radio("Number of heads h", [1, 2, 4], index=1, horizontal=True, key="toy_heads")
     multi = toy.multi_head_attention(toy.MULTIHEAD_X, toy.MULTIHEAD_WQ, toy.MULTIHEAD_WK,
                                      toy.MULTIHEAD_WV, toy.MULTIHEAD_WO, heads)
     mh_labels = toy.MULTIHEAD_TOKENS
-    st.markdown(f"h = {heads} heads, each with d_k = 4 / {heads} = **{multi.d_k}** dimensions.")
+    st.markdown(f"h = {heads} heads, each with $d_k = 4 / {heads} =$ **{multi.d_k}** dimensions.")
     ui.show_figure(multihead_figure([s.weights for s in multi.per_head], mh_labels),
                    key="toy_heads_figure")
     if heads == 2:
@@ -175,11 +176,12 @@ def heads_view():
                                      colorscale="Greens"), key="toy_concat")
     with c2:
         ui.show_figure(matrix_figure(toy.MULTIHEAD_WO, dims, [f"out {j + 1}" for j in range(4)],
-                                     "Output projection W_O", colorscale="RdBu_r", zmin=-1, zmax=1),
+                                     "Output projection W<sub>O</sub>", colorscale="RdBu_r",
+                                     zmin=-1, zmax=1),
                        key="toy_wo")
     with c3:
         ui.show_figure(matrix_figure(multi.output, mh_labels, [f"out {j + 1}" for j in range(4)],
-                                     "Layer output = concat · W_O", colorscale="Greens"),
+                                     "Layer output = concat · W<sub>O</sub>", colorscale="Greens"),
                        key="toy_mh_output")
 
 

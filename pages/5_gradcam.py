@@ -61,7 +61,8 @@ def steps_view(model, image, target: int, layer: str) -> None:
     a, b, c = st.columns(3)
     with a:
         ui.show_figure(overlay(model_image, steps.weighted_sum, steps.cell_size,
-                               "2 · Weighted sum Σ α_k A^k", diverging=True), key="gc_sum")
+                               "2 · Weighted sum Σ<sub>k</sub> α<sub>k</sub>A<sup>k</sup>",
+                               diverging=True), key="gc_sum")
     with b:
         ui.show_figure(overlay(model_image, steps.cam, steps.cell_size, "3 · After the ReLU"),
                        key="gc_relu")

@@ -62,7 +62,7 @@ def theory_view(cmp: Comparison) -> None:
         rows.append("Measured here: seed stability")
         for name in table:
             table[name].append(stability_text(stability, name))
-    ui.text_table(pd.DataFrame(table, index=rows))
+    ui.text_table(pd.DataFrame(table, index=rows), wide="theory")
 
     st.header("2 · The practical matrix")
     st.markdown(

@@ -2,17 +2,18 @@
 
 import streamlit as st
 
-from dashboard import links, literal, state, ui
+from dashboard import background_warmup, links, literal, state, ui
+from dashboard.claims_views import REMOVE, claims_view, patch_picker, predict_view, toggle
 from dashboard.clicks import apply_chart_click
 from xai_core.studies import cause_vs_claim as claims
 from xai_core.studies import interventions as iv
 from xai_core.lessons import interventions_lab
-from xai_core.lessons.views.p9_interventions import LAB_PAGE
 from xai_core import pipeline
 from xai_core.capture import model_layout
 from xai_core.figures import intervention_figures as figs
 from xai_core.analysis.perturbation import BASELINE_NAMES, BASELINES
-from xai_core.studies.readout import readout
+from xai_core.studies.readout import ALIKE, readout
+from xai_core.lessons.views.p9_interventions import LAB_PAGE
 
 st.title("Interventions: test a map against the model")
 st.markdown(
@@ -25,7 +26,13 @@ st.markdown(
 
 VIEWS = LAB_PAGE.picker_args("iv_view")
 FILLS = {"zero": "zero: its output set to 0", "mean": "mean: its output over the image's tokens"}
-REMOVE = {"tokens": "drop the tokens", "pixels": "mask the pixels"}
+
+warming = background_warmup.PROGRESS
+if warming.running:
+    st.caption(f":material/hourglass_top: The server is still preparing the gallery's "
+               f"pictures ({warming.done} of {warming.total} steps done"
+               + (f"; now: {warming.now}" if warming.now else "") + "). Until it is done, a "
+               "view it has not reached yet takes longer to open.")
 
 image = state.current_image()
 if image is None:
@@ -45,11 +52,11 @@ if head is None:
 def show_outcome(model, image, target, head, given: dict) -> None:
     """Top-5 and the target's score before and after, and the maps under the intervention."""
     outcome = iv.intervene(model, image, target=target, head=head, **given)
-    change = outcome.target
-    st.markdown(f"**{literal.text(change['label'])}**: {change['score_kind']} "
-                f"{change['before']:.4f} → {change['after']:.4f} "
-                f"(**{change['change']:+.4f}**). Top class before: "
-                f"{literal.text(outcome.before[0].label)}; after: "
+    found = outcome.target
+    st.markdown(f"**{literal.text(found['label'])}**: {found['score_kind']} "
+                f"{found['before']:.4f} → {found['after']:.4f}: it "
+                f"{iv.drop_words(found['drop'])} (drop **{found['drop']:+.4f}**, before minus "
+                f"after). Top class before: {literal.text(outcome.before[0].label)}; after: "
                 f"{literal.text(outcome.after[0].label)}.")
     unit = "softmax probability" if head.kind == "imagenet" else "k-NN vote share"
     ui.show_figure(figs.before_after_bars(outcome.before, outcome.after, unit), key="iv_bars")
@@ -83,24 +90,6 @@ def heads_view(model, image, target, head) -> None:
         st.info("Pick at least one head to switch off.")
         return
     show_outcome(model, image, target, head, {"heads_off": ",".join(off), "heads_fill": fill})
-
-
-def toggle(patch: int, key: str, most: int | None = None) -> dict:
-    """A click on a patch adds it to the list at `key`, or takes it out again."""
-    chosen = list(st.session_state.get(key, []))
-    if patch in chosen:
-        chosen.remove(patch)
-    elif most is None or len(chosen) < most:
-        chosen.append(patch)
-    return {key: chosen}
-
-
-def patch_picker(model, image, key: str, chosen) -> None:
-    grid = claims.patch_grid(model)
-    side = model.spec.input_size[0] / grid[0], model.spec.input_size[1] / grid[1]
-    ui.show_figure(figs.pick_figure(pipeline.prepare(model, image).model_image, grid, side,
-                                    chosen), key=key, on_select="rerun",
-                   selection_mode="points")
 
 
 def tokens_view(model, image, target, head) -> None:
@@ -158,14 +147,37 @@ def attention_view(model, image, target, head) -> None:
     show_outcome(model, image, target, head, given)
 
 
+def block_runs(blocks) -> str:
+    """[0, 1, 2, 5] -> 'blocks 0-2 and 5'."""
+    runs, start = [], None
+    for i, block in enumerate(blocks):
+        start = block if start is None else start
+        if i + 1 == len(blocks) or blocks[i + 1] != block + 1:
+            runs.append(f"{start}" if start == block else f"{start}-{block}")
+            start = None
+    words = runs[0] if len(runs) == 1 else ", ".join(runs[:-1]) + " and " + runs[-1]
+    return ("block " if runs == [str(blocks[0])] else "blocks ") + words
+
+
 def readout_view(model, image, target, head) -> None:
     found = readout(model, image, target=target, head=head)
+    label = literal.text(found.label)
+    alike = [b for b, flag in enumerate(found.alike) if flag]
     st.markdown(f"The model's own ending (final norm, then its head) applied after each block, "
                 f"as if the later blocks were not there. The answer "
                 f"(**{literal.text(found.top[-1][0].label)}**) is the read-out's top class from "
                 f"block {found.first_block} on.")
-    ui.show_figure(figs.readout_figure(found.target_scores, found.score_kind,
-                                       found.first_block), key="iv_readout")
+    st.markdown(
+        f"Compare the blocks by **{label}'s rank** (#1: the top class) and its **margin over "
+        f"the runner-up** (its score minus the best other class's): those mean the same at "
+        f"every block. Its score alone does not"
+        + (f": at {block_runs(alike)} every class scores within {ALIKE} of every other "
+           f"(hollow points), so a high score there says nothing about {label} "
+           f"({found.target_scores[alike[0]]:.3f} at block {alike[0]}, "
+           f"{found.target_scores[-1]:.3f} at the last)." if alike else "."))
+    ui.show_figure(figs.readout_figure(found.margins, found.ranks, found.target_scores,
+                                       found.alike, found.score_kind, found.first_block),
+                   key="iv_readout")
     last = len(found.top) - 1
     block = links.number(st.slider, "Block", LAB_PAGE.option("iv_readout_block").low, last,
                          key="iv_readout_block", default=last)
@@ -194,71 +206,6 @@ def importance_view(model, image, target, head) -> None:
     st.caption(f"Drop = the target's {unit} in the plain forward minus with the head off "
                f"({FILLS[fill]}). Entropy: mean over queries, in nats. Rollout weight: "
                f"{interventions_lab.ROLLOUT_WEIGHT}.")
-
-
-def claims_view(model, image, target, head) -> None:
-    choices = ["tokens", "pixels"] if model.spec.family == "vit" else ["pixels"]
-    remove = links.choice(st.radio, "Remove a patch by", choices, key="iv_claim_remove",
-                          horizontal=True, format_func=REMOVE.get)
-    baseline = LAB_PAGE.default("iv_claim_baseline")
-    if remove == "pixels":
-        baseline = links.choice(st.selectbox, "Masked pixels show", list(BASELINES),
-                                key="iv_claim_baseline", default=baseline,
-                                format_func=BASELINE_NAMES.get)
-    revealed = st.session_state.get("iv_revealed", (None, ()))
-    mine = revealed[1] if revealed[0] == model.label else ()  # the picks you revealed: a star
-    with st.spinner("Removing each method's top patches and random ones..."), \
-            ui.progress_bar() as progress:
-        found = claims.cause_vs_claim(model, image, target=target, head=head, removals=remove,
-                                      baseline=baseline, learner=mine,
-                                      should_stop=ui.stop_check(), progress=progress)
-    ui.show_figure(figs.claims_figure(found, remove), key="iv_claims")
-    part, top = found.removals[remove], len(found.ks) - 1
-    high = part.random_interval()[top, 1]
-    beat = [name for name, drops in part.methods.items() if drops[top] > high]
-    st.markdown(f"At k = {found.ks[top]}, removing the top patches of "
-                f"{', '.join(beat) or 'no method'} costs more than the random patches' "
-                f"95% interval (up to {high:+.4f}).")
-    for name, why in found.failed.items():
-        st.caption(f"{name} has no map here: {literal.text(why)}")
-
-
-def predict_view(model, image, target, head) -> None:
-    k = links.number(st.slider, "k: how many patches", *LAB_PAGE.bounds("iv_k"), key="iv_k",
-                     default=LAB_PAGE.default("iv_k"))
-    picked = st.session_state.setdefault("iv_picked", [])
-    if len(picked) > k:
-        st.session_state["iv_picked"] = picked = picked[:k]
-    apply_chart_click("iv_predict_pick", lambda d: toggle(int(d[0]), "iv_picked", most=k))
-    picked = st.session_state["iv_picked"]
-    st.markdown(f"Before any map: click the **{k}** patches you think the model needs most "
-                f"for {literal.text(head.class_names[target])}. Click a patch again to "
-                f"unpick it. Picked: {len(picked)} of {k}.")
-    patch_picker(model, image, "iv_predict_pick", picked)
-    if len(picked) < k:
-        return
-    if st.button("Reveal", key="iv_reveal", type="primary"):
-        st.session_state["iv_revealed"] = (model.label, tuple(picked))
-    if st.session_state.get("iv_revealed") != (model.label, tuple(picked)):
-        return
-    removals = ("tokens", "pixels") if model.spec.family == "vit" else ("pixels",)
-    with st.spinner("Removing your patches, each method's and random ones..."), \
-            ui.progress_bar() as progress:
-        found = claims.cause_vs_claim(model, image, target=target, head=head, ks=(k,),
-                                      removals=removals, learner=picked,
-                                      should_stop=ui.stop_check(), progress=progress)
-    rows = interventions_lab.reveal_rows(found)
-    for removal in removals:
-        mine = found.removals[removal].learner
-        st.markdown(f"**{REMOVE[removal].capitalize()}**: your {k} patch{'' if k == 1 else 'es'} "
-                    f"drop the score by **{mine:+.4f}**.")
-        ui.show_figure(figs.reveal_figure(rows, removal, found.score_kind),
-                       key=f"iv_reveal_{removal}")
-    name, share = found.closest_method()
-    st.markdown((f"The method that agreed with you most: **{name}** ({share:.0%} of your "
-                 f"patches among its top {k})." if share > 0 else
-                 "None of the methods put any of your patches among its top "
-                 f"{k}.") + f" Measure: {claims.OVERLAP}.")
 
 
 view = ui.view_picker(**VIEWS)

@@ -15,18 +15,22 @@ st.markdown(
     "looks, and how the explanation methods people cite turn those numbers into maps. "
     "Every map here is computed from a real forward (and, when needed, backward) pass of the "
     "model shown below. Pick a model and an image in the sidebar, then walk through the pages.")
-st.markdown("**New here? Start with the guided tour** of the ViT Explainer (page 0): a Vision "
-            "Transformer step by step, from pixels to its answer.")
-st.page_link(PAGES / "0_vit_explainer.py", label="Start the guided tour",
-             icon=":material/school:", query_params={"tour": "1"})
+# the picture beside the way in, then one column per model: three columns side by side left
+# a model's card and its top-5 a third of a projector's width, too narrow for their words
+picture, way_in = st.columns([1, 1.3])
+with way_in:
+    st.markdown("**New here? Start with the guided tour** of the ViT Explainer (page 0): a "
+                "Vision Transformer step by step, from pixels to its answer.")
+    st.page_link(PAGES / "0_vit_explainer.py", label="Start the guided tour",
+                 icon=":material/school:", query_params={"tour": "1"})
 
 image = state.current_image()
 if image is not None:
-    left, middle, right = st.columns([1.1, 1, 1])
-    with left:
+    with picture:
         title = state.image_title(state.selection().image_choice)
-        ui.show_figure(image_figure(image, f"{title} ({image.width}x{image.height})"),
-                       key="home_image")
+        ui.show_figure(image_figure(image, f"{title} ({image.width}x{image.height})",
+                                    height=320), key="home_image")
+    middle, right = st.columns(2)
     for column, model in ((middle, state.current_vit()), (right, state.current_cnn())):
         if model is None:
             continue

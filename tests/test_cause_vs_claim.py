@@ -96,8 +96,8 @@ def test_random_draws_come_from_the_seed_and_match_hand_forwards(dinov2, image, 
         assert_close(pixel_drops[draw, column], hand,
                      drop_tolerance(dinov2, image, found.target))
     again = C._measure(dinov2, image, found.target, dinov2.head,
-                       C.check_request(dinov2, "tokens", KS, 20, 7, (), METHODS), None)
-    np.testing.assert_array_equal(again.removals["tokens"].random, drops)
+                       C.check_request(dinov2, "tokens", KS, 20, 7, (), METHODS), "tokens", None)
+    np.testing.assert_array_equal(again.random, drops)
 
 
 def test_the_interval_is_the_benchmarks_t_interval_of_the_draws(found):
@@ -115,6 +115,22 @@ def test_the_learners_drop_and_agreement(dinov2, image, found):
     attention = run_method(dinov2, image, "attention", None).map.ravel()
     top3 = set(np.argsort(-attention, kind="stable")[:3].tolist())
     assert found.agreement()["attention"] == len(top3 & {40, 41, 56}) / 3
+
+
+def test_a_learner_reuses_everything_but_their_own_patches(dinov2, image, found):
+    """Predict-then-reveal asks both removals with the learner's patches; the view of one
+    removal asks it alone with none. After those, another learner costs one new result per
+    removal (their own image), and each removal's drops are the very arrays of the first."""
+    request = dict(ks=KS, methods=METHODS, draws=20, seed=7)
+    alone = C.cause_vs_claim(dinov2, image, removals="pixels", **request)
+    assert alone.removals["pixels"].learner is None
+    assert alone.removals["pixels"].random is found.removals["pixels"].random
+    misses = C.RESULTS.misses
+    other = C.cause_vs_claim(dinov2, image, learner=(3, 4, 5), **request)
+    assert C.RESULTS.misses - misses == 2  # the learner's image, tokens and pixels
+    assert other.removals["tokens"].methods is found.removals["tokens"].methods
+    hand = found.score - hand_score(dinov2, image, found.target, pixels_out=(3, 4, 5))
+    assert other.removals["pixels"].learner == pytest.approx(hand, abs=1e-5)
 
 
 def test_patch_scores_average_a_pixel_map_over_each_patch(dinov2):
@@ -235,10 +251,10 @@ def test_docs_numbers_are_recomputed(dinov2):
                (analysis.scores, analysis.entropy,
                 interventions_lab.rollout_weights(dinov2, image))]
         row = (f"| `{sample}` | {off['label']} | {block}.{sink.head} ({sink.score:.2f}) | "
-               f"{off['before']:.4f} | {off['change']:+.4f} | "
+               f"{off['before']:.4f} | {off['drop']:+.4f} | "
                + " | ".join(f"{r:+.2f}" for r in rho) + " |")
         assert row in docs, row
-        changes.append(off["change"])
+        changes.append(off["drop"])
         rhos.append(rho)
     # the README's summary of the same table
     readme = " ".join((root / "README.md").read_text().split())

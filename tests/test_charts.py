@@ -72,9 +72,49 @@ def test_message_carries_the_figure_the_library_url_and_whether_clicks_count():
     fig.update_layout(template=charts.TEMPLATE, width=None)
     message = json.loads(charts.figure_message(fig, select=True))
     assert message["src"] == charts.PLOTLY_URL and message["select"] is True
-    assert message["figure"] == json.loads(fig.to_json())
+    expected = json.loads(fig.to_json())
+    expected["layout"]["font"] = {**expected["layout"].get("font", {}), "size": 13}
+    expected["layout"]["hoverlabel"] = {"font": {"size": 13}}
+    assert message["figure"] == expected  # the figure, its text at the normal size
     assert message["figure"]["data"][0]["y"] == [3, 4]
+    assert message["smallest"] == charts.NORMAL.smallest
     assert json.loads(charts.figure_message(fig, select=False))["select"] is False
+
+
+def test_presentation_scales_every_text_of_a_figure_and_leaves_the_figure_alone():
+    """One scale for every text a builder sized itself (title, subplot titles, axis titles
+    and ticks, colour-bar title and ticks, legend, annotations, bar labels), the layout's
+    font (what the rest inherits, hover labels included) at the presentation size, and no
+    text under the smallest size; the figure (maybe shared by every session) unchanged."""
+    from plotly.subplots import make_subplots
+
+    fig = make_subplots(rows=1, cols=2, subplot_titles=("left", "right"))
+    fig.add_trace(go.Heatmap(z=[[1, 2]], colorbar=dict(
+        title=dict(text="scale", font=dict(size=11)), tickfont=dict(size=8))), row=1, col=1)
+    fig.add_trace(go.Bar(x=[1], y=[2], text=["2"], textfont=dict(size=10)), row=1, col=2)
+    fig.update_layout(title=dict(text="t", font=dict(size=16)), legend=dict(font=dict(size=9)),
+                      xaxis=dict(title=dict(text="x", font=dict(size=12)),
+                                 tickfont=dict(size=6)))
+    fig.add_annotation(text="note", font=dict(size=11), x=0, y=0)
+    before = fig.to_json()
+    size = charts.PRESENTATION
+    spec = json.loads(charts.figure_json(fig, size))
+    layout = spec["layout"]
+    scaled = lambda px: max(size.smallest, round(px * size.scale, 1))  # noqa: E731
+    assert layout["font"]["size"] == layout["hoverlabel"]["font"]["size"] == size.base
+    assert layout["title"]["font"]["size"] == scaled(16)
+    assert [a["font"]["size"] for a in layout["annotations"]] == [scaled(16)] * 2 + [scaled(11)]
+    assert layout["legend"]["font"]["size"] == scaled(9)
+    assert layout["xaxis"]["title"]["font"]["size"] == scaled(12)
+    assert layout["xaxis"]["tickfont"]["size"] == size.smallest  # 6 x 1.54 = 9.2: raised
+    bar = spec["data"][1]
+    assert spec["data"][0]["colorbar"]["title"]["font"]["size"] == scaled(11)
+    assert spec["data"][0]["colorbar"]["tickfont"]["size"] == size.smallest
+    assert bar["textfont"]["size"] == scaled(10)
+    assert layout["uniformtext"] == {"minsize": 14, "mode": "show"}  # bar labels too
+    assert layout["height"] == round(charts.DEFAULT_HEIGHT * size.taller)
+    assert fig.to_json() == before
+    assert json.loads(charts.figure_message(fig, True, size))["smallest"] == 14
 
 
 def test_template_is_plotly_white_without_unused_parts_and_smaller():

@@ -120,7 +120,8 @@ def test_the_replica_cookie_routes_to_that_replica_with_a_backup():
 
 
 def test_units_run_the_app_from_the_venv_after_the_warm_up():
-    assert re.search(r"ExecStart=\S+/\.venv/bin/streamlit run dashboard/app\.py", UNIT)
+    # as `make run` starts it: models loaded, then the app, then the gallery warmed
+    assert re.search(r"ExecStart=\S+/\.venv/bin/python -m dashboard\.serve", UNIT)
     assert "--server.address 127.0.0.1" in UNIT and "--server.port %i" in UNIT
     assert re.search(r"Requires=vit-lens-warmup\.service", UNIT)
     assert re.search(r"After=.*vit-lens-warmup\.service", UNIT)

@@ -305,7 +305,7 @@ def test_intervene_reports_before_after_and_maps(dinov2, image):
     from xai_core.pipeline import predict
     assert before == {p.index: p.probability for p in predict(dinov2, image)}
     target = outcome.target
-    assert target["change"] == pytest.approx(target["after"] - target["before"])
+    assert target["drop"] == pytest.approx(target["before"] - target["after"])
     assert target["after"] < target["before"] - 0.05  # uniform attention everywhere hurts
     assert set(outcome.maps) == {"attention", "rollout", "gae", "vit-gradcam"}
     np.testing.assert_allclose(outcome.maps["attention"], 1.0 / 257, rtol=1e-5)  # uniform
@@ -430,10 +430,21 @@ def test_head_importance_equals_switching_each_head_off_alone(dinov2, image, fil
         alone = under(dinov2, image, heads_off=f"{block}.{head}", heads_fill=fill)
         expected = grid.score - float(scorer(alone)[0])
         # the grid runs the switched-off copies in one batch from block b on: other orders
-        assert_close(grid.drops[block, head], expected,
-                     class_score_tolerance(dinov2, grid.target, plain) +
+        tolerance = (class_score_tolerance(dinov2, grid.target, plain) +
                      class_score_tolerance(dinov2, grid.target, alone))
+        assert_close(grid.drops[block, head], expected, tolerance)
+        # one sign convention: `intervene` reports the same drop for the same head
+        same = I.intervene(dinov2, image, maps=False, heads_off=f"{block}.{head}",
+                           heads_fill=fill).target["drop"]
+        assert_close(same, grid.drops[block, head], tolerance)
     assert np.abs(grid.drops).max() > 0.01
+
+
+def test_drop_words_say_which_way_the_score_went():
+    assert I.drop_words(0.0067) == "fell by 0.0067"
+    assert I.drop_words(-0.0018) == "rose by 0.0018"
+    assert I.drop_words(4e-5) == "did not move"  # 0.0000 at four decimals
+    assert I.drop_words(-0.125, digits=2) == "rose by 0.12"
 
 
 def test_head_importance_correlations_are_spearman_of_the_stories(dinov2, image):
@@ -478,6 +489,21 @@ def test_readout_at_the_last_block_is_dinov2s_prediction(dinov2, image):
     heads, _ = block_heads(dinov2, dinov2.head)
     assert torch.equal(heads[-1].bank.features, dinov2.head.bank.features)
     assert len(heads) == 12 and result.patch_scores.shape == (12, 16, 16)
+    # what compares across blocks: at the last block, every class's score from the model's
+    # own output gives the answer's rank and its margin over the runner-up
+    output = model_output(dinov2, image)
+    every = np.array([class_scorer(dinov2, c, dinov2.head)(output)[0]
+                      for c in range(len(dinov2.head.class_names))])
+    others = np.delete(every, result.target)
+    assert result.ranks[-1] == 1 + (others > every[result.target]).sum() == 1
+    assert result.margins[-1] == pytest.approx(every[result.target] - others.max(), abs=1e-9)
+    assert result.spreads[-1] == pytest.approx(every.max() - every.min(), abs=1e-9)
+    # the score alone misleads: block 0 scores the cat higher than the last block does, but
+    # there every class scores alike (flagged) and the margin is far smaller
+    assert result.target_scores[0] > result.target_scores[-1]
+    assert result.alike[0] and not result.alike[-1]
+    assert result.margins[0] < result.margins[-1] / 5
+    assert ((result.margins > 0) == (result.ranks == 1)).all()
 
 
 @pytest.mark.numeric
@@ -495,8 +521,13 @@ def test_readout_equals_the_hand_logit_lens_on_deit_distilled(image):
             x = block(x)
             normed = module.norm(x)[0]
             logits = (module.head(normed[0]) + module.head_dist(normed[1])) / 2
+            probabilities = logits.softmax(-1)
             assert result.target_scores[block_index] == pytest.approx(
-                float(logits.softmax(-1)[3]), abs=1e-6)
+                float(probabilities[3]), abs=1e-6)
+            others = torch.cat([probabilities[:3], probabilities[4:]])
+            assert result.ranks[block_index] == 1 + int((others > probabilities[3]).sum())
+            assert result.margins[block_index] == pytest.approx(
+                float(probabilities[3] - others.max()), abs=1e-6)
             per_patch = ((module.head(normed[2:]) + module.head_dist(normed[2:])) / 2
                          ).softmax(-1)[:, 3].reshape(4, 4).numpy()
             np.testing.assert_allclose(result.patch_scores[block_index], per_patch, atol=1e-6)
@@ -510,7 +541,10 @@ def test_cli_readout_json(capsys, dinov2, image):
     payload = json.loads(capsys.readouterr().out)
     assert [row["block"] for row in payload["blocks"]] == list(range(12))
     assert payload["blocks"][-1]["top"][0]["label"] == "cat"
-    assert payload["blocks"][5]["target_score"] == readout(dinov2, image).target_scores[5]
+    found = readout(dinov2, image)
+    assert payload["blocks"][5]["target_score"] == found.target_scores[5]
+    assert payload["blocks"][0]["classes_alike"] and payload["blocks"][0]["rank"] == found.ranks[0]
+    assert "margin over the runner-up" in payload["compare"]
 
 
 def test_hooks_go_on_only_while_the_models_lock_is_held(dinov2, image):
@@ -575,9 +609,9 @@ def test_methods_doc_numbers_are_recomputed(dinov2, image):
             f"target cat, k-NN class score {off['before']:.4f}",
             f"(block {sink.block}, head {sink.head}, sink score {sink.score:.2f}, its key "
             f"patch {sink.key - 1}) moves the score to {off['after']:.4f} "
-            f"({off['change']:+.4f})",
-            f"moves it to {every.target['after']:.4f} ({every.target['change']:+.4f})",
-            f"block {block}, head {head} ({-grid.drops[block, head]:+.4f})",
+            f"(drop {off['drop']:+.4f}: it {'rose' if off['drop'] < 0 else 'fell'})",
+            f"moves it to {every.target['after']:.4f} (drop {every.target['drop']:+.4f})",
+            f"block {block}, head {head} (drop {grid.drops[block, head]:+.4f})",
             f"sink score is {grid.correlations['sink_score']:+.2f} and with the entropy "
             f"{grid.correlations['entropy']:+.2f}"):
         assert words.replace("+-", "-") in methods_doc, words

@@ -46,3 +46,46 @@ def test_pages_import_no_heavy_package_after_serve_prepared():
     assert result.returncode == 0, result.stderr[-2000:]
     late = json.loads(result.stdout.strip().splitlines()[-1])
     assert not set(late) & set(HEAVY), late
+
+
+def test_the_health_address_follows_the_servers_options():
+    assert serve.health_url([]) == "http://127.0.0.1:8501/_stcore/health"
+    assert serve.health_url(["--server.port", "8600"]) == "http://127.0.0.1:8600/_stcore/health"
+    # as the replicas' unit starts it, and with `=`: the prefix, a wildcard address on loopback
+    assert serve.health_url(["--server.address", "127.0.0.1", "--server.port", "8501",
+                             "--server.baseUrlPath", "vit-lens", "--server.headless", "true"]
+                            ) == "http://127.0.0.1:8501/vit-lens/_stcore/health"
+    assert serve.health_url(["--server.address=0.0.0.0", "--server.port=9000",
+                             "--server.baseUrlPath=/a/b/"]) == \
+        "http://127.0.0.1:9000/a/b/_stcore/health"
+
+
+def test_the_warm_up_takes_the_default_pictures_explainer_and_page_9_first():
+    from dashboard.state import DEFAULT_IMAGE
+    from xai_core.lessons import warmup
+    from xai_core.images import sample_ids
+
+    steps = warmup.lecture_order(sample_ids(), DEFAULT_IMAGE)
+    assert steps[:2] == [(DEFAULT_IMAGE, "0_vit_explainer.py"),
+                         (DEFAULT_IMAGE, "9_interventions.py")]
+    pages = warmup.picture_pages()
+    assert "8_text_attention.py" not in pages and "home.py" in pages
+    assert {image for image, _ in steps[2:len(pages)]} == {DEFAULT_IMAGE}
+    # every page of every picture once, nothing twice
+    assert sorted(steps) == sorted(
+        [(image, page) for image in sample_ids() for page in pages])
+    assert len(set(steps)) == len(steps)
+
+
+def test_the_warm_up_starts_once_and_can_be_turned_off(monkeypatch):
+    from dashboard import background_warmup as background
+
+    monkeypatch.setattr(background, "PROGRESS", background.Progress())
+    monkeypatch.setenv(background.ENV, "0")
+    assert not background.start(None) and background.PROGRESS.state == "off"
+    monkeypatch.setenv(background.ENV, "1")
+    started = []
+    monkeypatch.setattr(background, "_run", lambda *args: started.append(args))
+    assert background.start("http://127.0.0.1:1/_stcore/health")
+    assert not background.start("http://127.0.0.1:1/_stcore/health")  # once per process
+    assert background.PROGRESS.running

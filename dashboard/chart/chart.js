@@ -79,10 +79,10 @@ function listen(chart) {
  * - x tick labels that run together stand upright, and y tick labels get smaller;
  * - a y axis title longer than its axis wraps, a legend over the x axis moves down;
  * - then the plot moves down until nothing under the title (the plot, top axis labels,
- *   subplot titles, a legend) touches it.
+ *   subplot titles, a legend, a colour bar) touches it.
  * A resize starts again from the figure's own layout. */
 const EDGE = 8;  // px between a label and the chart's edge, the toolbar or another label
-const MIN_FONT = 9;
+let MIN_FONT = 9;  // the smallest text a fit may leave: the message's `smallest` (presentation: 14)
 const plain = (text) => String(text).replace(/<[^>]+>/g, "");
 const lineCount = (text) => text.split("<br>").length;
 const longestLine = (text) => Math.max(...text.split(/<br\s*\/?>/i).map((l) => plain(l).length));
@@ -126,7 +126,8 @@ function remember(chart, layout) {
   chart.titleSize = host._fullLayout.title.font.size;
   chart.titleCharWidth = chart.title && drawn
     ? drawn.getBoundingClientRect().width / Math.max(1, longestLine(chart.title)) : 0;
-  chart.original = { title: clone(layout.title), "margin.t": host._fullLayout.margin.t };
+  chart.original = { title: clone(layout.title), "margin.t": host._fullLayout.margin.t,
+                     "margin.b": host._fullLayout.margin.b };
   if (layout.annotations) chart.original.annotations = clone(layout.annotations);
   chart.original.legend = clone(layout.legend);
   const own = (name, path) => {
@@ -259,7 +260,10 @@ function legendFixes(host, origin) {
     const b = boxIn(el, origin);
     return b.width && b.left < l.right && b.right > l.left && b.top < l.bottom && b.bottom > l.top;
   });
-  return hit ? { "legend.yref": "container", "legend.y": 0, "legend.yanchor": "bottom" } : {};
+  if (!hit) return {};
+  // at the chart's bottom edge, in a bottom margin grown by the legend's height
+  return { "legend.yref": "container", "legend.y": 0, "legend.yanchor": "bottom",
+           "margin.b": host._fullLayout.margin.b + Math.ceil(l.height) + EDGE };
 }
 
 /* A y axis title longer than its axis would run into the chart's title or the x axis
@@ -282,7 +286,7 @@ function yTitleFixes(host, origin) {
 }
 
 const ABOVE_PLOT = ".nsewdrag, .xtick text, .g-xtitle text, [class*='x2title'] text, "
-  + ".annotation, .legend, .g-ytitle text";
+  + ".annotation, .legend, .g-ytitle text, .colorbar";  // a colour bar spans the plot's height
 
 /* Room at the top: nothing above the chart's edge, and, under a title, the title where it
  * should be (plotly.js lifts a title of several lines above its top anchor) and the plot,
@@ -328,10 +332,11 @@ async function refit(chart) {
     chart.changed = false;
   }
   const passes = [
-    (box) => ({ ...annotationFixes(host, box), ...legendFixes(host, box),
+    (box) => ({ ...annotationFixes(host, box),
                 ...(chart.title && chart.titleCharWidth ? titlePlacement(chart, box) : {}) }),
     (box) => topSpace(chart, box),
-    (box) => ({ ...yTitleFixes(host, box), ...xTickFixes(host, box) }),  // the plot's final size
+    // the plot's final height: a legend under it is where it stays
+    (box) => ({ ...yTitleFixes(host, box), ...xTickFixes(host, box), ...legendFixes(host, box) }),
     (box) => yTickFixes(host, box),  // upright x labels take height
   ];
   for (const pass of passes) {
@@ -383,6 +388,7 @@ export default function mount({ parentElement, data, setStateValue }) {
   const message = JSON.parse(text);
   const { figure } = message;
   chart.select = Boolean(message.select);
+  if (message.smallest) MIN_FONT = message.smallest;  // one presentation setting per page
   const { host } = chart;
   host.dataset.state = "drawing";
   host.style.height = `${(figure.layout && figure.layout.height) || 450}px`;

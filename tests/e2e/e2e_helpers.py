@@ -40,13 +40,13 @@ def app_env() -> dict[str, str]:
 
 
 def healthy(url: str) -> bool:
-    from xai_core.cli.warmup import healthy as check
+    from xai_core.infra.health import healthy as check
 
     return check(url, timeout=2)
 
 
-STREAMLIT_RUN = ("-m", "streamlit", "run", "dashboard/app.py")  # as deploy/systemd starts it
-MAKE_RUN = ("-m", "dashboard.serve")  # as `make run` starts it: models prepared first
+STREAMLIT_RUN = ("-m", "streamlit", "run", "dashboard/app.py")  # the app alone: no warm-up
+MAKE_RUN = ("-m", "dashboard.serve")  # as `make run` and deploy/systemd start it
 
 
 class AppProcess:

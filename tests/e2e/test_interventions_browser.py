@@ -1,6 +1,6 @@
 """Page 9 in a real browser: predict, then reveal. The learner clicks k patches on the image (no
-map shown), presses Reveal, and the page shows the score drop of exactly those patches, as the
-core computes it."""
+map shown), presses Reveal, and the page says in signed words how far exactly those patches
+moved the score, as the core computes it."""
 
 from __future__ import annotations
 
@@ -57,13 +57,16 @@ def test_predict_then_reveal_shows_the_learners_drop(app, browser):
         page.get_by_role("button", name="Reveal").click()
         page.wait_for_function(
             "() => document.querySelector(\"[data-testid='stMain']\").innerText"
-            ".includes('drop the score by')", timeout=240_000)
+            ".includes('than random patches do')", timeout=240_000)
         wait_app_idle(page)
         text = main.inner_text()
         model, image = get_model("dinov2-s14"), load_sample("chelsea")
         found = claims.cause_vs_claim(model, image, ks=(2,), learner=PATCHES)
-        shown = re.findall(r"your 2 patches drop the score by ([+-]\d\.\d{4})", text)
-        assert shown == [f"{found.removals[r].learner:+.4f}" for r in ("tokens", "pixels")]
+        shown = re.findall(r"your 2 patches (lowered|raised) the score by (\d\.\d{4})", text)
+        # signed words: a drop above 0 lowered the score, below 0 raised it
+        assert [(-1 if way == "raised" else 1) * float(size) for way, size in shown] == [
+            pytest.approx(round(found.removals[r].learner, 4), abs=1e-4)
+            for r in ("tokens", "pixels")]
         assert "shared patches / k" in text
         assert errors == [], errors
     finally:

@@ -27,6 +27,26 @@ CURVE_METRICS = curve_metrics()  # deletion, insertion, pos-perturb, neg-perturb
 BOX_METRICS = needing("boxes")  # pointing-game, energy-in-box
 DEFAULT_METRICS = curve_metrics("pixel")  # deletion and insertion
 DEFAULT_MODELS = ("dinov2-s14", "efficientnet-lite0")
+# the class score's range (metrics.faithfulness.class_scorer) per kind of head
+SCORE_RANGE = {"imagenet": (0.0, 1.0), "knn": (-1.0, 1.0)}  # a probability; a mean cosine
+
+
+def value_range(metric: str, model_id: str) -> tuple[float, float] | None:
+    """The values `metric` can take on `model_id` (None for a model this code does not know,
+    e.g. a results.json from elsewhere): the curve metrics are areas under the class score
+    over a fraction from 0 to 1, so they keep the score's range; ROAD is a difference of two
+    such scores; the randomisation check a Spearman correlation; the box metrics shares."""
+    from ..models import MODEL_SPECS
+
+    if metric in BOX_METRICS:
+        return 0.0, 1.0
+    if metric == "randomisation":
+        return -1.0, 1.0
+    spec = MODEL_SPECS.get(model_id)
+    if spec is None or spec.head not in SCORE_RANGE:
+        return None
+    low, high = SCORE_RANGE[spec.head]
+    return (low - high, high - low) if metric == "road" else (low, high)
 
 
 @dataclass(frozen=True)

@@ -7,10 +7,14 @@ mean rank over images with a bootstrap interval, and whether it beats the random
   best (lowest for deletion-like metrics, highest for the others), ties averaged; its
   interval is a percentile bootstrap over images, seeded from the run's seed and the
   (model, metric) names, and each method lists those whose rank intervals overlap its own.
-- Floor: the paired differences method - random over the images both have, tested with a
-  one-sided sign-flip permutation test, p-values Holm-adjusted across the methods of the
-  (model, metric). The verdict names the test, the adjusted p and n; below the n at which
-  the adjusted p could reach alpha at all it says there are too few images for a verdict.
+- Floor: the paired differences method - random over the images both have, tested with an
+  exact one-sided sign test (better on more images than not, valid for differences of any
+  shape), p-values Holm-adjusted across the methods of the (model, metric). The verdict
+  names what it claims, the test, the adjusted p and how many images went each way; below
+  the n at which the adjusted p could reach alpha at all it says there are too few images
+  for a verdict.
+- A mean's t interval that reaches past what the metric can take (`plan.value_range`: a
+  softmax area below 0) is flagged, and the text says so beside it.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ import numpy as np
 from ..infra.errors import OptionError
 from ..metrics.agreement import spearman
 from ..metrics import statistics as stats
-from .plan import DIRECTION, HIGHER, METRIC_NOTES, RANDOM_METHOD, Settings
+from .plan import DIRECTION, HIGHER, METRIC_NOTES, RANDOM_METHOD, Settings, value_range
 
 
 def _seed(seed: int, *names: str) -> int:
@@ -96,6 +100,7 @@ def _table(model_id, metric, per_method, failures, extras, seed) -> dict:
                    else math.nan, tuple(map(float, rank_bounds[i])))
                for i, m in enumerate(methods)}
     overlaps = stats.overlapping({m: bounds for m, (_, bounds) in rank_of.items()})
+    limits = value_range(metric, model_id)
     entries = []
     for method, per_image in per_method.items():
         values = np.array(list(per_image.values()))
@@ -105,6 +110,7 @@ def _table(model_id, metric, per_method, failures, extras, seed) -> dict:
                  "failed": failures[(model_id, metric, method)],
                  "mean": _number(values.mean()) if values.size else None,
                  "interval": [_number(low), _number(high)],
+                 "interval_past_range": _past(low, high, limits),
                  "mean_rank": _number(mean_rank),
                  "rank_interval": [_number(rank_low), _number(rank_high)],
                  "rank_overlaps": overlaps[method]}
@@ -113,15 +119,27 @@ def _table(model_id, metric, per_method, failures, extras, seed) -> dict:
         entries.append(entry)
     floor = per_method.get(RANDOM_METHOD, {})
     if floor:
-        _floor_verdicts(entries, per_method, floor, higher, seed, model_id, metric)
+        _floor_verdicts(entries, per_method, floor, higher)
     entries.sort(key=lambda e: (e["mean_rank"] is None, e["mean_rank"] or 0, e["method"]))
     return {"model": model_id, "metric": metric, "better": DIRECTION[metric],
-            "note": METRIC_NOTES[metric], "methods": entries}
+            "note": METRIC_NOTES[metric], "range": None if limits is None else list(limits),
+            "methods": entries}
 
 
-def _floor_verdicts(entries, per_method, floor, higher, seed, model_id, metric) -> None:
-    """Each method's `vs_random`: the one-sided sign-flip p of its paired differences to the
-    floor, Holm-adjusted over the methods of this table, and the verdict in words."""
+def _past(low: float, high: float, limits: tuple[float, float] | None) -> str | None:
+    """Words when a t interval reaches past the values the metric can take (it is symmetric
+    about the mean, so a mean near an end with a wide spread crosses it), else None."""
+    if limits is None or not (math.isfinite(low) and math.isfinite(high)):
+        return None
+    if low >= limits[0] and high <= limits[1]:
+        return None
+    return (f"the t interval reaches past what the metric can take ({limits[0]:g} to "
+            f"{limits[1]:g}): too few images or too spread out for its normal approximation")
+
+
+def _floor_verdicts(entries, per_method, floor, higher) -> None:
+    """Each method's `vs_random`: the one-sided sign test's p of its paired differences to
+    the floor, Holm-adjusted over the methods of this table, and the verdict in words."""
     compared = [e for e in entries if e["method"] != RANDOM_METHOD]
     sign = 1.0 if higher else -1.0
     tests = []
@@ -129,8 +147,7 @@ def _floor_verdicts(entries, per_method, floor, higher, seed, model_id, metric) 
         per_image = per_method[entry["method"]]
         paired = sorted(set(per_image) & set(floor))
         better = sign * np.array([per_image[i] - floor[i] for i in paired])
-        p = stats.sign_flip_p(better, _seed(seed, model_id, metric, entry["method"], "floor"))
-        tests.append((paired, better, p))
+        tests.append((paired, better, stats.sign_test_p(better)))
     adjusted = stats.holm([p for _, _, p in tests])
     needed = stats.min_images_for_verdict(len(compared))
     for entry, (paired, better, p), p_holm in zip(compared, tests, adjusted):
@@ -140,21 +157,29 @@ def _floor_verdicts(entries, per_method, floor, higher, seed, model_id, metric) 
             "images": n, "mean_difference": _number(sign * better.mean()) if n else None,
             "interval": [_number(low), _number(high)],
             "p": _number(p), "p_holm": _number(p_holm), "methods_compared": len(compared),
-            "images_needed": needed,
+            "images_needed": needed, "images_better": int((better > 0).sum()),
+            "images_worse": int((better < 0).sum()),
             "better_than_random": bool(stats.better_than_random(p_holm, n, len(compared))),
-            "verdict": _verdict(n, needed, p_holm, len(compared))}
+            "verdict": _verdict(better, needed, p_holm, len(compared))}
 
 
-def _verdict(images: int, needed: int, p_holm: float, methods: int) -> str:
+def _verdict(better: np.ndarray, needed: int, p_holm: float, methods: int) -> str:
+    """What the sign test supports, in words: better than random on more images than not,
+    with the counts each way, the test and its Holm-adjusted p."""
+    images = len(better)
     if images == 0:
         return "no paired images"
     if images < needed:
         return f"too few images for a verdict (n = {images}; {needed} needed)"
-    words = (f"sign-flip test, Holm p = {p_holm:.3g} over {methods} method"
-             f"{'s' if methods != 1 else ''}, n = {images}")
+    wins, losses = int((better > 0).sum()), int((better < 0).sum())
+    ties = images - wins - losses
+    counts = f"better on {wins} of {images} images, worse on {losses}" + (
+        f", level on {ties}" if ties else "")
+    test = (f"sign test, Holm p = {p_holm:.3g} over {methods} method"
+            f"{'s' if methods != 1 else ''}" if p_holm == p_holm else "sign test: no untied image")
     if p_holm <= stats.ALPHA:
-        return f"better than random ({words})"
-    return f"not shown better than random ({words})"
+        return f"better than random on more images than not ({counts}; {test})"
+    return f"not shown better than random on more images than not ({counts}; {test})"
 
 
 def statistics_metadata() -> dict:
@@ -215,6 +240,10 @@ def format_ranking(summary: dict) -> str:
         for entry in table["methods"]:
             lines.append(_ranking_line(entry, stability))
         lines += _rank_ties(table["methods"])
+        if any(e.get("interval_past_range") for e in table["methods"]):
+            low, high = table["range"]
+            lines.append(f"  * the t interval reaches past what {table['metric']} can take "
+                         f"({low:g} to {high:g}): too few images or too spread out for it")
     return "\n".join(lines)
 
 
@@ -224,7 +253,8 @@ def _ranking_line(entry: dict, stability: bool) -> str:
         rank += " [{:.2f}, {:.2f}]".format(*entry["rank_interval"])
     mean = "n/a" if entry["mean"] is None else f"{entry['mean']:.4f}"
     low, high = entry["interval"]
-    interval = "" if low is None else f"[{low:.4f}, {high:.4f}]"
+    interval = "" if low is None else f"[{low:.4f}, {high:.4f}]" + (
+        "*" if entry.get("interval_past_range") else "")
     versus = ("the floor" if entry["method"] == RANDOM_METHOD
               else entry.get("vs_random", {}).get("verdict", "no floor"))
     failed = f" ({entry['failed']} failed)" if entry["failed"] else ""

@@ -12,7 +12,7 @@ METRIC_HELP = ("comma-separated, as declared in xai_core.metrics: deletion, inse
 
 def add_benchmark_command(add) -> None:
     sub = add("benchmark", cmd_benchmark, "methods x images x metrics -> results.csv/json and a "
-                                          "ranked summary with t intervals and sign-flip tests",
+                                          "ranked summary with t intervals and sign tests",
               image=False)
     sub.add_argument("--model", action="append", metavar="ID",
                      help="model id, repeatable (default: dinov2-s14 and efficientnet-lite0)")

@@ -70,6 +70,8 @@ def _out_folder(name: str | None) -> Path | None:
 
 
 def _text(outcome) -> str:
+    from ..studies.interventions import drop_words
+
     target = outcome.target
     rows = [f"{'before':32} after"]
     for before, after in zip(outcome.before, outcome.after):
@@ -77,7 +79,7 @@ def _text(outcome) -> str:
                     f"{after.probability:7.2%}  {after.label}")
     rows.append(f"target {target['label']} ({target['index']}): {target['score_kind']} "
                 f"{target['before']:.4f} -> {target['after']:.4f} "
-                f"({target['change']:+.4f})")
+                f"(drop {target['drop']:+.4f}: it {drop_words(target['drop'])})")
     rows.append(f"interventions: {outcome.intervention['values'] or 'none'}")
     if outcome.maps:
         rows.append(f"maps under the intervention: {', '.join(sorted(outcome.maps))} "
@@ -111,7 +113,8 @@ def cmd_head_importance(args) -> None:
         payload["out"] = args.out
     block, head = np.unravel_index(int(grid.drops.argmax()), grid.drops.shape)
     text = (f"target {grid.label} ({grid.target}): {grid.score_kind} {grid.score:.4f}; "
-            f"largest drop {grid.drops.max():+.4f} at block {block}, head {head} "
+            f"largest drop (score before - with the head off) {grid.drops.max():+.4f} at "
+            f"block {block}, head {head} "
             f"({grid.fill}); Spearman rho with sink score "
             f"{grid.correlations['sink_score']:+.2f}, with entropy "
             f"{grid.correlations['entropy']:+.2f}; {grid.seconds:.1f} s")
@@ -128,7 +131,7 @@ def add_readout_command(add) -> None:
 
 def cmd_readout(args) -> None:
     from ..models import get_spec
-    from ..studies.readout import readout
+    from ..studies.readout import COMPARE, readout
 
     if not get_spec(args.model).is_vit:
         raise CliError("readout reads a ViT's blocks: choose a ViT model.")
@@ -144,8 +147,11 @@ def cmd_readout(args) -> None:
                  run_meta(model, image, {k: v for k, v in payload.items() if k != "blocks"}))
         payload["out"] = args.out
     rows = [f"block {k:2}: {row[0].label} ({row[0].probability:.2%}), "
-            f"{result.label} {result.target_scores[k]:.4f}" for k, row in enumerate(result.top)]
-    rows.append(f"the answer holds from block {result.first_block} on ({result.score_kind})")
+            f"{result.label} {result.target_scores[k]:.4f}, rank {result.ranks[k]}, margin "
+            f"{result.margins[k]:+.4f}" + (" (every class alike)" if result.alike[k] else "")
+            for k, row in enumerate(result.top)]
+    rows.append(f"the answer holds from block {result.first_block} on ({result.score_kind}); "
+                f"{COMPARE}")
     emit(args, payload, labelled(model, "\n".join(rows)))
 
 

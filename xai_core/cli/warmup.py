@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import time
 
+from ..infra.health import wait_healthy
 from .common import CliError, emit
 
 
@@ -98,28 +99,6 @@ def _warm_one(store, vit, cnn, sample_id: str):
     finally:
         store.wait_for_room = False
         store.flush()
-
-
-def healthy(url: str, timeout: float = 5.0) -> bool:
-    """True when Streamlit's health endpoint at `url` answers 200 "ok"."""
-    import urllib.error
-    import urllib.request
-
-    try:
-        with urllib.request.urlopen(url, timeout=timeout) as response:
-            return response.status == 200 and response.read().strip() == b"ok"
-    except (urllib.error.URLError, OSError, ValueError):
-        return False
-
-
-def wait_healthy(url: str, wait: float) -> bool:
-    deadline = time.monotonic() + wait
-    while True:
-        if healthy(url):
-            return True
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(0.5)
 
 
 def add_health_command(add) -> None:

@@ -80,21 +80,25 @@ def receptive_field_figure(textbook: list[int], stages: list, stage_positions: l
         x=np.arange(1, len(textbook) + 1), y=textbook, mode="lines",
         name="3x3, stride 1: RF = 1 + 2l", line=dict(color="grey"),
         hovertemplate="layer %{x}: %{y} px<extra></extra>"))
+    # the stages named in the hover: on the line their names ran into each other and into
+    # the axis at a projector's type size
     figure.add_trace(go.Scatter(
-        x=stage_positions, y=[s.rf for s in stages], mode="lines+markers+text",
-        name=cnn_name, text=[s.stage for s in stages], textposition="top left",
-        textfont=dict(size=10),
-        customdata=[[s.name, s.kernel, s.stride, s.jump] for s in stages],
-        hovertemplate="%{text} (ends at %{customdata[0]})<br>receptive field %{y} px<br>"
-                      "last kernel %{customdata[1]}, stride %{customdata[2]}; "
-                      "jump %{customdata[3]} px<extra></extra>"))
+        x=stage_positions, y=[s.rf for s in stages], mode="lines+markers", name=cnn_name,
+        customdata=[[s.stage, s.name, s.kernel, s.stride, s.jump] for s in stages],
+        hovertemplate="%{customdata[0]} (ends at %{customdata[1]})<br>receptive field %{y} "
+                      "px<br>last kernel %{customdata[2]}, stride %{customdata[3]}; "
+                      "jump %{customdata[4]} px<extra></extra>"))
     # a trace, not add_hline: shapes on a log axis take log10 coordinates
     depth = max(len(textbook), max(stage_positions, default=1))
     figure.add_trace(go.Scatter(
         x=[1, depth], y=[image_size, image_size], mode="lines", name=f"input size {image_size} px",
         line=dict(dash="dot", color="black"), hoverinfo="skip"))
+    # powers of ten only: plotly's 2 and 5 between them come at 70 % of the type size
+    top = max([*textbook, *(s.rf for s in stages), image_size])
+    decades = [10 ** p for p in range(0, int(np.ceil(np.log10(top))) + 1)]
     figure.update_layout(title=title, height=height, xaxis_title="spatial layers so far",
-                         yaxis_title="receptive field (pixels)", yaxis_type="log",
+                         yaxis=dict(title="receptive field (pixels)", type="log",
+                                    tickvals=decades, ticktext=[str(d) for d in decades]),
                          margin=dict(l=10, r=10, t=50, b=10),
                          legend=dict(orientation="h", y=-0.2))
     return figure
@@ -185,9 +189,9 @@ def alpha_bars(alpha: np.ndarray, layer: str, height: int = 300) -> go.Figure:
                               hovertemplate="channel %{x}<br>α = %{y:.3g}<extra></extra>"))
     positive = int((alpha > 0).sum())
     figure.update_layout(
-        title=f"α_k for the {alpha.size} channels of {layer} ({positive} positive)",
+        title=f"α<sub>k</sub> for the {alpha.size} channels of {layer} ({positive} positive)",
         height=height, margin=dict(l=10, r=10, t=40, b=10), bargap=0,
-        xaxis_title="channel k", yaxis_title="α_k")
+        xaxis_title="channel k", yaxis_title="α<sub>k</sub>")
     return figure
 
 

@@ -13,9 +13,16 @@ from PIL import Image
 
 from ..maps import min_max
 from .click_targets import patch_click_targets
+from .layers import panel_side
 from .overlays import add_image, add_overlay, overlay_figure, patch_grid_lines
 from .reuse import reused
 from .style import DIVERGING, LINE_COLOURS, plain_text, symmetric_bound
+
+RANDOM_GREY = "#7f7f7f"
+# the methods' colours: every line colour but the random floor's grey and the olive that reads
+# as the learner's yellow
+METHOD_COLOURS = tuple(colour for colour in LINE_COLOURS if colour not in (RANDOM_GREY, "#bcbd22"))
+YOURS = "#ffd400"  # the learner's patches, on every picture
 
 MAP_NAMES = {"attention": "attention (last block)", "rollout": "rollout", "gae": "GAE",
              "vit-gradcam": "ViT Grad-CAM"}
@@ -68,17 +75,40 @@ def maps_before_after(image: Image.Image, before: dict, after: dict,
 
 
 @reused
-def readout_figure(scores: np.ndarray, score_kind: str, first_block: int,
-                   height: int = 300) -> go.Figure:
-    """The target's score read out after each block."""
-    blocks = list(range(len(scores)))
-    figure = go.Figure(go.Scatter(x=blocks, y=scores, mode="lines+markers", name="target",
-                                  hovertemplate="block %{x}<br>%{y:.4f}<extra></extra>"))
+def readout_figure(margins: np.ndarray, ranks: np.ndarray, scores: np.ndarray,
+                   alike: np.ndarray, score_kind: str, first_block: int,
+                   height: int = 340) -> go.Figure:
+    """The answer's margin over the runner-up read out after each block (what compares across
+    blocks), its rank printed at each point; blocks where every class scores alike hollow
+    and grey. The score itself is in the hover only."""
+    blocks = np.arange(len(margins))
+    unit = short_score(score_kind)
+    figure = go.Figure()
+    for flagged, name, style in (
+            (True, "every class scores alike: this block tells none apart",
+             dict(color="white", line=dict(color=RANDOM_GREY, width=2))),
+            (False, "classes told apart", dict(color=LINE_COLOURS[0]))):
+        chosen = blocks[np.asarray(alike) == flagged]
+        if not len(chosen):
+            continue
+        figure.add_trace(go.Scatter(
+            x=chosen, y=np.asarray(margins)[chosen], mode="markers+text", name=name,
+            text=[f"#{ranks[b]}" for b in chosen], textposition="top center",
+            cliponaxis=False,  # the top point's rank above the plot's edge
+            marker=dict(size=11, **style), customdata=np.stack(
+                [np.asarray(ranks)[chosen], np.asarray(scores)[chosen]], axis=1),
+            hovertemplate=("block %{x}: rank %{customdata[0]}, margin %{y:+.4f}<br>"
+                           f"{unit} %{{customdata[1]:.4f}}<extra></extra>")))
+    figure.add_trace(go.Scatter(x=blocks, y=margins, mode="lines", showlegend=False,
+                                hoverinfo="skip", line=dict(color=LINE_COLOURS[0], width=1)))
+    figure.add_hline(y=0, line=dict(color=RANDOM_GREY, width=1))
     figure.add_vline(x=first_block, line=dict(dash="dot", color="grey"))
     figure.update_xaxes(title="block (0-based): the read-out after it", tickmode="array",
                         tickvals=blocks)
-    figure.update_yaxes(title=f"target's {short_score(score_kind)}")
-    figure.update_layout(height=height, margin=dict(l=10, r=10, t=30, b=10))
+    figure.update_yaxes(title=f"margin over the runner-up ({unit})")
+    figure.update_layout(height=height, margin=dict(l=10, r=10, t=30, b=10),
+                         legend=dict(orientation="h", x=0, xanchor="left", y=1.02,
+                                     yanchor="bottom"))
     return figure
 
 
@@ -114,35 +144,40 @@ def stories_figure(drops: np.ndarray, stories: dict[str, np.ndarray], rho: dict[
 
 
 @reused
-def claims_figure(found, removal: str, height: int = 680) -> go.Figure:
-    """Score drop against k: each method's top-k, the random draws' mean with its t interval
-    as a band, and the learner's choice as a star."""
+def claims_figure(found, removal: str, shown: dict[str, str], height: int = 560) -> go.Figure:
+    """Score drop against k for the methods in `shown` (id -> name, in its order): each
+    method's top-k, the random draws' 95 % t interval as a grey band with their mean dashed,
+    and the learner's choice as a star. A method keeps its colour whichever are shown."""
     ks, part = list(found.ks), found.removals[removal]
     interval = part.random_interval()
     figure = go.Figure()
     figure.add_trace(go.Scatter(
         x=ks + ks[::-1], y=list(interval[:, 1]) + list(interval[::-1, 0]), fill="toself",
-        fillcolor="rgba(120,120,120,0.25)", line=dict(width=0), hoverinfo="skip",
-        # two lines: in half a phone's width one line ran into the next column's entry
-        name=f"random: 95% t<br>interval, {found.draws} draws"))
-    figure.add_trace(go.Scatter(x=ks, y=part.random_mean(), mode="lines", name="random (mean)",
-                                line=dict(color="grey", dash="dash")))
-    for i, (name, drops) in enumerate(part.methods.items()):
+        mode="lines",  # a band: no points at its corners
+        fillcolor="rgba(127,127,127,0.3)", line=dict(width=0, color=RANDOM_GREY),
+        hoverinfo="skip", name=f"random k patches: 95 % interval ({found.draws} draws)"))
+    figure.add_trace(go.Scatter(x=ks, y=part.random_mean(), mode="lines", name="random: mean",
+                                line=dict(color=RANDOM_GREY, dash="dash")))
+    colours = {name: METHOD_COLOURS[i % len(METHOD_COLOURS)]
+               for i, name in enumerate(part.methods)}
+    for name, title in shown.items():
+        if name not in part.methods:
+            continue
         figure.add_trace(go.Scatter(
-            x=ks, y=drops, mode="lines+markers", name=name,
-            line=dict(color=LINE_COLOURS[i % len(LINE_COLOURS)]),
-            hovertemplate=f"{name}<br>k = %{{x}}<br>drop %{{y:+.4f}}<extra></extra>"))
+            x=ks, y=part.methods[name], mode="lines+markers", name=plain_text(title),
+            line=dict(color=colours[name], width=3), marker=dict(size=8),
+            hovertemplate=f"{plain_text(title)}<br>k = %{{x}}<br>drop %{{y:+.4f}}"
+                          "<extra></extra>"))
     if part.learner is not None:
         figure.add_trace(go.Scatter(x=[len(found.learner)], y=[part.learner], mode="markers",
-                                    name="your patches", marker=dict(symbol="star", size=16,
+                                    name="your patches", marker=dict(symbol="star", size=18,
                                                                      color="black")))
     figure.update_xaxes(title="k: patches removed", type="log", tickvals=ks)
-    figure.update_yaxes(title=f"drop of the target's {short_score(found.score_kind)}", nticks=6)
-    # the legend in two columns under the plot: one row of ten methods ran past the chart's
-    # edge on a projector, one column left the plot a third of a 1280x720 screen
+    figure.update_yaxes(title=f"drop ({short_score(found.score_kind)})", nticks=6)
+    # the legend under the plot, one entry a line: a few methods by default
     figure.update_layout(height=height, margin=dict(l=10, r=10, t=30, b=10),
-                         legend=dict(orientation="h", entrywidth=0.5, entrywidthmode="fraction",
-                                     x=0, xanchor="left", y=-0.18, yanchor="top"))
+                         legend=dict(orientation="v", x=0, xanchor="left", y=-0.2,
+                                     yanchor="top"))
     return figure
 
 
@@ -166,21 +201,64 @@ def pick_figure(image: Image.Image, grid: tuple[int, int], patch_size: tuple[flo
 
 
 @reused
-def reveal_figure(rows: list[dict], removal: str, score_kind: str,
-                  height: int = 340) -> go.Figure:
-    """The drops at the learner's k: you, each method, and random with its interval."""
+def reveal_figure(rows: list[dict], removal: str, score_kind: str) -> go.Figure:
+    """The drops at the learner's k, one bar a line: you on top, each method, and random
+    with its interval (the only bar with one); the names on the left, so none runs into
+    another on a phone."""
     shown = [row for row in rows if row["removal"] == removal]
-    errors = [[row.get("high", row["drop"]) - row["drop"] for row in shown],
-              [row["drop"] - row.get("low", row["drop"]) for row in shown]]
-    colours = ["black" if row["chooser"] == "you" else "grey"
-               if row["chooser"].startswith("random") else LINE_COLOURS[0] for row in shown]
+    chosen = [row for row in shown if "low" not in row][::-1]  # you on top
+    random = [row for row in shown if "low" in row]
     figure = go.Figure(go.Bar(
-        x=[row["chooser"] for row in shown], y=[row["drop"] for row in shown],
-        marker_color=colours, error_y=dict(type="data", array=errors[0],
-                                           arrayminus=errors[1]),
-        hovertemplate="%{x}<br>drop %{y:+.4f}<extra></extra>"))
-    figure.update_yaxes(title=f"drop of the target's {short_score(score_kind)}")
-    figure.update_layout(height=height, margin=dict(l=10, r=10, t=30, b=10))
+        y=[plain_text(row["chooser"]) for row in chosen], x=[row["drop"] for row in chosen],
+        orientation="h", showlegend=False,
+        marker_color=["black" if row["chooser"] == "you" else LINE_COLOURS[0]
+                      for row in chosen],
+        hovertemplate="%{y}<br>drop %{x:+.4f}<extra></extra>"))
+    figure.add_trace(go.Bar(
+        y=[row["chooser"] for row in random], x=[row["drop"] for row in random],
+        orientation="h", showlegend=False, marker_color=RANDOM_GREY,
+        error_x=dict(type="data", color="black",
+                     array=[row["high"] - row["drop"] for row in random],
+                     arrayminus=[row["drop"] - row["low"] for row in random]),
+        hovertemplate="%{y}<br>drop %{x:+.4f} (95 % interval of the mean)<extra></extra>"))
+    figure.add_vline(x=0, line=dict(color="black", width=1))
+    figure.update_xaxes(title=f"drop ({short_score(score_kind)})")
+    figure.update_yaxes(categoryorder="array", categoryarray=[
+        plain_text(row["chooser"]) for row in random + chosen])  # bottom to top
+    figure.update_layout(height=90 + 32 * len(shown), barmode="overlay",
+                         margin=dict(l=10, r=10, t=20, b=10))
+    return figure
+
+
+@reused
+def choices_figure(image: Image.Image, grid: tuple[int, int], patch_size: tuple[float, float],
+                   learner, tops: dict[str, list[int]], columns: int = 3,
+                   panel_height: int = 200) -> go.Figure:
+    """The picture once with your patches (yellow), then once per method (`tops`: its title
+    -> its top-k patches, outlined in its colour) with your patches in yellow on top: where
+    the two meet, the method agreed with you."""
+    names = ["your patches", *tops]
+    rows = -(-len(names) // columns)
+    figure = make_subplots(rows=rows, cols=columns, subplot_titles=[plain_text(n) for n in names],
+                           horizontal_spacing=0.02, vertical_spacing=0.3 / rows)
+    side = panel_side(image, columns, panel_height)
+    ph, pw = patch_size
+
+    def boxes(patches, row, col, colour, width):
+        for patch in patches:
+            r, c = divmod(int(patch), grid[1])
+            figure.add_shape(type="rect", x0=c * pw, x1=(c + 1) * pw, y0=r * ph,
+                             y1=(r + 1) * ph, line=dict(color=colour, width=width),
+                             row=row, col=col)
+
+    for index, name in enumerate(names):
+        row, col = divmod(index, columns)
+        add_image(figure, image, row + 1, col + 1, max_side=side)
+        if index:
+            boxes(tops[name], row + 1, col + 1,
+                  METHOD_COLOURS[(index - 1) % len(METHOD_COLOURS)], 3)
+        boxes(learner, row + 1, col + 1, YOURS, 2)
+    figure.update_layout(height=rows * (panel_height + 40), margin=dict(l=0, r=0, t=30, b=0))
     return figure
 
 

@@ -391,7 +391,8 @@ def practical_matrix(rows: list[tuple[str, Image.Image, list[tuple[str, np.ndarr
         for c in range(len(maps) + 2, columns + 1):
             _hide_panel(figure, line, c)
     figure.update_layout(coloraxis=dict(colorscale=HEATMAP_SCALE, cmin=0, cmax=1,
-                                        colorbar=dict(title=MIN_MAX, thickness=12)),
+                                        colorbar=dict(title=dict(text=MIN_MAX, side="right"),
+                                                      thickness=12)),
                          height=height_per_row * len(lines) + 40,
                          margin=dict(l=0, r=0, t=40, b=0))
     if greyed:

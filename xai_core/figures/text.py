@@ -41,7 +41,12 @@ def attention_heatmap(matrix: np.ndarray, tokens, title: str, highlight: int | N
     figure = go.Figure(go.Heatmap(z=matrix, x=list(range(n)), y=list(range(n)), zmin=0,
                                   zmax=zmax if zmax is not None else max(float(matrix.max()), 1e-9),
                                   colorscale=SCALE, customdata=customdata, hovertemplate=hover,
-                                  colorbar=dict(thickness=12, title="weight")))
+                                  # over the plot, not beside it: the keys' columns keep the
+                                  # width (16 tokens' names need it in half a projector's page)
+                                  colorbar=dict(orientation="h", thickness=10, len=1, x=0.5,
+                                                xanchor="center", y=1.02, yanchor="bottom",
+                                                nticks=4, title=dict(text="weight",
+                                                                     side="top"))))
     if highlight is not None:
         figure.add_shape(type="rect", x0=-0.5, x1=n - 0.5, y0=highlight - 0.5,
                          y1=highlight + 0.5, line=dict(color=_rgba(HIGHLIGHT_RGB, 1), width=3))

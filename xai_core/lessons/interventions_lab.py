@@ -137,8 +137,9 @@ def _stories(model, image, grid) -> Stories:
 
 
 def reveal_rows(found) -> list[dict]:
-    """Predict, then reveal: one row per chooser (you, each method, random) at the learner's
-    k, for each way of removing: the drop, and each method's overlap with the learner."""
+    """Predict, then reveal: one row per chooser (you, each method by its name, random) at
+    the learner's k, for each way of removing: the drop, and each method's overlap with the
+    learner."""
     index = found.ks.index(len(found.learner))
     shares = found.agreement()
     rows = []
@@ -146,9 +147,62 @@ def reveal_rows(found) -> list[dict]:
         low, high = removal.random_interval()[index]
         rows.append({"removal": removal.removal, "chooser": "you",
                      "drop": removal.learner, "overlap": 1.0})
-        rows += [{"removal": removal.removal, "chooser": name, "drop": float(drops[index]),
-                  "overlap": shares[name]} for name, drops in removal.methods.items()]
+        rows += [{"removal": removal.removal, "chooser": METHODS[name].shown_name,
+                  "drop": float(drops[index]), "overlap": shares[name]}
+                 for name, drops in removal.methods.items()]
         rows.append({"removal": removal.removal, "chooser": "random (mean)",
                      "drop": float(removal.random_mean()[index]), "low": low, "high": high,
                      "overlap": float("nan")})
     return rows
+
+
+def reveal_ks(model, k: int) -> tuple[int, ...] | None:
+    """The k grid predict-then-reveal asks for: the default grid (None) when it holds `k`,
+    so the reveal reuses cause vs claim's computation (the warm-up's too), else `k` alone."""
+    from ..studies.cause_vs_claim import default_ks
+
+    return None if k in default_ks(model) else (k,)
+
+
+def against_random(drop: float, low: float, high: float) -> str:
+    """Where a drop falls against random's interval: 'above', 'within' or 'below'."""
+    return "above" if drop > high else "below" if drop < low else "within"
+
+
+def reveal_words(removal, k: int, index: int) -> str:
+    """One removal's result for the learner, in words (markdown): which way their k patches
+    moved the score, and how that compares with random patches' 95 % interval at
+    k = ks[index]."""
+    mine, (low, high) = removal.learner, removal.random_interval()[index]
+    patches = f"your {k} patch{'' if k == 1 else 'es'}"
+    if mine < 0:
+        effect = (f"{patches} **raised the score by {-mine:.4f}**: the model did not need "
+                  f"{'it' if k == 1 else 'them'}")
+    elif mine == 0:
+        effect = f"{patches} did not move the score"
+    else:
+        effect = f"{patches} **lowered the score by {mine:.4f}**"
+    where = {"above": "more than random patches do", "within": "about as much as random "
+             "patches do", "below": "less than random patches do"}[
+        against_random(mine, low, high)]
+    return (f"{effect}; that is {where} (random sets of {k} lower it by {low:+.4f} to "
+            f"{high:+.4f}, the 95 % interval of their mean).")
+
+
+# cause vs claim's methods drawn by default: the attention story, its rollout, and a
+# gradient-weighted one; the others on demand
+CLAIM_DEFAULTS = ("attention", "rollout", "gae", "gradcam", "saliency")
+
+
+def shown_by_default(methods, count: int = 3) -> list[str]:
+    """The `count` methods of `methods` (ids) drawn before the learner asks for more:
+    CLAIM_DEFAULTS first, then the others in their order."""
+    ordered = [m for m in CLAIM_DEFAULTS if m in methods] + [
+        m for m in methods if m not in CLAIM_DEFAULTS]
+    return ordered[:count]
+
+
+def beating_random(removal, index: int) -> list[str]:
+    """The methods (ids) whose top-k drop at k = ks[index] is above random's interval."""
+    high = removal.random_interval()[index, 1]
+    return [name for name, drops in removal.methods.items() if drops[index] > high]

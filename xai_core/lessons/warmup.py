@@ -50,6 +50,32 @@ def warm_views(models: dict, image, text: bool = False,
     return failures
 
 
+# what a class opens first: the Explainer and page 9, on the default picture
+FIRST = ("0_vit_explainer.py", "9_interventions.py")
+
+
+def picture_pages() -> list[str]:
+    """The declared pages that draw a picture (page 8 reads the text model only), in menu
+    order."""
+    from .views import PAGES
+
+    return [file for file, page in PAGES.items() if page.models != ("text",)]
+
+
+def lecture_order(images: list[str], first: str) -> list[tuple[str, str]]:
+    """(gallery id, page file) in the order a lecture needs them: FIRST on the `first`
+    picture, then its other pages, then every page of each other picture."""
+    steps = [(first, page) for page in FIRST]
+    ordered = [first, *(image for image in images if image != first)]
+    return steps + [(image, page) for image in ordered for page in picture_pages()
+                    if (image, page) not in steps]
+
+
+def warm_step(vit, cnn, image, page: str) -> str | None:
+    """One page's declared views for one image: None, or its failures in words."""
+    return "; ".join(warm_views({"vit": vit, "cnn": cnn}, image, pages=(page,))) or None
+
+
 @dataclass
 class Warmed:
     image: str

@@ -283,6 +283,13 @@ class Method:
     off_by_default: str | None = None  # why the comparison page leaves it unticked
     check: Callable[[dict, Any], None] | None = None  # options together, against the model
     benchmark_skip: str | None = None  # why `benchmark --methods all` leaves it out
+    title: str | None = None  # its name in a figure or sentence ("GAE"); see `shown_name`
+
+    @property
+    def shown_name(self) -> str:
+        """The method's name for people: its declared title, else its id with spaces
+        ("input-x-gradient" -> "input x gradient")."""
+        return self.title or self.name.replace("-", " ")
 
     def fits(self, model_family: str) -> bool:
         return self.family in (model_family, ANY_FAMILY)
@@ -372,14 +379,16 @@ METHODS: dict[str, Method] = {}
 def method(name: str, *, family: str, needs_target: bool, summary: str,
            convention: str | Callable[[dict], str], theory: Theory, cost: str | Cost,
            options: tuple[Option, ...] = (), off_by_default: str | None = None,
-           check: Callable[[dict, Any], None] | None = None, benchmark_skip: str | None = None):
+           check: Callable[[dict, Any], None] | None = None, benchmark_skip: str | None = None,
+           title: str | None = None):
     """Declare and register a method; the decorated function becomes its entry point.
     The function takes `(request, *, <one keyword per option>)`; `cost` is "forward",
     "gradient" or a `Cost` of kind "passes"."""
     def decorate(compute) -> Method:
         declared = Method(name, family, needs_target, summary, convention, theory,
                           FIXED_COSTS.get(cost, cost),
-                          tuple(options), compute, off_by_default, check, benchmark_skip)
+                          tuple(options), compute, off_by_default, check, benchmark_skip,
+                          title)
         _check_declaration(declared)
         existing = METHODS.get(name)
         if existing is not None and existing.compute.__module__ != compute.__module__:

@@ -273,6 +273,7 @@ def top_channels(result: DaamResult, frame: int, count: int = 6) -> list[Channel
 # --- the method ------------------------------------------------------------------------------
 
 @method("daam", family="vit", needs_target=True, cost="gradient",
+        title="DAAM",
         summary="Dynamic Accumulated Attention Map: per-block L and accumulated D maps (one "
                 "backward for all blocks; eq. 13 weights for a k-NN head).",
         convention=CONVENTION,

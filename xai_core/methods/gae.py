@@ -74,6 +74,7 @@ def cached_gae_matrix(model, image, target: int, head) -> tuple[np.ndarray, int,
 
 
 @method("gae", family="vit", needs_target=True, cost="gradient",
+        title="GAE",
         summary="Gradient-weighted attention (Chefer): positive grad x attention, accumulated "
                 "through the residual stream.",
         convention=CONVENTION,

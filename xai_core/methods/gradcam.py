@@ -270,6 +270,7 @@ CONVENTION = ("Selvaraju Grad-CAM: alpha_k = spatial mean of d(logit)/dA_k; map 
 
 
 @method("gradcam", family="cnn", needs_target=True, cost="gradient",
+        title="Grad-CAM",
         summary="Grad-CAM on a CNN conv stage (--set layer=NAME; default the last stage).",
         convention=CONVENTION,
         theory=Theory(

@@ -22,6 +22,7 @@ THEORY = Theory(
 
 
 @method("input-x-gradient", family=ANY_FAMILY, needs_target=True, cost="gradient",
+        title="Input x Gradient",
         theory=THEORY,
         convention="x * d class score / dx on the normalised model input (implicit "
                    "reference: model-input zeros), from the shared capture's backward (equal "

@@ -40,6 +40,7 @@ COST = Cost("passes", forwards=lambda values, spec: values["steps"] + 2,
 
 
 @method("integrated-gradients", family=ANY_FAMILY, needs_target=True, cost=COST,
+        title="Integrated Gradients",
         theory=THEORY, convention=_convention,
         off_by_default="one forward and backward pass per path step (32): seconds on a CPU",
         summary="Integrated Gradients through Captum (--set steps=N reference=zeros|black|"

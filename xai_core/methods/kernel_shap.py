@@ -48,6 +48,7 @@ COST = Cost("passes", forwards=lambda values, spec: values["samples"],
 
 
 @method("kernel-shap", family=ANY_FAMILY, needs_target=True, cost=COST,
+        title="Kernel SHAP",
         theory=THEORY, convention=_convention,
         off_by_default="this map mostly reflects its random samples (seed-to-seed rank "
                        "correlation 0.02 on DINOv2 at the default 200 samples, and one map "

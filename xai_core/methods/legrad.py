@@ -114,6 +114,7 @@ def _convention(values: dict) -> str:
 
 
 @method("legrad", family="vit", needs_target=True, cost="gradient", theory=THEORY,
+        title="LeGrad",
         convention=_convention,
         summary="LeGrad: gradients of each late block's class score w.r.t. its own attention "
                 "(--set start=BLOCK; default -2, the last two blocks).",

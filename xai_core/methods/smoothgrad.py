@@ -37,6 +37,7 @@ COST = Cost("passes", forwards=lambda values, spec: values["samples"],
 
 
 @method("smoothgrad", family=ANY_FAMILY, needs_target=True, cost=COST,
+        title="SmoothGrad",
         theory=THEORY, convention=_convention,
         off_by_default="one forward and backward pass per noisy sample (16): seconds on a CPU",
         summary="SmoothGrad through Captum's NoiseTunnel (--set samples=N noise=F seed=N "

@@ -287,6 +287,7 @@ VARIANT_THEORY = Theory(
 
 
 @method("vit-gradcam", family="vit", needs_target=True, cost="gradient",
+        title="ViT Grad-CAM",
         summary="One ViT Grad-CAM variant (--set location=F1..F6 weights=patch|cls "
                 "heads=sum-relu|relu-sum block=N).",
         convention=CONVENTION, theory=VARIANT_THEORY,
@@ -313,6 +314,7 @@ def explain(request: ExplainRequest, *, location: str, weights: str, heads: str,
 
 
 @method("vit-gradcam-all", family="vit", needs_target=True, cost="gradient",
+        title="ViT Grad-CAM (every block)",
         summary="Every ViT Grad-CAM variant (all blocks, locations, weightings, head modes) "
                 "from one forward + backward, in one file.",
         convention=CONVENTION,

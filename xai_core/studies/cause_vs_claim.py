@@ -41,7 +41,7 @@ from ..infra.cache import BoundedCache, cache_key
 from ..infra.errors import OptionError
 from ..infra.faults import check_stop
 from ..images import image_sha256
-from .interventions import BY_NAME, ListOption, _num_cells, output_of
+from .interventions import BY_NAME, DROP, ListOption, _num_cells, output_of
 from ..maps import upsample
 from ..methods.attribution import cell_mask, cell_size, reference_pixels
 from ..methods.base import Choice, Cost, Int
@@ -314,8 +314,7 @@ class ClaimTest:
                 "learner": found.learner}
         closest = self.closest_method()
         return {"k": list(self.ks), "target": self.target, "label": self.label,
-                "score_kind": self.score_kind, "score": self.score, "drop": "score before - "
-                "score after removal (positive: the patches helped)", "baseline": self.baseline,
+                "score_kind": self.score_kind, "score": self.score, "drop_means": DROP, "baseline": self.baseline,
                 "draws": self.draws, "seed": self.seed, "learner": list(self.learner),
                 "removals": removals, "failed": self.failed, "images": self.images,
                 "seconds": self.seconds,
@@ -329,19 +328,86 @@ def cause_vs_claim(model, image, target=None, head=None, removals=tuple(REMOVALS
                    draws: int = MIN_DRAWS, seed: int = 0, learner=(), methods=None,
                    baseline: str = BASELINE.default, should_stop=None,
                    progress=None) -> ClaimTest:
-    """The drops of every method's top-k, of random k and of the learner's patches (cached
-    by content; treat the result as read-only). Bad values and requests over the budget
-    are refused in words before any pass. `progress(fraction, what)` is called after each
+    """The drops of every method's top-k, of random k and of the learner's patches (treat the
+    result as read-only). Bad values and requests over the budget are refused in words
+    before any pass. Each way of removal is measured and cached on its own, by content and
+    without the learner's patches (`_part`), so the view of one removal, predict-then-reveal
+    (both removals and a learner) and the warm-up share one computation; the learner's
+    patches then cost one image per removal. `progress(fraction, what)` is called after each
     removal and k while it computes (not on a cached answer)."""
     values = check_request(model, removals, ks, draws, seed, learner, methods, baseline)
     check_budget(values, model)
     head = head_of(model, head)
     target = resolve_target(model, target, image, head)
-    key = cache_key("cause-vs-claim", model, target, *sorted(
-        (k, tuple(v) if isinstance(v, tuple) else v) for k, v in values.items()),
+    started, parts = time.perf_counter(), {}
+    for index, removal in enumerate(values["removals"]):
+        report = None if progress is None else _part_progress(progress, index,
+                                                              len(values["removals"]))
+        parts[removal] = _part(model, image, target, head, values, removal, should_stop, report)
+    first = next(iter(parts.values()))
+    learner = np.array(values["learner"], dtype=np.int64)
+    removed = {removal: Removal(removal, part.methods, part.random,
+                                _learner_drop(model, image, target, head, values, removal,
+                                              part.score, should_stop) if len(learner)
+                                else None)
+               for removal, part in parts.items()}
+    return ClaimTest(values["ks"], target, head.class_names[target], first.score_kind,
+                     first.score, values["baseline"], values["draws"], values["seed"],
+                     values["learner"], removed, first.rankings, first.failed,
+                     sum(part.images for part in parts.values()) + (len(parts) if len(learner)
+                                                                     else 0),
+                     time.perf_counter() - started)
+
+
+def _part_progress(progress, index: int, count: int):
+    """A removal's own progress (0-1) as the request's: removal `index` of `count`."""
+    return lambda fraction, what: progress((index + fraction) / count, what)
+
+
+@dataclass
+class _Part:
+    """One way of removal measured for every method and random draw (no learner)."""
+
+    score: float
+    score_kind: str
+    methods: dict[str, np.ndarray]  # method -> (len(ks),) drops
+    random: np.ndarray  # (draws, len(ks)) drops
+    rankings: dict[str, np.ndarray]
+    failed: dict[str, str]
+    images: int
+
+
+def _part_key(model, image, target: int, head, values: dict, removal: str, *more) -> tuple:
+    shared = {k: v for k, v in values.items() if k not in ("learner", "removals")}
+    return cache_key("cause-vs-claim", model, target, removal, *sorted(
+        (k, tuple(v) if isinstance(v, tuple) else v) for k, v in shared.items()), *more,
         image=image_sha256(image), head=head)
+
+
+def _part(model, image, target: int, head, values: dict, removal: str, should_stop,
+          progress) -> _Part:
+    key = _part_key(model, image, target, head, values, removal)
     return RESULTS.get_or_compute(key, lambda: _measure(model, image, target, head, values,
-                                                        should_stop, progress))
+                                                        removal, should_stop, progress))
+
+
+def _learner_drop(model, image, target: int, head, values: dict, removal: str, score: float,
+                  should_stop) -> float:
+    """The drop of the learner's own patches: one image, cached with its part's key."""
+    learner = tuple(values["learner"])
+    key = _part_key(model, image, target, head, values, removal, ("learner", learner))
+
+    def compute() -> float:
+        from ..pipeline import class_scorer
+
+        pixels = prepare(model, image).pixels
+        reference = (reference_pixels(model, pixels, values["baseline"])
+                     if removal == "pixels" else None)
+        out = _outputs(model, pixels, removal, [np.array(learner, dtype=np.int64)], reference,
+                       should_stop)
+        return float(score - class_scorer(model, target, head)(out)[0])
+
+    return RESULTS.get_or_compute(key, compute)
 
 
 def method_rankings(model, image, target: int, head, names) -> tuple[dict, dict]:
@@ -358,48 +424,36 @@ def method_rankings(model, image, target: int, head, names) -> tuple[dict, dict]
     return rankings, failed
 
 
-def _measure(model, image, target: int, head, values: dict, should_stop,
-             progress=None) -> ClaimTest:
+def _measure(model, image, target: int, head, values: dict, removal: str, should_stop,
+             progress=None) -> _Part:
     from ..pipeline import class_scorer, score_kind
 
-    started = time.perf_counter()
     scorer = class_scorer(model, target, head)
     score = float(scorer(model_output(model, image))[0])
     rankings, failed = method_rankings(model, image, target, head, values["methods"])
     orders = random_orders(num_patches(model), values["draws"], values["seed"])
     pixels = prepare(model, image).pixels
-    learner = np.array(values["learner"], dtype=np.int64)
-    removals, images, steps = {}, 0, len(values["removals"]) * len(values["ks"])
-    for removal in values["removals"]:
-        reference = (reference_pixels(model, pixels, values["baseline"])
-                     if removal == "pixels" else None)
-        rows = [(name, k, np.sort(order[:k])) for k in values["ks"]
-                for name, order in [*rankings.items(), *((d, o) for d, o in enumerate(orders))]]
-        if len(learner):
-            rows.append(("learner", len(learner), learner))
-        drops = np.empty(len(rows))
-        for k in sorted({k for _, k, _ in rows}):  # one sequence length per batch
-            # choosers that picked the same patches share one image (methods often agree)
-            sets = {}
-            for i, row in enumerate(rows):
-                if row[1] == k:
-                    sets.setdefault(tuple(row[2].tolist()), []).append(i)
-            out = _outputs(model, pixels, removal, [np.array(p) for p in sets], reference,
-                           should_stop)
-            for same, drop in zip(sets.values(), score - scorer(out)):
-                drops[same] = drop
-            images += len(sets)
-            if progress is not None and k in values["ks"]:
-                done = len(removals) * len(values["ks"]) + values["ks"].index(k) + 1
-                progress(done / steps, f"{REMOVALS[removal]}: k = {k} done ({images} images "
-                                       "so far)")
-        by_k = {(name, k): drop for (name, k, _), drop in zip(rows, drops)}
-        removals[removal] = Removal(
-            removal, {name: np.array([by_k[name, k] for k in values["ks"]])
-                      for name in rankings},
-            np.array([[by_k[d, k] for k in values["ks"]] for d in range(len(orders))]),
-            float(by_k["learner", len(learner)]) if len(learner) else None)
-    return ClaimTest(values["ks"], target, head.class_names[target], score_kind(model, head),
-                     score, values["baseline"], values["draws"], values["seed"],
-                     values["learner"], removals, rankings, failed, images,
-                     time.perf_counter() - started)
+    reference = (reference_pixels(model, pixels, values["baseline"])
+                 if removal == "pixels" else None)
+    rows = [(name, k, np.sort(order[:k])) for k in values["ks"]
+            for name, order in [*rankings.items(), *((d, o) for d, o in enumerate(orders))]]
+    drops, images = np.empty(len(rows)), 0
+    for step, k in enumerate(values["ks"]):  # one sequence length per batch
+        # choosers that picked the same patches share one image (methods often agree)
+        sets = {}
+        for i, row in enumerate(rows):
+            if row[1] == k:
+                sets.setdefault(tuple(row[2].tolist()), []).append(i)
+        out = _outputs(model, pixels, removal, [np.array(p) for p in sets], reference,
+                       should_stop)
+        for same, drop in zip(sets.values(), score - scorer(out)):
+            drops[same] = drop
+        images += len(sets)
+        if progress is not None:
+            progress((step + 1) / len(values["ks"]),
+                     f"{REMOVALS[removal]}: k = {k} done ({images} images so far)")
+    by_k = {(name, k): drop for (name, k, _), drop in zip(rows, drops)}
+    return _Part(score, score_kind(model, head),
+                 {name: np.array([by_k[name, k] for k in values["ks"]]) for name in rankings},
+                 np.array([[by_k[d, k] for k in values["ks"]] for d in range(len(orders))]),
+                 rankings, failed, images)

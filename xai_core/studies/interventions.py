@@ -24,7 +24,8 @@ only, its patches being the attribution methods' 16-pixel cells.
     uniform       blocks whose attention is replaced by uniform attention (1/N on every key)
 
 The result (`intervene`) holds the top-5 before and after, the target's score before and
-after, and the attention, rollout, GAE and ViT Grad-CAM maps recomputed under the
+after with its drop (`DROP`: the one sign convention of every effect in the app, head
+importance and cause vs claim included), and the attention, rollout, GAE and ViT Grad-CAM maps recomputed under the
 intervention by the capture engine (when the token sequence keeps its length).
 """
 
@@ -431,11 +432,24 @@ def output_under(model, pixels: torch.Tensor, values: dict,
 
 # --- one image, before and after ---------------------------------------------------------------
 
+DROP = ("drop = the target's score in the plain forward minus its score after the change "
+        "(positive: what was changed helped the answer; negative: the score rose)")
+
+
+def drop_words(drop: float, digits: int = 4) -> str:
+    """A drop (`DROP`) in words that say which way the score went: 'fell by 0.0067',
+    'rose by 0.0018', or 'did not move' when it rounds to 0 at `digits` decimals."""
+    size = round(abs(drop), digits)
+    if size == 0:
+        return "did not move"
+    return f"{'fell' if drop > 0 else 'rose'} by {size:.{digits}f}"
+
+
 @dataclass
 class Outcome:
     before: list  # Prediction, best first
     after: list
-    target: dict  # index, label, score kind, before, after, change
+    target: dict  # index, label, score kind, before, after, drop (DROP)
     intervention: dict  # the active interventions and the convention
     maps: dict[str, np.ndarray] = field(default_factory=dict)  # under the intervention
     maps_skipped: str | None = None  # why no maps were recomputed
@@ -443,7 +457,7 @@ class Outcome:
     def as_dict(self) -> dict:
         return {"before": {"top": [asdict(p) for p in self.before]},
                 "after": {"top": [asdict(p) for p in self.after]},
-                "target": self.target, "intervention": self.intervention,
+                "target": self.target, "drop_means": DROP, "intervention": self.intervention,
                 "maps": sorted(self.maps), "maps_skipped": self.maps_skipped}
 
 
@@ -482,7 +496,7 @@ def _intervene(model, image, target: int, head, maps: bool, values: dict) -> Out
         after=predictions_of(head, after_output, TOP_K),
         target={"index": target, "label": head.class_names[target],
                 "score_kind": score_kind(model, head), "before": before, "after": after,
-                "change": after - before},
+                "drop": before - after},
         intervention={"values": _plain(active(values)), "convention": CONVENTION,
                       "sink_keys": None if sink_keys is None else {
                           str(b): sink_keys[b].tolist() for b in values["sink_off"]}})
@@ -586,7 +600,8 @@ class HeadImportance:
     forwards: int  # batches run (block steps, each in parts of default_batch_size)
 
     def as_dict(self) -> dict:
-        return {"drops": self.drops.tolist(), "score": self.score, "target": self.target,
+        return {"drops": self.drops.tolist(), "drop_means": DROP, "score": self.score,
+                "target": self.target,
                 "label": self.label, "score_kind": self.score_kind, "fill": self.fill,
                 "correlations": self.correlations, "seconds": self.seconds,
                 "batches": self.forwards}

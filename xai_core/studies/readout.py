@@ -10,9 +10,15 @@ model's own output, so the read-out there is the model's prediction.
   norm, put where the head reads ([CLS], and [DIST] for DeiT-distilled) and classified
   alone: the target's score per patch, block by block.
 
-The score is the metrics' class score (`pipeline.class_scorer`: the softmax
-probability of an ImageNet classifier). A self-supervised model (DINOv2) has a k-NN head
-whose bank holds final-block features; each block k gets a bank of its own, built once from
+The score is the metrics' class score (`pipeline.class_scorer`: the softmax probability of
+an ImageNet classifier). That score is not comparable from block to block: at DINOv2's early
+blocks every class of the bank scores 0.94-0.997, so the answer's score there is higher than
+at the last block, where the model has decided. What can be compared is the class's place
+among the others: its rank and its margin over the runner-up (its score minus the best other
+class's), and a block where every class scores within `ALIKE` of every other is flagged: it
+does not tell the classes apart.
+
+A self-supervised model (DINOv2) has a k-NN head whose bank holds final-block features; each block k gets a bank of its own, built once from
 the same gallery views as the default bank (`models.knn`), so block k's features are
 compared with block-k features.
 """
@@ -35,6 +41,11 @@ from ..pipeline import Prediction, head_of, predictions_of, prepare, resolve_tar
 RESULTS = BoundedCache(max_entries=32, max_bytes=64 * 2**20, shared=True)
 BANKS = BoundedCache(max_entries=4, max_bytes=64 * 2**20)  # kept on disk by models.knn
 TOP_K = 5
+ALIKE = 0.1  # a block whose class scores all lie within this of each other tells none apart
+COMPARE = ("the answer's rank among the classes and its margin over the runner-up (its score "
+           "minus the best other class's) can be compared across blocks; the score itself "
+           f"cannot (at early blocks every class may score high); a block whose class scores "
+           f"all lie within {ALIKE} of each other does not tell the classes apart")
 
 
 @dataclass
@@ -46,6 +57,14 @@ class Readout:
     target_scores: np.ndarray  # (blocks,): the target's score read out at each block
     patch_scores: np.ndarray | None  # (blocks, rows, cols): each patch token alone (if asked)
     bank: str  # which bank a k-NN head compares with ("" for a classifier)
+    ranks: np.ndarray  # (blocks,): the target's rank among every class there (1 = top)
+    margins: np.ndarray  # (blocks,): target's score minus the best other class's
+    spreads: np.ndarray  # (blocks,): highest minus lowest class score
+
+    @property
+    def alike(self) -> np.ndarray:
+        """(blocks,) bool: every class scores within ALIKE of every other there."""
+        return self.spreads < ALIKE
 
     @property
     def first_block(self) -> int:
@@ -56,10 +75,13 @@ class Readout:
 
     def as_dict(self) -> dict:
         return {"blocks": [{"block": k, "top": [asdict(p) for p in row],
-                            "target_score": float(self.target_scores[k])}
+                            "target_score": float(self.target_scores[k]),
+                            "rank": int(self.ranks[k]), "margin": float(self.margins[k]),
+                            "spread": float(self.spreads[k]),
+                            "classes_alike": bool(self.alike[k])}
                            for k, row in enumerate(self.top)],
                 "target": self.target, "label": self.label, "score_kind": self.score_kind,
-                "first_block": self.first_block, "bank": self.bank}
+                "first_block": self.first_block, "bank": self.bank, "compare": COMPARE}
 
 
 def _check(model) -> None:
@@ -162,14 +184,31 @@ def _readout(model, image, target: int, head, patches: bool) -> Readout:
     heads, bank = block_heads(model, head)
     grid = model_layout(model).tokens.grid
     prefix = int(model.module.num_prefix_tokens)
-    top, scores, per_patch = [], [], []
+    top, every, per_patch = [], [], []
     for normed, block_head in zip(normed_blocks(model, prepare(model, image).pixels), heads):
         scorer = class_scorer(model, target, block_head)
         output = _ending(model, normed)
         top.append(predictions_of(block_head, output, TOP_K))
-        scores.append(float(scorer(output)[0]))
+        every.append(class_scores(model, block_head, output))
         if patches:
             per_patch.append(
                 scorer(_ending(model, _alone(model, normed[0, prefix:]))).reshape(grid))
-    return Readout(top, target, head.class_names[target], score_kind(model, head),
-                   np.array(scores), np.stack(per_patch) if patches else None, bank)
+    every = np.stack(every)  # (blocks, classes)
+    scores = every[:, target]
+    others = np.delete(every, target, axis=1)
+    ranks = 1 + (others > scores[:, None]).sum(axis=1)
+    margins = scores - (others.max(axis=1) if others.shape[1] else scores)
+    return Readout(top, target, head.class_names[target], score_kind(model, head), scores,
+                   np.stack(per_patch) if patches else None, bank, ranks, margins,
+                   every.max(axis=1) - every.min(axis=1))
+
+
+def class_scores(model, head, output: torch.Tensor) -> np.ndarray:
+    """(classes,) every class's score (`class_scorer`) for one output: the softmax of an
+    ImageNet head at once, a k-NN head's class scores one class at a time (a bank has few)."""
+    from ..pipeline import class_scorer
+
+    if head.kind == "imagenet":
+        return head.probabilities(output).double().numpy().ravel()
+    return np.array([class_scorer(model, c, head)(output)[0]
+                     for c in range(len(head.class_names))])

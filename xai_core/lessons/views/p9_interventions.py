@@ -132,6 +132,18 @@ def importance(model, image, values) -> None:
     interventions_lab.importance_stories(model, image, grid)
 
 
+def _claim_methods(model) -> tuple[str, ...]:
+    from ...studies.method_runs import default_methods
+
+    return tuple(default_methods(model))
+
+
+CLAIM_METHODS = FromModel("the methods cause vs claim tests on the model", _claim_methods)
+CLAIM_SHOWN = FromModel("three of them (attention, rollout and GAE where the model has them)",
+                        lambda model: tuple(interventions_lab.shown_by_default(
+                            _claim_methods(model))))
+
+
 def _claims_passes(values, model) -> int:
     """Each removal's images (`cause_vs_claim.DECLARATION`) and the maps of its methods."""
     request = claims.check_request(model, values["iv_claim_remove"], None, claims.MIN_DRAWS, 0)
@@ -143,8 +155,10 @@ def _claims_passes(values, model) -> int:
       cost=Cost("passes", forwards=_claims_passes),
       options=(Choice("iv_claim_remove", FIRST_REMOVAL, REMOVALS, "Remove a patch by dropping "
                                                                   "its token or masking it."),
-               replace(claims.BASELINE, name="iv_claim_baseline")),
-      quiet=("iv_claim_baseline",), also={"iv_claim_remove": REMOVALS})
+               replace(claims.BASELINE, name="iv_claim_baseline"),
+               Many("iv_claim_methods", CLAIM_SHOWN, CLAIM_METHODS,
+                    "The methods whose lines are drawn (all are computed).")),
+      quiet=("iv_claim_baseline", "iv_claim_methods"), also={"iv_claim_remove": REMOVALS})
 def cause_vs_claim(model, image, values) -> None:
     """Each method's top patches against random ones (the learner's revealed picks are
     the session's own: none by default)."""
