@@ -50,24 +50,25 @@ def _star(model, image, target, picked) -> None:
     figs.claims_figure(found, "tokens", {name: name for name in shown})
 
 
-def _median(step, model, image, target) -> float:
+def _median(step, model, image, target, learners) -> float:
     seconds = []
-    for picked in LEARNERS:
+    for picked in learners:
         started = time.perf_counter()
         step(model, image, target, picked)
         seconds.append(time.perf_counter() - started)
     return statistics.median(seconds)
 
 
-def run() -> list[dict]:
+def run(smoke: bool = False) -> list[dict]:
+    learners = LEARNERS[:1] if smoke else LEARNERS  # smoke: every step once, one learner
     with memory_only():  # warmed here, not read from an earlier run's store
         model, image = get_model(DEFAULT_VIT), load_sample("chelsea")
         started = time.perf_counter()
         warmup.intervention_lab(model, None, image)
         warmed = time.perf_counter() - started
         target = resolve_target(model, None, image, model.head)
-        reveal = _median(_reveal, model, image, target)
-        star = _median(_star, model, image, target)
+        reveal = _median(_reveal, model, image, target, learners)
+        star = _median(_star, model, image, target, learners)
     return [
         {"name": "page 9 warm-up of the default picture (once, before class)", "value": warmed,
          "unit": "s"},
