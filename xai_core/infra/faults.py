@@ -15,11 +15,13 @@ and call `check_stop` between batches, so a stopped run ends within one batch.
 from __future__ import annotations
 
 import gc
+import time
 import traceback
 from typing import Callable, TypeVar
 
 import torch
 
+from . import fair_share
 from .locks import FairLock
 
 T = TypeVar("T")
@@ -84,10 +86,23 @@ def raise_if_out_of_memory(error: BaseException) -> None:
 
 class ModelLock(FairLock):
     """The lock every model call holds (first come, first served). An out-of-memory error
-    inside it becomes ModelOutOfMemory, after the lock is released and memory freed."""
+    inside it becomes ModelOutOfMemory, after the lock is released and memory freed. A
+    visitor past its allowance over time waits before taking it, and the call's CPU time is
+    charged to the visitor after (`fair_share`)."""
+
+    def __enter__(self) -> "ModelLock":
+        fair_share.admit(may_refuse=False)  # before the lock: a wait holds nobody up
+        self.acquire()
+        fair_share.model_taken()
+        self._since = time.perf_counter()
+        return self
 
     def __exit__(self, exc_type, error, tb) -> None:
+        held = time.perf_counter() - self._since  # set under the lock: still this call's
+        fair_share.model_released()
         self.release()
+        # torch's other threads worked for this call only while it held the model
+        fair_share.settle(helpers_busy=held * (torch.get_num_threads() - 1))
         if error is not None:
             raise_if_out_of_memory(error)
 
