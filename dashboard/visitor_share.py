@@ -6,6 +6,10 @@ sessions: nginx's browser id (the `vit_lens_uid` cookie the recipe sets), or, fr
 that sends none, its address (`X-Real-IP` from nginx, else the connection's). The key is
 hashed with a secret of this process, so neither the id nor the address is kept.
 A client that makes up a new browser id for every visit is counted per session only.
+
+A session opened on loopback without a proxy's address header is the server's own: the
+replica's warm-up (`dashboard.warm_replica`), a health or admin tool, `make run` on a laptop.
+It is nobody's share (nginx always sends the visitor's address).
 """
 
 from __future__ import annotations
@@ -22,9 +26,11 @@ from xai_core.infra import fair_share
 
 BROWSER_COOKIE = "vit_lens_uid"  # nginx's userid_name in deploy/nginx/vit-lens.conf
 ADDRESS_HEADER = "X-Real-IP"  # the recipe's proxy_set_header
+PROXY_HEADERS = (ADDRESS_HEADER, "X-Forwarded-For")
+LOOPBACK = ("127.0.0.1", "::1")
 SESSIONS_KEPT = 10_000
 _SALT = secrets.token_bytes(16)
-_known: OrderedDict[str, fair_share.Visitor] = OrderedDict()
+_known: OrderedDict[str, fair_share.Visitor | None] = OrderedDict()
 _lock = threading.Lock()
 _spots = threading.local()  # per thread: (the run it belongs to, the progress line shown)
 
@@ -38,23 +44,32 @@ def client_key(cookies, headers, address: str | None) -> str | None:
     return hashlib.sha256(_SALT + raw.encode()).hexdigest()[:24] if raw else None
 
 
+def server_own(headers, address: str | None) -> bool:
+    """A session opened on loopback with no proxy in between: the server's own tools."""
+    forwarded = headers is not None and any(headers.get(name) for name in PROXY_HEADERS)
+    return address in LOOPBACK and not forwarded
+
+
 def current_visitor() -> fair_share.Visitor | None:
     """The visitor whose script run this thread is (None outside a script run)."""
     ctx = get_script_run_ctx(suppress_warning=True)
     if ctx is None:
         return None
     with _lock:
-        found = _known.get(ctx.session_id)
-        if found is not None:
+        if ctx.session_id in _known:
             _known.move_to_end(ctx.session_id)
-            return found
+            return _known[ctx.session_id]
     try:
         context = st.context
-        client = client_key(context.cookies, context.headers, context.ip_address)
+        cookies, headers, address = context.cookies, context.headers, context.ip_address
     except Exception:  # noqa: BLE001  no request behind this session (a headless test run)
-        client = None
-    found = fair_share.Visitor(hashlib.sha256(_SALT + ctx.session_id.encode()).hexdigest()[:24],
-                               client)
+        cookies = headers = address = None
+    if server_own(headers, address):
+        found = None
+    else:
+        found = fair_share.Visitor(
+            hashlib.sha256(_SALT + ctx.session_id.encode()).hexdigest()[:24],
+            client_key(cookies, headers, address))
     with _lock:
         _known[ctx.session_id] = found
         while len(_known) > SESSIONS_KEPT:

@@ -327,3 +327,24 @@ def test_page_7_refuses_a_new_seed_past_the_allowance_in_one_sentence(monkeypatc
     app.query_params["cmp_opt_vit_kernel-shap_seed"] = "4242"  # computed already: free
     app.run()
     assert not app.error and "kernel-shap" in text_tables(app)[0].columns
+
+
+def test_the_client_key_is_the_browser_else_the_address_hashed():
+    """nginx's browser id names the client (many sessions of one browser, one key); a client
+    without one is named by its address; neither is kept as it came."""
+    from dashboard import visitor_share as share
+
+    browser = {share.BROWSER_COOKIE: "fQAAAGqVZ2e1zQ8BAwMEAg=="}
+    via_proxy = {share.ADDRESS_HEADER: "10.1.2.3"}
+    key = share.client_key(browser, via_proxy, "127.0.0.1")
+    assert key == share.client_key(browser, {share.ADDRESS_HEADER: "10.9.9.9"}, None)
+    assert key != share.client_key({share.BROWSER_COOKIE: "another"}, via_proxy, None)
+    by_address = share.client_key({}, via_proxy, "127.0.0.1")
+    assert by_address == share.client_key(None, via_proxy, None) != key
+    assert by_address != share.client_key({}, {share.ADDRESS_HEADER: "10.1.2.4"}, None)
+    assert share.client_key({}, {}, None) is None
+    assert "10.1.2.3" not in by_address and len(key) == 24
+    # the server's own sessions (loopback, no proxy header) are nobody's share
+    assert share.server_own({}, "127.0.0.1") and share.server_own(None, "::1")
+    assert not share.server_own(via_proxy, "127.0.0.1")  # through nginx: a visitor
+    assert not share.server_own({}, "10.1.2.3") and not share.server_own(None, None)

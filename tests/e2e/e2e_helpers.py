@@ -45,7 +45,7 @@ def healthy(url: str) -> bool:
     return check(url, timeout=2)
 
 
-STREAMLIT_RUN = ("-m", "streamlit", "run", "dashboard/app.py")  # as deploy/systemd starts it
+STREAMLIT_RUN = ("-m", "streamlit", "run", "dashboard/replica_app.py")  # as deploy/systemd does
 MAKE_RUN = ("-m", "dashboard.serve")  # as `make run` starts it: models prepared first
 
 

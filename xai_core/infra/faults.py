@@ -14,6 +14,7 @@ and call `check_stop` between batches, so a stopped run ends within one batch.
 
 from __future__ import annotations
 
+import ctypes
 import gc
 import time
 import traceback
@@ -65,6 +66,18 @@ def free_memory(failed_traceback=None) -> None:
     gc.collect()
     if torch.cuda.is_available():
         torch.cuda.empty_cache()
+
+
+def return_freed_memory() -> None:
+    """Give the heap pages Python has freed back to the system (glibc's `malloc_trim`): after
+    large buffers of many threads are freed, glibc keeps their pages for later, and the
+    process's resident memory stays at its peak (20 lesson exports at once: 1.0 GB before,
+    1.7 GB long after every socket closed). Nothing where there is no glibc."""
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        libc.malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
 
 
 def out_of_memory_message(error: BaseException) -> str:
