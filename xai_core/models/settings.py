@@ -51,10 +51,10 @@ def results_max_bytes(env: str = RESULTS_MB_ENV) -> int:
     """The bound of the result store's visitors' area (`WARM_RESULTS_MB_ENV`: its warm-ups'
     area); a value that is not a positive number of MB is the default."""
     try:
-        megabytes = int(os.environ.get(env, DEFAULT_RESULTS_MB))
+        megabytes = float(os.environ.get(env, DEFAULT_RESULTS_MB))
     except ValueError:
         megabytes = DEFAULT_RESULTS_MB
-    return (megabytes if megabytes > 0 else DEFAULT_RESULTS_MB) * 2**20
+    return int((megabytes if megabytes > 0 else DEFAULT_RESULTS_MB) * 2**20)
 
 
 def default_device() -> torch.device:
