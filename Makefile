@@ -5,11 +5,18 @@ export HF_HUB_OFFLINE ?= 1
 
 .PHONY: run test bench e2e system-deps warmup nginx-conf nginx-gzip plotly-bundle onnxruntime-web clean
 
+# The stamp holds the requirements' digest: pip runs again only when they changed, not when
+# the file is merely newer (a clone whose .venv links another checkout's venv).
 $(VENV)/.installed: requirements.txt
-	test -x $(PY) || python3 -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -r requirements.txt
-	touch $@
+	@if [ -x $(PY) ] && [ -f $@ ] && [ "$$(sha256sum < requirements.txt)" = "$$(cat $@)" ]; then \
+		touch $@; \
+	else \
+		set -e; \
+		test -x $(PY) || python3 -m venv $(VENV); \
+		$(PY) -m pip install --quiet --upgrade pip; \
+		$(PY) -m pip install --quiet -r requirements.txt; \
+		sha256sum < requirements.txt > $@; \
+	fi
 
 # Prepares the bundled models (converts DINOv2 and builds its k-NN bank on a fresh machine)
 # before the server listens, then serves the app from the same process.
@@ -44,8 +51,9 @@ warmup: $(VENV)/.installed
 
 # deploy/nginx/vit-lens.conf with the static-file paths of this checkout and its venv:
 #   make -s nginx-conf | sudo tee /etc/nginx/conf.d/vit-lens.conf
+# and for other ports: make -s nginx-conf PORTS=8601,8602,8603 LISTEN=8080
 nginx-conf: $(VENV)/.installed
-	@$(PY) -m dashboard.nginx_conf
+	@$(PY) -m dashboard.nginx_conf $(if $(PORTS),--ports $(PORTS)) $(if $(LISTEN),--listen $(LISTEN))
 
 # <file>.gz beside each JS/CSS/font file of the venv's Streamlit bundle, for nginx's
 # gzip_static (run again after upgrading streamlit)

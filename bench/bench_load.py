@@ -21,8 +21,14 @@ page's p50/p95 (WebSocket open -> script_finished), the real tab's Home, and eac
 peak resident memory. Results computed in one step are cached for later steps (as on a
 server in use); a fresh run starts cold apart from the warm-up.
 
-Alone: `python -m bench.bench_load --students 10,25 [--pages vit_explainer,comparison]`.
-Smoke: one step of SMOKE_STUDENTS (one student per page).
+Then the mixes beside a class (bench/load_mixes.py): a greedy visitor beside 50 students (the
+students' pages p95 with it within 1.5x of without), 10 uploads at once (upload -> Explainer
+p95 <= 10 s, replica peak <= 2.5 GB), 20 lesson exports at once (memory back within 100 MB a
+minute later), and a replica killed while 50 students arrive (the survivor's pages p95 <= 3 s).
+
+Alone: `python -m bench.bench_load --students 10,25 [--pages vit_explainer,comparison]
+[--mixes greedy,uploads,exports,kill] [--smoke]` (`--smoke`: one student per page, small
+mixes).
 """
 
 from __future__ import annotations
@@ -174,13 +180,105 @@ def validate_client(browser, base: str, static_out: list[str]) -> dict:
                      f"client {run.error or run.elements[:5]}")}
 
 
-def run(smoke: bool = False, steps=STEPS, pages=tuple(PAGES)) -> list[dict]:
-    if smoke:
-        steps = (SMOKE_STUDENTS,)
+MIXES = ("greedy", "uploads", "exports", "kill")
+MIX_SIZES = {"greedy": 50, "uploads": 10, "exports": 20, "kill": 50}
+SMOKE_SIZES = {"greedy": 4, "uploads": 2, "exports": 3, "kill": 4}
+
+
+def in_thread(coroutine):
+    """Run a coroutine on an event loop of its own thread (Playwright holds the main one)."""
+    outcome: dict = {}
+    worker = threading.Thread(target=lambda: outcome.update(result=asyncio.run(coroutine)))
+    worker.start()
+    worker.join()
+    return outcome["result"]
+
+
+def students_seconds(results: list) -> list[float]:
+    return [r["run"].seconds for r in results
+            if isinstance(r, dict) and not r["run"].error and not r["files"].errors]
+
+
+def greedy_mix(count: int, proxy, pages, static, pids) -> list[dict]:
+    from bench.load_mixes import greedy_rows, greedy_visitor
+
+    alone, _ = in_thread(class_arrives(count, proxy.url, pages, static, pids))
+    stop: dict = {}
+    runs: list = []
+    started = time.perf_counter()
+
+    async def beside():
+        stop["event"] = asyncio.Event()
+        greedy = asyncio.create_task(greedy_visitor(proxy.url, quote("Chelsea the cat"),
+                                                    stop["event"]))
+        await asyncio.sleep(10)  # its first heavy link under way
+        result = await class_arrives(count, proxy.url, pages, static, pids)
+        stop["event"].set()
+        runs.extend(await greedy)
+        return result
+    beside_results, _ = in_thread(beside())
+    return greedy_rows(f"{count} students and a greedy visitor", students_seconds(alone),
+                       students_seconds(beside_results), runs, time.perf_counter() - started)
+
+
+def uploads_mix(count: int, proxy, pids) -> list[dict]:
+    from bench.load_mixes import Sampler, upload_rows, uploads_at_once
+
+    with Sampler(pids, rss_gb) as sampler:
+        uploads = in_thread(uploads_at_once(proxy.url, count))
+    return upload_rows(f"{count} uploads at once", uploads, sampler.peaks)
+
+
+def exports_mix(count: int, proxy, pids) -> list[dict]:
+    from bench.load_mixes import SETTLE_S, Sampler, export_rows, exports_at_once
+
+    time.sleep(5)
+    start = {pid: rss_gb(pid) for pid in pids}
+    query = "image_choice=" + quote("Chelsea the cat")
+    with Sampler(pids, rss_gb) as sampler:
+        results = in_thread(exports_at_once(proxy.url, count, query))
+    time.sleep(SETTLE_S)  # every socket closed a minute ago
+    settled = {pid: rss_gb(pid) for pid in pids}
+    return export_rows(f"{count} lesson exports at once", results, start, sampler.peaks,
+                       settled)
+
+
+def kill_mix(count: int, apps, proxy, pages, static) -> list[dict]:
+    """A class arrives; a second in, one replica is killed (SIGKILL). The survivor's pages,
+    then the killed replica restarted as systemd would, warmed, and back in service."""
+    from e2e_helpers import AppProcess
+
+    victim = apps[0]
+    killer = threading.Timer(1.0, victim.kill)
+    killer.start()
+    results, _ = in_thread(class_arrives(count, proxy.url, pages, static,
+                                         [app.process.pid for app in apps[1:]]))
+    killer.join()
+    finished = students_seconds(results)
+    label = f"{count} students, a replica killed"
+    rows = [{"name": f"{label}: pages finished", "value": float(len(finished)), "unit": "",
+             "note": f"of {count}: the killed replica's students' sockets closed with it "
+                     "(a browser reconnects; this client does not)"},
+            {"name": f"{label}: survivor's pages p95", "value": percentile(finished, 95),
+             "unit": "s", "note": "target <= 3 s"}]
+    restarted = AppProcess(base_path=PREFIX, log_name="bench-load", port=victim.port)
+    apps[0] = restarted  # stopped with the others at the end
+    started = time.perf_counter()
+    restarted.wait_healthy(300)
+    failed = [page for page, run in warm(restarted.url) if run.error]
+    rows.append({"name": f"{label}: restarted replica warm after", "unit": "s",
+                 "value": time.perf_counter() - started,
+                 "note": f"{len(failed)} pages failed" if failed else "every page run"})
+    return rows
+
+
+def run(steps=STEPS, pages=tuple(PAGES), mixes=MIXES, smoke: bool = False) -> list[dict]:
     from e2e_helpers import CHROMIUM_FLAGS, chromium_path, running_apps
     from playwright.sync_api import sync_playwright
     from proxy_helpers import nginx_in_front, precompressed_bundle
 
+    sizes = SMOKE_SIZES if smoke else MIX_SIZES
+    steps = (SMOKE_STUDENTS,) if smoke else steps
     pages = list(pages)
     rows: list[dict] = []
     with running_apps(2, base_path=PREFIX, log_name="bench-load") as apps, \
@@ -219,6 +317,17 @@ def run(smoke: bool = False, steps=STEPS, pages=tuple(PAGES)) -> list[dict]:
             print_rows(step)  # as it comes: a step of 100 takes minutes
             rows += step
         browser.close()
+        for mix in [m for m in MIXES if m in mixes]:  # the kill last: it restarts a replica
+            if mix == "greedy":
+                found = greedy_mix(sizes[mix], proxy, pages, static, pids)
+            elif mix == "uploads":
+                found = uploads_mix(sizes[mix], proxy, pids)
+            elif mix == "exports":
+                found = exports_mix(sizes[mix], proxy, pids)
+            else:
+                found = kill_mix(sizes[mix], apps, proxy, pages, static)
+            print_rows(found)
+            rows += found
     return rows
 
 
@@ -230,6 +339,10 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--pages", default=",".join(PAGES),
                         help="URL paths of the pages students open ('' is Home; "
                              "'interventions?iv_view=claims' opens a view by its deep link)")
+    parser.add_argument("--mixes", default=",".join(MIXES),
+                        help="mixes after the class steps, comma-separated ('' for none): "
+                             + ", ".join(MIXES))
+    parser.add_argument("--smoke", action="store_true", help="4 students and small mixes")
     args = parser.parse_args(argv)
     try:
         steps = [int(n) for n in args.students.split(",")]
@@ -237,8 +350,11 @@ def main(argv: list[str]) -> None:
             raise ValueError
     except ValueError:
         parser.exit(2, "--students takes whole numbers from 1 to 200, comma-separated\n")
+    mixes = [m.strip() for m in args.mixes.split(",") if m.strip()]
+    if set(mixes) - set(MIXES):
+        parser.exit(2, f"--mixes takes {', '.join(MIXES)}, comma-separated\n")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    run(steps=steps, pages=[p.strip() for p in args.pages.split(",")])
+    run(steps, [p.strip() for p in args.pages.split(",")], mixes, args.smoke)
 
 
 if __name__ == "__main__":

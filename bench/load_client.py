@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass, field
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 from dashboard.page_visit import loopback
 
@@ -119,3 +119,128 @@ def chromium_first_visit(browser, url: str, base: str,
     finally:
         context.close()
     return payloads, static
+
+
+# --- an upload ---------------------------------------------------------------------------------
+
+@dataclass
+class Upload:
+    seconds: float = float("nan")  # the upload asked for -> the page's run finished
+    error: str = ""
+    exceptions: int = 0
+
+
+async def _get(base: str, path: str, cookies: dict[str, str], timeout: float) -> None:
+    """GET `path` under `base` (a browser's health check), keeping the cookies it sets."""
+    host, port = loopback(base)
+    reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout)
+    try:
+        cookie = "; ".join(f"{k}={v}" for k, v in cookies.items())
+        writer.write((f"GET {urlsplit(base).path}{path} HTTP/1.1\r\nHost: {host}:{port}\r\n"
+                      "Connection: close\r\n" + (f"Cookie: {cookie}\r\n" if cookie else "")
+                      + "\r\n").encode())
+        await writer.drain()
+        status, headers, _ = await asyncio.wait_for(_read_response(reader), timeout)
+        if status != 200:
+            raise OSError(f"{path}: HTTP {status}")
+        for line in headers.get("set-cookie", []):
+            name, value = line.split(";", 1)[0].split("=", 1)
+            cookies[name] = value
+    finally:
+        writer.close()
+
+
+async def _put(base: str, url: str, name: str, content: bytes, cookies: dict[str, str],
+               timeout: float) -> None:
+    """The multipart PUT a browser sends to Streamlit's upload address, with its XSRF token."""
+    host, port = loopback(base)
+    path = url if url.startswith("/") else f"{urlsplit(base).path}{url}"
+    boundary = "vitlensboundary7e3f"
+    body = (f"--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"{name}\""
+            f"\r\nContent-Type: image/png\r\n\r\n").encode() + content + \
+        f"\r\n--{boundary}--\r\n".encode()
+    cookie = "; ".join(f"{k}={v}" for k, v in cookies.items())
+    reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout)
+    try:
+        writer.write((f"PUT {path} HTTP/1.1\r\nHost: {host}:{port}\r\nConnection: close\r\n"
+                      f"Content-Type: multipart/form-data; boundary={boundary}\r\n"
+                      f"Content-Length: {len(body)}\r\nCookie: {cookie}\r\n"
+                      f"X-Xsrftoken: {cookies.get('_streamlit_xsrf', '')}\r\n\r\n").encode()
+                     + body)
+        await writer.drain()
+        status, _, answer = await asyncio.wait_for(_read_response(reader), timeout)
+        if status not in (200, 204):
+            raise OSError(f"upload: HTTP {status} {answer[:80]!r}")
+    finally:
+        writer.close()
+
+
+async def upload_and_open(base: str, photo: bytes, page: str = "vit_explainer",
+                          timeout: float = 300) -> Upload:
+    """A student with their own photo, as a browser does it: the health check (cookies),
+    Home with the image picker on "Your upload", the photo asked an address for and PUT
+    there, then the page `page` run with the uploader's state. Seconds from asking to upload
+    until that page's run finished."""
+    from streamlit.proto.BackMsg_pb2 import BackMsg
+    from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
+    from websockets.asyncio.client import connect
+    from websockets.typing import Subprotocol
+
+    from dashboard.page_visit import element_kinds, rerun_request
+    from dashboard.state import UPLOAD_CHOICE, image_title
+
+    result, cookies = Upload(), {}
+    host, port = loopback(base)
+    query = "image_choice=" + quote(image_title(UPLOAD_CHOICE))
+    try:
+        async with asyncio.timeout(timeout):
+            await _get(base, "_stcore/health", cookies, timeout)
+            cookie = "; ".join(f"{k}={v}" for k, v in cookies.items())
+            async with connect("ws" + base.rstrip("/")[4:] + "/_stcore/stream", proxy=None,
+                               origin=f"http://{host}:{port}", max_size=None,
+                               subprotocols=[Subprotocol("streamlit")],
+                               additional_headers={"Cookie": cookie},
+                               ping_interval=None) as socket:
+                await socket.send(rerun_request("", query, base))
+                session = uploader = None
+                async for payload in socket:
+                    message = ForwardMsg.FromString(payload)
+                    kind = message.WhichOneof("type")
+                    if kind == "new_session":
+                        session = message.new_session.initialize.session_id
+                    elif kind == "delta" and message.delta.WhichOneof("type") == "new_element" \
+                            and message.delta.new_element.WhichOneof("type") == "file_uploader":
+                        uploader = message.delta.new_element.file_uploader.id
+                    if element_kinds([payload])[2]:
+                        break
+                if not (session and uploader):
+                    raise OSError("no upload field on the page")
+                started = time.perf_counter()
+                ask = BackMsg()
+                ask.file_urls_request.request_id = "vitlens-1"
+                ask.file_urls_request.file_names.append("photo.png")
+                ask.file_urls_request.session_id = session
+                await socket.send(ask.SerializeToString())
+                async for payload in socket:
+                    message = ForwardMsg.FromString(payload)
+                    if message.WhichOneof("type") == "file_urls_response":
+                        urls = message.file_urls_response.file_urls[0]
+                        break
+                await _put(base, urls.upload_url, "photo.png", photo, cookies, timeout)
+                run = BackMsg.FromString(rerun_request(page, query, base + page))
+                state = run.rerun_script.widget_states.widgets.add()
+                state.id = uploader
+                info = state.file_uploader_state_value.uploaded_file_info.add()
+                info.name, info.size, info.file_id = "photo.png", len(photo), urls.file_id
+                info.file_urls.CopyFrom(urls)
+                await socket.send(run.SerializeToString())
+                payloads = []
+                async for payload in socket:
+                    payloads.append(payload)
+                    if element_kinds([payload])[2]:
+                        break
+                result.seconds = time.perf_counter() - started
+                _, result.exceptions, _ = element_kinds(payloads)
+    except Exception as error:  # noqa: BLE001  a refused or timed-out student is a result
+        result.error = f"{type(error).__name__}: {str(error)[:160]}"
+    return result

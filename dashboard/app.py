@@ -13,7 +13,7 @@ import xai_core  # noqa: E402,F401,I001  (before torch: it sets the threads' wai
 import streamlit as st  # noqa: E402
 import torch  # noqa: E402
 
-from dashboard import charts, classroom, links, replica, state, ui  # noqa: E402
+from dashboard import charts, classroom, links, readiness, replica, state, ui, visitor_share  # noqa: E402
 from dashboard.page_list import PAGES, existing_pages  # noqa: E402
 from xai_core.infra.faults import Cancelled, ModelOutOfMemory  # noqa: E402
 from xai_core.images import (COLLAGE_ID, IMAGE_SUFFIXES, SAMPLES, ImageError,  # noqa: E402
@@ -128,6 +128,8 @@ def main() -> None:
     finally:  # also after st.stop(): the URL must not keep another page's choices
         links.prune()
         classroom.after_run(navigation.url_path)
+        visitor_share.settle_run()  # this run's CPU time, against the visitor's allowance
+        readiness.page_finished(navigation.url_path)  # warm once every page has run here
     ui.cache_notice(cache_spot)  # a write that failed during this run
 
 

@@ -28,7 +28,8 @@ from dashboard.explainer_tour import TOUR, resolve_steps, step_from_query, switc
 from dashboard.page_list import PAGE_LIST, PAGES
 from xai_core.lessons import explainer
 from xai_core import pipeline
-from xai_core.infra.faults import ModelOutOfMemory
+from xai_core.infra.cache import BoundedCache, cache_key
+from xai_core.infra.faults import ModelOutOfMemory, return_freed_memory
 from xai_core.models import ModelUnavailableError, availability, get_model
 
 ASSETS = Path(__file__).resolve().parent / "explainer"
@@ -238,31 +239,55 @@ def explainer_view(model, image, head) -> None:
         st.switch_page(PAGES / goto)
 
 
-LESSON_KEY = "explainer_lesson"  # (signature, the file's bytes): this session's last export
+LESSON_KEY = "explainer_lesson"  # (signature, size): this session's last export
+# Built lessons, shared by every session (20 students exporting the gallery's cat get one
+# build and one copy, not 20 of each): a few MB each, the last few kept
+LESSONS = BoundedCache(4, 160 * 2**20)
+
+
+def _lesson_key(model, image, head, title: str) -> tuple:
+    return cache_key("lesson-file", model, title, image=pipeline.prepare(model, image).sha256,
+                     head=head)
+
+
+def _built_lesson(model, image, head, title: str, progress=None) -> bytes:
+    """The lesson file of this model and picture, built once for every session (and again
+    only if it has left `LESSONS`); the memory its building used is given back after."""
+    from dashboard.lesson_export import LessonImage, build_lesson
+
+    def build() -> bytes:
+        try:
+            return build_lesson(model, [LessonImage(title, image)], head=head, progress=progress)
+        finally:
+            return_freed_memory()
+    return LESSONS.get_or_compute(_lesson_key(model, image, head, title), build)
 
 
 @st.fragment
 def lesson_export(model, image, head) -> None:
     """"Export lesson": the Explainer for this model and picture as one HTML file that opens
     offline (dashboard/lesson_export.py), built on click under a progress bar, then offered
-    for download. Only the latest export is kept, and only while it matches the screen."""
-    from dashboard.lesson_export import LessonImage, build_lesson
-
+    for download. The file is built once for every session asking for the same model and
+    picture (`LESSONS`); a session keeps only its signature and size, and the download
+    button asks for the file when it is pressed (Streamlit's deferred download)."""
     sig = signature(model, image, head)
+    title = state.image_title(state.selection().image_choice)
     if st.button("Export lesson", key="explainer_lesson_make",
                  help="One HTML file with this model and picture, every block and the tour: "
                       "it opens in a browser with no server and no network."):
         bar = st.progress(0.0, text="Packing the lesson")
-        title = state.image_title(state.selection().image_choice)
         with ui.friendly_errors():
-            page = build_lesson(model, [LessonImage(title, image)], head=head, progress=lambda
-                                done, what: bar.progress(done, text=literal.text(what)))
-            st.session_state[LESSON_KEY] = (sig, page)
+            page = _built_lesson(model, image, head, title, progress=lambda done, what:
+                                 bar.progress(done, text=literal.text(what)))
+            st.session_state[LESSON_KEY] = (sig, len(page))
+            del page
         bar.empty()
     held = st.session_state.get(LESSON_KEY)
     if held and held[0] != sig:  # another model or picture now: the old file goes
         del st.session_state[LESSON_KEY]
-    elif held:
-        st.download_button(f"Download the lesson ({len(held[1]) / 1e6:.1f} MB)", held[1],
+    elif held:  # the file is asked for when the button is pressed, in Streamlit's own thread
+        st.download_button(f"Download the lesson ({held[1] / 1e6:.1f} MB)",
+                           data=lambda: _built_lesson(model, image, head, title),
                            file_name=f"vit-lens-lesson-{model.spec.id}.html", mime="text/html",
                            on_click="ignore", key="explainer_lesson_download")
+

@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-APP = ROOT / "dashboard" / "app.py"
+APP = ROOT / "dashboard" / "replica_app.py"  # the app with its readiness path (as the units)
 READY = "ViT Lens: models ready"  # what the terminal says before the server starts
 CODE = [ROOT / "xai_core", ROOT / "dashboard", ROOT / "pages"]
 # named somewhere in the code but not for the pages: the Ray backend of the benchmark, the

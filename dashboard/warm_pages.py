@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from contextlib import nullcontext
 from pathlib import Path
 
 from dashboard.page_list import existing_pages
@@ -39,12 +40,19 @@ def open_page(page: str, image: str) -> tuple[float, str | None]:
 
 
 def warm(images: list[str], pages: list[str]) -> list[dict]:
+    """Each page on each image; what they build and read goes to the result store's warm-ups'
+    area, which visitors' own results never evict."""
+    from xai_core.models.disk_cache import result_store
+
     rows = []
-    for image in images:
-        for page in pages:
-            seconds, problem = open_page(page, image)
-            rows.append({"image": image, "page": page, "seconds": seconds, "problem": problem})
-            print(f"{image:<14} {page:<26} {seconds:6.1f} s {problem or ''}", flush=True)
+    store = result_store()
+    with store.pinning(every_thread=True) if store else nullcontext():
+        for image in images:
+            for page in pages:
+                seconds, problem = open_page(page, image)
+                rows.append({"image": image, "page": page, "seconds": seconds,
+                             "problem": problem})
+                print(f"{image:<14} {page:<26} {seconds:6.1f} s {problem or ''}", flush=True)
     return rows
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 import socket
+import time
 import tomllib
 from pathlib import Path
 
@@ -28,6 +29,66 @@ def test_nginx_body_limit_covers_the_upload_limit():
     upload_mb = config["server"]["maxUploadSize"]
     body = re.search(r"client_max_body_size\s+(\d+)m;", directives(NGINX))
     assert body and int(body[1]) > upload_mb  # multipart adds a little to the file
+    # held in memory whole: never a temporary file (nor the error log's line naming it)
+    buffer = re.search(r"client_body_buffer_size\s+(\d+)m;", directives(NGINX))
+    assert buffer and int(buffer[1]) >= int(body[1])
+
+
+def location(conf: str, path: str) -> str:
+    """The body of `location <path> {...}` (nested braces included)."""
+    start = conf.index(f"location {path} {{") + len(f"location {path} {{")
+    depth, end = 1, start
+    while depth:
+        depth += {"{": 1, "}": -1}.get(conf[end], 0)
+        end += 1
+    return conf[start:end - 1]
+
+
+def test_no_id_reaches_an_error_log_and_metrics_are_closed():
+    """nginx's error log quotes a request's line whole: the two locations whose addresses
+    carry ids log no errors (the access log masks them); the replicas' metrics are not
+    served to visitors."""
+    conf = directives(NGINX)
+    for path in ("/vit-lens/_stcore/upload_file/", "/vit-lens/media/"):
+        body = location(conf, path)
+        assert re.search(r"^\s*error_log /dev/null;", body, re.M), path
+        assert "proxy_pass http://$vit_lens_upstream;" in body  # the session's replica
+    assert re.search(r"^\s*return 404;", location(conf, "= /vit-lens/_stcore/metrics"), re.M)
+
+
+def test_the_browsers_health_check_asks_the_first_visit_replicas_readiness():
+    """Streamlit's client asks /_stcore/health before its WebSocket: nginx asks it of the
+    `vit_lens` upstream (first visits) with the readiness header, so a warming replica
+    answers 503 and is left out of it; when none is warm, any live replica answers, hashed
+    alike."""
+    from dashboard import readiness
+
+    conf = directives(NGINX)
+    health = location(conf, "= /vit-lens/_stcore/health")
+    assert "proxy_pass http://vit_lens;" in health  # the first visits' upstream
+    assert f"proxy_set_header {readiness.HEADER} 1;" in health
+    assert "proxy_set_header Host $http_host;" in health  # the rest, as set here replaces
+    assert "proxy_intercept_errors on;" in health
+    assert re.search(r"error_page 502 503 504 = @vit_lens_alive;", health)
+    main = location(conf, "/vit-lens/")
+    assert re.search(r"proxy_next_upstream error timeout http_502 http_503;", main)
+    assert re.search(r"^        error_page 502 = @vit_lens_any;", main, re.M)
+    first = re.search(r"upstream vit_lens \{(.*?)\}", conf, re.S)[1]
+    anyone = re.search(r"upstream vit_lens_any \{(.*?)\}", conf, re.S)[1]
+    servers = re.findall(r"server (127\.0\.0\.1:\d+)", first)
+    assert re.findall(r"server (127\.0\.0\.1:\d+) max_fails=0;", anyone) == servers
+    assert "hash $vit_lens_browser consistent;" in anyone
+    for fallback in ("@vit_lens_alive", "@vit_lens_any"):
+        assert "proxy_pass http://vit_lens_any;" in location(conf, fallback)
+
+
+def test_a_foreign_origin_websocket_is_refused_by_nginx():
+    conf = directives(NGINX)
+    stream = location(conf, "= /vit-lens/_stcore/stream")
+    assert re.search(r"if \(\$vit_lens_foreign_origin\) \{\s*return 403;\s*\}", stream)
+    origin_map = re.search(r'map "\$http_origin\|\$http_host" \$vit_lens_foreign_origin '
+                           r"\{(.*?)\n\}", conf, re.S)[1]
+    assert re.search(r"^\s*default\s+1;", origin_map, re.M)
 
 
 def test_prefix_websocket_and_sticky_upstream():
@@ -238,3 +299,80 @@ def test_gzip_bundle_that_cannot_write_exits_2(capsys, monkeypatch, tmp_path):
     assert nginx_conf.main(["--gzip-bundle"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "Permission denied" in err and str(locked) in err
+
+
+def test_nginx_conf_writes_the_recipe_for_other_ports(capsys):
+    """`make nginx-conf PORTS=9001,9002,9003 LISTEN=8080`: every place that names the replicas
+    follows (the cookie map, the first-visit and fallback upstreams, one upstream per
+    replica with the next as its backup, in a ring), and nothing else changes."""
+    from dashboard import nginx_conf
+
+    assert nginx_conf.main(["--ports", "9001,9002,9003", "--listen", "8080"]) == 0
+    conf = directives(capsys.readouterr().out)
+    assert "8501" not in conf and "8502" not in conf
+    assert re.findall(r"^\s*listen (\S+);", conf, re.M) == ["8080"]
+    routes = re.search(r"map \$cookie_vit_lens_replica \$vit_lens_upstream \{(.*?)\}", conf,
+                       re.S)[1]
+    assert re.findall(r"^\s*(\d+)\s+(\S+);", routes, re.M) == [
+        (p, f"vit_lens_{p}") for p in ("9001", "9002", "9003")]
+    for group, suffix in (("vit_lens", " max_fails=1 fail_timeout=10s"),
+                          ("vit_lens_any", " max_fails=0")):
+        body = re.search(rf"upstream {group} \{{(.*?)\}}", conf, re.S)[1]
+        assert re.findall(r"server (127\.0\.0\.1:\d+[^;]*);", body) == [
+            f"127.0.0.1:{p}{suffix}" for p in (9001, 9002, 9003)]
+    for port, backup in ((9001, 9002), (9002, 9003), (9003, 9001)):
+        body = re.search(rf"upstream vit_lens_{port} \{{(.*?)\}}", conf, re.S)[1]
+        assert re.findall(r"server 127\.0\.0\.1:(\d+)([^;]*);", body) == [
+            (str(port), " max_fails=1 fail_timeout=10s"), (str(backup), " backup")]
+    # apart from the replicas and the port, the recipe as it is
+    same = nginx_conf.rendered()
+
+
+    def strip(text: str) -> list[str]:
+        text = re.sub(r"upstream vit_lens_\d+ \{.*?\}\n", "", directives(text), flags=re.S)
+        return [line for line in text.splitlines() if line.strip()
+                and not re.search(r"\b(850[12]|900[123]|listen)\b|vit_lens_\d", line)]
+    assert strip(conf) == strip(same)
+    assert nginx_conf.main(["--ports", "8501,8502"]) == 0
+    assert capsys.readouterr().out == same
+
+
+@pytest.mark.parametrize("args, words", [(["--ports", "8501,x"], "--ports takes"),
+                                         (["--ports", "8501,8501"], "distinct"),
+                                         (["--listen", "80; evil"], "--listen takes")])
+def test_nginx_conf_refuses_bad_ports_in_one_line(capsys, args, words):
+    from dashboard import nginx_conf
+
+    assert nginx_conf.main(args) == 2
+    out = capsys.readouterr()
+    assert out.out == "" and out.err.count("\n") == 1 and words in out.err
+
+
+def test_the_install_stamp_runs_pip_only_when_the_requirements_change(tmp_path):
+    """A clone whose .venv links another checkout's: its requirements.txt is newer than the
+    stamp, and nothing changed, so pip does not run; changed requirements do run it."""
+    import os
+    import shutil
+    import stat
+    import subprocess
+
+    shutil.copy(ROOT / "Makefile", tmp_path / "Makefile")
+    (tmp_path / "requirements.txt").write_text("numpy\n")
+    python = tmp_path / "venv" / "bin" / "python"
+    python.parent.mkdir(parents=True)
+    python.write_text(f"#!/bin/sh\necho \"$@\" >> {tmp_path / 'calls.log'}\n")
+    python.chmod(python.stat().st_mode | stat.S_IEXEC)
+    calls = tmp_path / "calls.log"
+
+    def make() -> list[str]:
+        subprocess.run(["make", "-s", "VENV=venv", "venv/.installed"], cwd=tmp_path,
+                       check=True, capture_output=True)
+        return calls.read_text().splitlines() if calls.exists() else []
+
+    assert [line.split()[:3] for line in make()] == [["-m", "pip", "install"]] * 2
+    later = time.time() + 60
+    os.utime(tmp_path / "requirements.txt", (later, later))  # newer, the same
+    assert len(make()) == 2
+    (tmp_path / "requirements.txt").write_text("numpy\nscipy\n")
+    os.utime(tmp_path / "requirements.txt", (later + 60, later + 60))
+    assert len(make()) == 4

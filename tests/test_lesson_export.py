@@ -247,16 +247,25 @@ def test_bad_input_exits_2_with_one_line_and_writes_nothing(tmp_path, case):
 def test_export_lesson_button_offers_the_file_for_the_view_on_screen():
     from apptest_helpers import open_app
 
-    from dashboard.explainer_component import LESSON_KEY
+    from dashboard.explainer_component import LESSON_KEY, LESSONS
 
+    LESSONS.clear()
     app = open_app("0_vit_explainer.py")
     assert not app.exception, app.exception
     assert not [b for b in app.get("download_button")]  # nothing built before the click
     app.button(key="explainer_lesson_make").click().run()
     assert not app.exception, app.exception
-    _, page = app.session_state[LESSON_KEY]
+    _, size = app.session_state[LESSON_KEY]  # the session keeps no copy of the file
+    [page] = [value for value, _ in LESSONS._items.values()]
+    assert len(page) == size
     manifest = read_manifest(page)
     assert manifest["model"]["id"] == "dinov2-s14" and manifest["blocks"] == list(range(12))
     assert [entry["title"] for entry in manifest["images"]] == ["Chelsea the cat"]
     labels = [b.proto.label for b in app.get("download_button")]
     assert labels == [f"Download the lesson ({len(page) / 1e6:.1f} MB)"]
+    # a second student exporting the same picture: no second build, no second copy
+    built = LESSONS.misses
+    other = open_app("0_vit_explainer.py")
+    other.button(key="explainer_lesson_make").click().run()
+    assert not other.exception and other.session_state[LESSON_KEY][1] == size
+    assert len(LESSONS) == 1 and LESSONS.misses == built

@@ -572,3 +572,100 @@ def test_warm_pages_names_an_unknown_image_or_page(capsys):
     assert warm_pages.main(["--images", "chelsea,nebula", "--pages", "home.py,99_x.py"]) == 2
     error = capsys.readouterr().err.strip()
     assert len(error.splitlines()) == 1 and "nebula, 99_x.py" in error
+
+
+# --- the warm-ups' area ---------------------------------------------------------------------
+
+def sized_store(store_dir, monkeypatch, visitors: int, warm: int):
+    """The store of fresh settings with its two bounds set to hold `visitors` and `warm`
+    entries of 16 kB (and half an entry more)."""
+    monkeypatch.setenv(settings.RESULTS_MB_ENV, "2")
+    store = disk_cache.result_store()
+    probe = cache_key("test-warm-size", None)
+    store.save(probe, np.zeros(2000))
+    size = store.path_of(result_store.key_digest(probe)).stat().st_size
+    _unlink_all(store_dir)
+    store.max_bytes, store.warm_max_bytes = visitors * size + size // 2, warm * size + size // 2
+    return store
+
+
+def _unlink_all(folder: Path) -> None:
+    for path in entry_files(folder):
+        path.unlink()
+
+
+def test_no_number_of_visitors_results_evicts_the_warm_ups(store_dir, monkeypatch):
+    """What `warmup --gallery` wrote (inside `pinning`) stays while visitors' results come
+    and go: 3 warm entries, then 20 visitors' entries through a bound of 4. Visitors' results
+    evict each other, least recently used first; every warm entry is still there and read."""
+    store = sized_store(store_dir, monkeypatch, visitors=4, warm=3)
+    warm_keys = [cache_key("test-warm", None, n) for n in range(3)]
+    with store.pinning():
+        for n, key in enumerate(warm_keys):
+            assert store.save(key, np.full(2000, n, dtype=np.float64))
+    assert store.total_bytes(warm=True) > 0 and store.total_bytes() == 0
+    visitor_keys = [cache_key("test-visitor", None, n) for n in range(20)]
+    for n, key in enumerate(visitor_keys):
+        assert store.save(key, np.full(2000, 100 + n, dtype=np.float64))
+    kept = [key for key in visitor_keys if store.load(key) is not result_store.MISSING]
+    assert kept == visitor_keys[-4:]  # the four most recent
+    assert store.total_bytes() <= store.max_bytes
+    for n, key in enumerate(warm_keys):
+        np.testing.assert_array_equal(store.load(key), np.full(2000, n, dtype=np.float64))
+    assert store.counts["evicted"] == 16
+
+
+def test_a_warm_up_takes_over_what_a_visitor_computed_first(store_dir, monkeypatch):
+    """A visitor computed a gallery result before the warm-up came to it: the warm-up reads it
+    (no recomputation) and moves it into its own area, out of the visitors' eviction."""
+    store = sized_store(store_dir, monkeypatch, visitors=2, warm=3)
+    early = cache_key("test-early", None)
+    assert store.save(early, np.full(2000, 7.0))
+    assert store.path_of(result_store.key_digest(early)).exists()
+    with store.pinning():
+        np.testing.assert_array_equal(store.load(early), np.full(2000, 7.0))
+    digest = result_store.key_digest(early)
+    assert store.path_of(digest, warm=True).exists() and not store.path_of(digest).exists()
+    for n in range(5):
+        store.save(cache_key("test-later-visitor", None, n), np.full(2000, float(n)))
+    np.testing.assert_array_equal(store.load(early), np.full(2000, 7.0))
+
+
+def test_the_warm_ups_area_keeps_its_own_bound(store_dir, monkeypatch):
+    store = sized_store(store_dir, monkeypatch, visitors=2, warm=2)
+    keys = [cache_key("test-warm-bound", None, n) for n in range(3)]
+    with store.pinning():
+        for n, key in enumerate(keys):
+            store.save(key, np.full(2000, float(n)))
+            os.utime(store.path_of(result_store.key_digest(key), warm=True),
+                     (time.time() - 100 + n, time.time() - 100 + n))
+        store.evict(warm=True)
+    assert [store.load(key) is result_store.MISSING for key in keys] == [True, False, False]
+    assert store.total_bytes(warm=True) <= store.warm_max_bytes
+
+
+def test_pinning_is_one_threads_unless_asked_for_every_thread(store_dir, monkeypatch):
+    """A warm-up running in one thread of a serving replica does not pin the results its
+    visitors compute meanwhile in theirs; `dashboard.warm_pages` (pages in threads of their
+    own) pins every thread of its process."""
+    import threading
+
+    store = sized_store(store_dir, monkeypatch, visitors=10, warm=10)
+    memory = BoundedCache(64, 2**24, shared=True)
+
+    def visitor_computes(tag):
+        memory.get_or_compute(cache_key("test-thread-pin", None, tag), lambda: np.zeros(2000))
+
+    with store.pinning():
+        worker = threading.Thread(target=visitor_computes, args=("visitor",))
+        worker.start()
+        worker.join(30)
+        visitor_computes("warm-up")
+    store.flush()
+    with store.pinning(every_thread=True):
+        worker = threading.Thread(target=visitor_computes, args=("page thread",))
+        worker.start()
+        worker.join(30)
+    for tag, warm in (("visitor", False), ("warm-up", True), ("page thread", True)):
+        digest = result_store.key_digest(cache_key("test-thread-pin", None, tag))
+        assert store.path_of(digest, warm).exists() and not store.path_of(digest, not warm).exists()

@@ -45,7 +45,7 @@ def healthy(url: str) -> bool:
     return check(url, timeout=2)
 
 
-STREAMLIT_RUN = ("-m", "streamlit", "run", "dashboard/app.py")  # the app alone: no warm-up
+STREAMLIT_RUN = ("-m", "streamlit", "run", "dashboard/replica_app.py")  # the app alone: no warm-up
 MAKE_RUN = ("-m", "dashboard.serve")  # as `make run` and deploy/systemd start it
 
 
@@ -105,8 +105,11 @@ class AppProcess:
 
 
 @contextlib.contextmanager
-def running_apps(count: int, base_path: str = "", log_name: str = "app"):
-    apps = [AppProcess(base_path, log_name) for _ in range(count)]
+def running_apps(count: int, base_path: str = "", log_name: str = "app",
+                 env: dict[str, str] | None = None):
+    """`count` replicas; `env`: variables set on top of `app_env()`."""
+    apps = [AppProcess(base_path, log_name, env={**app_env(), **(env or {})})
+            for _ in range(count)]
     try:
         for app in apps:
             app.wait_healthy()

@@ -23,7 +23,6 @@ from e2e_helpers import ARTIFACTS, free_port
 from dashboard.nginx_conf import precompress, rendered, streamlit_bundle
 
 PREFIX = "vit-lens"
-RECIPE_PORTS = ("8501", "8502")  # the replicas the recipe names
 WORKER_CONNECTIONS = 4096  # docs/hosting.md, "A class at once": nginx.conf's events {}
 # the recipe's log format: '$remote_addr [$time_local] "$request_method $vit_lens_log_uri"
 # $status $body_bytes_sent $request_time "$upstream_addr"'
@@ -32,19 +31,17 @@ LOG_LINE = re.compile(r'(\S+) \[[^\]]+\] "(\S+) ([^"]*)" (\d+) (\d+) \S+ "([^"]*
 
 def recipe_for(listen_port: int, replica_ports: list[int], log_dir: Path,
                bundle: Path | None = None) -> str:
-    """deploy/nginx/vit-lens.conf listening on a loopback port, its replicas 8501/8502
-    (in server lines, upstream names and cookie values alike) moved to `replica_ports`,
-    the static-file paths filled in (`bundle`: a copy of Streamlit's), its access log
-    written to `log_dir`."""
-    text = rendered(bundle)
+    """deploy/nginx/vit-lens.conf as `make nginx-conf PORTS=... LISTEN=...` renders it for a
+    loopback port and `replica_ports`, the static-file paths filled in (`bundle`: a copy
+    of Streamlit's), its access log written to `log_dir`."""
+    text = rendered(bundle, ports=list(replica_ports), listen=f"127.0.0.1:{listen_port}")
     log = re.compile(r"^(\s*)access_log /var/log/nginx/vit-lens\.access\.log vit_lens;", re.M)
     assert len(log.findall(text)) == 1, "the recipe logs to one access log, as vit_lens"
     text = log.sub(rf"\1access_log {log_dir}/access.log vit_lens;", text)
-    assert re.findall(r"^\s*listen 80;", text, re.M), "the recipe listens on port 80"
-    text = re.sub(r"^(\s*)listen 80;", rf"\1listen 127.0.0.1:{listen_port};", text, flags=re.M)
-    assert len(re.findall(r"^\s*server 127\.0\.0\.1:\d+", text, re.M)) >= 2
-    moved = dict(zip(RECIPE_PORTS, (str(port) for port in replica_ports)))
-    return re.sub(r"\b(8501|8502)\b", lambda match: moved[match[1]], text)
+    directives = "\n".join(line.split("#", 1)[0] for line in text.splitlines())
+    if not {8501, 8502} & set(replica_ports):
+        assert not re.search(r"\b(8501|8502)\b", directives), "a replica port left unrendered"
+    return text
 
 
 def main_conf(tmp: Path, site: Path) -> str:

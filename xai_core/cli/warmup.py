@@ -67,7 +67,8 @@ def warm_gallery(lines: list[str]) -> dict:
     from ..models import DEFAULT_CNN, DEFAULT_VIT, disk_cache, get_model
 
     store = disk_cache.result_store()
-    where = (f"{store.folder} (bound {store.max_bytes / 2**20:.0f} MB)" if store else
+    where = (f"{store.folder} (warm-ups' area bound {store.warm_max_bytes / 2**20:.0f} MB, "
+             f"visitors' {store.max_bytes / 2**20:.0f} MB)" if store else
              "off: results stay in this process (set VIT_LENS_RESULTS_DIR to share them)")
     vit, cnn = get_model(DEFAULT_VIT), get_model(DEFAULT_CNN)  # the sidebar's defaults
     started, rows = time.perf_counter(), []
@@ -78,27 +79,26 @@ def warm_gallery(lines: list[str]) -> dict:
                      f"computed, {row.from_disk} read from the store"
                      + (f"; FAILED: {'; '.join(row.failures)}" if row.failures else ""))
     seconds = time.perf_counter() - started
-    size = store.total_bytes() if store else 0
+    size = store.total_bytes(warm=True) if store else 0
     lines.append(f"{'gallery':20} {len(rows)} images in {seconds:.1f} s; result store {where}"
-                 + (f": {size / 2**20:.0f} MB in use" if store else ""))
+                 + (f": {size / 2**20:.0f} MB of warm-up results" if store else ""))
+    if store and size > 0.9 * store.warm_max_bytes:
+        lines.append(f"{'gallery':20} the warm-ups' area is nearly full: raise "
+                     f"VIT_LENS_RESULTS_WARM_MB, or its oldest results go first")
     return {"images": rows, "seconds": seconds, "store": str(store.folder) if store else None,
             "store_bytes": size}
 
 
 def _warm_one(store, vit, cnn, sample_id: str):
-    """One gallery image's default views, every result on disk before it returns: a batch job
-    waits for the writer rather than drop a write, as a request would."""
+    """One gallery image's default views, every result in the warm-ups' area before it
+    returns: a batch job waits for the writer rather than drop a write, as a request would."""
     from ..lessons.warmup import warm_image
     from ..images import load_sample
 
     if store is None:
         return warm_image(vit, cnn, sample_id, load_sample(sample_id))
-    store.wait_for_room = True
-    try:
+    with store.pinning():  # into the warm-ups' area, which no visitor's result evicts
         return warm_image(vit, cnn, sample_id, load_sample(sample_id))
-    finally:
-        store.wait_for_room = False
-        store.flush()
 
 
 def add_health_command(add) -> None:

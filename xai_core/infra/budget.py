@@ -66,7 +66,8 @@ def _limit(raw, name: str) -> int | None:
     return int(text)
 
 
-def _from_file(path: Path) -> dict:
+def read_settings_file(path: Path) -> dict:
+    """The settings file's table ({} when there is none)."""
     try:
         return tomllib.loads(path.read_text())
     except FileNotFoundError:
@@ -80,7 +81,7 @@ def current() -> Budget:
     else DEFAULT (read on every call, so a changed env var or file takes effect)."""
     if _OVERRIDE:
         return _OVERRIDE[-1]
-    settings = _from_file(SETTINGS_FILE)
+    settings = read_settings_file(SETTINGS_FILE)
 
     def setting(env: str, key: str, default: int) -> int | None:
         if env in os.environ:

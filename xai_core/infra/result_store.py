@@ -22,11 +22,18 @@ the same key each leave a whole file (the same one). Reading a file touches its 
 each write the oldest files are removed until the folder is under its byte bound (LRU across
 every process that shares it). When the folder cannot be written, the store only reads: the
 memory cache goes on as before, and the writer the caller gives says why.
+
+Two areas, each with its own bound: what the warm-ups compute (`warmup --gallery`,
+`dashboard.warm_pages`, inside `pinning()`) goes to `warm/`, everything else (visitors' own
+photos, links, options) to the rest of the folder. A visitor's results evict only visitors'
+results, so no number of uploads can push the warmed gallery out; a warm-up that reads a
+result a visitor left moves it into `warm/`.
 """
 
 from __future__ import annotations
 
 import atexit
+import contextlib
 import dataclasses
 import enum
 import functools
@@ -49,6 +56,7 @@ import torch
 FORMAT = "vit-lens-results/1"
 MAGIC = b"VLRES001"
 SUFFIX = ".vlr"
+WARM = "warm"  # the warm-ups' area, inside the folder
 _HEADER = len(MAGIC) + 32 + 32  # magic, key digest, payload sha256
 STALE_TEMPORARY_S = 600  # a writer's temporary file this old was left by a killed process
 # results waiting for the writer thread at most: each may be a 124 MB capture that the memory
@@ -288,12 +296,17 @@ class ResultStore:
     """The files of one folder, bounded by `max_bytes` (LRU by file time)."""
 
     def __init__(self, folder: Path, max_bytes: int,
-                 write: Callable[[Path, Callable[[str], None]], bool]):
+                 write: Callable[[Path, Callable[[str], None]], bool],
+                 warm_max_bytes: int | None = None):
         """`write(path, fill)` creates `path` atomically by `fill(temporary name)` and says
         whether it could (and why not, to the admin); after one failure the store only
-        reads."""
+        reads. `max_bytes` bounds the visitors' area, `warm_max_bytes` (default the same)
+        the warm-ups' area."""
         self.folder, self.max_bytes = Path(folder), max_bytes
+        self.warm_max_bytes = max_bytes if warm_max_bytes is None else warm_max_bytes
         self._write = write
+        self._pinning = threading.local()  # this thread's writes and reads go to warm/
+        self._pinning_all = 0  # every thread's do
         self.writable = True
         self._lock = threading.RLock()  # evict counts under it
         self._pending: queue.Queue = queue.Queue(maxsize=PENDING_WRITES)
@@ -303,19 +316,41 @@ class ResultStore:
         self.counts = {"read": 0, "written": 0, "corrupt": 0, "unstorable": 0, "evicted": 0,
                        "dropped": 0}
 
-    def path_of(self, digest: str) -> Path:
-        return self.folder / digest[:2] / f"{digest}{SUFFIX}"
+    def path_of(self, digest: str, warm: bool = False) -> Path:
+        return self._area(warm) / digest[:2] / f"{digest}{SUFFIX}"
+
+    def _area(self, warm: bool) -> Path:
+        return self.folder / WARM if warm else self.folder
+
+    @contextlib.contextmanager
+    def pinning(self, every_thread: bool = False):
+        """Inside (this thread, or with `every_thread` every thread of the process: a
+        warm-up process whose pages run in threads of their own): results written and read
+        belong to the warm-ups' area, and a write waits for room in the queue instead of
+        being dropped (a batch job); every write is on disk when the block ends."""
+        depth = getattr(self._pinning, "depth", 0)
+        self._pinning.depth = depth + 1
+        self._pinning_all += every_thread
+        try:
+            yield self
+        finally:
+            self._pinning.depth = depth
+            self._pinning_all -= every_thread
+            self.flush()
+
+    def pins(self) -> bool:
+        return self._pinning_all > 0 or getattr(self._pinning, "depth", 0) > 0
 
     def load(self, key: Hashable) -> Any:
         """The stored value of `key`, or MISSING (absent, not shareable, or corrupt: then the
-        file is removed so the recomputed value replaces it)."""
+        file is removed so the recomputed value replaces it). Looked for in the warm-ups'
+        area first; a warm-up (`pinning`) moves what it finds in the visitors' area to its
+        own."""
         digest = key_digest(key)
         if digest is None:
             return MISSING
-        path = self.path_of(digest)
-        try:
-            blob = path.read_bytes()
-        except OSError:
+        path, blob = self._read(digest)
+        if blob is None:
             return MISSING
         try:
             value = decode(self._checked_payload(blob, digest))
@@ -325,9 +360,33 @@ class ResultStore:
             log.warning("result store: %s is corrupt (%s); recomputing it", path, error)
             _unlink(path)
             return MISSING
-        _touch(path)
+        if self.pins() and path != self.path_of(digest, warm=True):
+            self._pin(path, digest)
+        else:
+            _touch(path)
         self._count("read")
         return value
+
+    def _read(self, digest: str) -> tuple[Path, bytes | None]:
+        """(the path, its bytes) of the entry, warm area first; (visitors' path, None)."""
+        for warm in (True, False):
+            path = self.path_of(digest, warm)
+            try:
+                return path, path.read_bytes()
+            except OSError:
+                continue
+        return path, None
+
+    def _pin(self, path: Path, digest: str) -> None:
+        """Move a visitor's entry into the warm-ups' area (a rename: no copy)."""
+        target = self.path_of(digest, warm=True)
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(path, target)
+        except OSError:
+            return  # a read-only folder, or another process moved it first
+        _touch(target)
+        self.evict(warm=True)
 
     @staticmethod
     def _checked_payload(blob: bytes, digest: str) -> bytes:
@@ -347,6 +406,7 @@ class ResultStore:
         digest = key_digest(key)  # now: the weights it names are those of this moment
         if digest is None or not self.writable:
             return
+        warm = self.pins()
         with self._lock:
             if self._writer is None:
                 self._writer = threading.Thread(target=self._write_pending, daemon=True,
@@ -354,15 +414,15 @@ class ResultStore:
                 self._writer.start()
                 atexit.register(self.flush)
         try:
-            self._pending.put((digest, value), block=self.wait_for_room)
+            self._pending.put((digest, value, warm), block=self.wait_for_room or warm)
         except queue.Full:
             self._count("dropped")
 
     def _write_pending(self) -> None:
         while True:
-            digest, value = self._pending.get()
+            digest, value, warm = self._pending.get()
             try:
-                self._save(digest, value)
+                self._save(digest, value, warm)
             except (OSError, RuntimeError, ValueError, TypeError) as error:
                 log.warning("result store: could not write %s: %s", digest, error)
             finally:
@@ -378,9 +438,9 @@ class ResultStore:
         digest = key_digest(key)
         if digest is None:
             return False
-        return self._save(digest, value)
+        return self._save(digest, value, self.pins())
 
-    def _save(self, digest: str, value: Any) -> bool:
+    def _save(self, digest: str, value: Any, warm: bool = False) -> bool:
         if not self.writable:
             return False
         try:
@@ -389,7 +449,7 @@ class ResultStore:
             self._count("unstorable")
             return False
         size = _HEADER + len(payload)
-        if size > self.max_bytes:
+        if size > (self.warm_max_bytes if warm else self.max_bytes):
             return False
         blob_head = MAGIC + bytes.fromhex(digest) + hashlib.sha256(payload).digest()
 
@@ -398,20 +458,23 @@ class ResultStore:
                 handle.write(blob_head)
                 handle.write(payload)
 
-        if not self._write(self.path_of(digest), fill):
+        if not self._write(self.path_of(digest, warm), fill):
             self.writable = False
             return False
+        if warm:  # one copy: a visitor's of the same result is now the warm-up's
+            _unlink(self.path_of(digest))
         self._count("written")
-        self.evict()
+        self.evict(warm)
         return True
 
-    def entries(self) -> list[tuple[float, int, Path]]:
-        """(last use, bytes, path) of every entry; temporary files left by killed writers
-        are removed on the way."""
+    def entries(self, warm: bool = False) -> list[tuple[float, int, Path]]:
+        """(last use, bytes, path) of every entry of one area; temporary files left by
+        killed writers are removed on the way."""
         found = []
         now = time.time()
         try:
-            shards = [entry for entry in os.scandir(self.folder) if entry.is_dir()]
+            shards = [entry for entry in os.scandir(self._area(warm))
+                      if entry.is_dir() and entry.name != WARM]
         except OSError:
             return []
         for shard in shards:
@@ -430,16 +493,17 @@ class ResultStore:
                     _unlink(Path(entry.path))
         return found
 
-    def total_bytes(self) -> int:
-        return sum(size for _, size, _ in self.entries())
+    def total_bytes(self, warm: bool = False) -> int:
+        return sum(size for _, size, _ in self.entries(warm))
 
-    def evict(self) -> None:
-        """Remove the least recently used files until the folder fits its bound."""
+    def evict(self, warm: bool = False) -> None:
+        """Remove the least recently used files of one area until it fits its bound."""
+        bound = self.warm_max_bytes if warm else self.max_bytes
         with self._lock:  # one scan at a time in this process; other processes may race:
-            entries = sorted(self.entries())  # a file already gone is skipped
+            entries = sorted(self.entries(warm))  # a file already gone is skipped
             total = sum(size for _, size, _ in entries)
             for _, size, path in entries:
-                if total <= self.max_bytes:
+                if total <= bound:
                     break
                 if _unlink(path):
                     self._count("evicted")

@@ -16,6 +16,12 @@ from contextlib import contextmanager
 import torch
 
 _GLOBAL_RNG = threading.Lock()  # torch's default generator is one per process
+_holder = threading.local()
+
+
+def held_here() -> bool:
+    """Whether this thread is inside a seeded block (others may be waiting for it)."""
+    return getattr(_holder, "depth", 0) > 0
 
 
 @contextmanager
@@ -28,5 +34,9 @@ def seeded(device: torch.device, seed: int | None):
         return
     devices = [device.index or 0] if device.type == "cuda" else []
     with _GLOBAL_RNG, torch.random.fork_rng(devices=devices):
-        torch.manual_seed(seed)
-        yield
+        _holder.depth = getattr(_holder, "depth", 0) + 1
+        try:
+            torch.manual_seed(seed)
+            yield
+        finally:
+            _holder.depth -= 1

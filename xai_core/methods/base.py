@@ -33,7 +33,7 @@ from typing import Any, Callable
 import numpy as np
 from PIL import Image
 
-from ..infra import budget
+from ..infra import budget, fair_share
 from ..infra.cache import BoundedCache, cache_key
 from ..capture import model_layout
 from ..infra.errors import OptionError
@@ -354,7 +354,9 @@ class Method:
         key = cache_key("method", model, self.name, target, *sorted(values.items()),
                         image=image_sha256(image), head=head)
 
-        def compute() -> ExplainResult:
+        def compute() -> ExplainResult:  # a miss: a new seed is a new computation, counted
+            fair_share.admit(self.cost.passes(values, model), what=self.name,
+                             should_stop=should_stop)
             result = self.compute(ExplainRequest(model, image, target, head, should_stop), **values)
             result.meta = {**result.meta, "convention": self.convention_for(values)}
             result.options = dict(values)

@@ -20,7 +20,7 @@ from typing import Callable
 from safetensors import SafetensorError
 
 from ..infra.result_store import ResultStore
-from .settings import CACHE_ENV, results_dir, results_max_bytes
+from .settings import CACHE_ENV, WARM_RESULTS_MB_ENV, results_dir, results_max_bytes
 
 # What the cache needs at least: the converted DINOv2 weights (89 MB at 224 px) and a k-NN
 # bank for each self-supervised model (well under 1 MB each). The shared results come on top,
@@ -77,7 +77,7 @@ def write_atomically(path: Path, write: Callable[[str], None], what: str | None)
 
 
 RESULTS = "computed results"
-_stores: dict[tuple[str, int], ResultStore] = {}
+_stores: dict[tuple[str, int, int], ResultStore] = {}
 
 
 def result_store() -> ResultStore | None:
@@ -85,11 +85,12 @@ def result_store() -> ResultStore | None:
     folder = results_dir()
     if folder is None:
         return None
-    where = (str(folder), results_max_bytes())
+    where = (str(folder), results_max_bytes(), results_max_bytes(WARM_RESULTS_MB_ENV))
     with _lock:
         if where not in _stores:
             _stores[where] = ResultStore(
-                folder, where[1], lambda path, fill: write_atomically(path, fill, RESULTS))
+                folder, where[1], lambda path, fill: write_atomically(path, fill, RESULTS),
+                warm_max_bytes=where[2])
         return _stores[where]
 
 

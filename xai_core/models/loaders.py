@@ -10,6 +10,7 @@ from pathlib import Path
 
 import torch
 
+from ..infra import fair_share
 from ..infra.budget import activation_elements
 from ..infra.faults import ModelLock, raise_if_out_of_memory
 from ..infra.locks import FairLock
@@ -223,9 +224,12 @@ def get_model(model_id: str, random_weights: bool = False,
     with _models_lock:  # one load at a time: loads are rare and memory-heavy
         if key not in _models:
             try:
-                _models[key] = _build(model_id, random_weights, device)
-                if _models[key].spec.family in ("vit", "cnn"):  # its memory estimate, once:
-                    activation_elements(_models[key])  # a request over budget waits for none
+                with fair_share.exempt():  # every session shares the load: nobody's share
+                    loaded = _build(model_id, random_weights, device)
+                    if loaded.spec.family in ("vit", "cnn"):  # its memory estimate, once:
+                        activation_elements(loaded)  # a request over budget waits for none
+                fair_share.count_passes(loaded.module)  # from now on, against the visitor
+                _models[key] = loaded
             except Exception as error:
                 raise_if_out_of_memory(error)
                 raise

@@ -14,7 +14,8 @@ CACHE_ENV = "VIT_LENS_CACHE_DIR"
 WEIGHTS_ENV = "VIT_LENS_WEIGHTS_DIR"
 DEVICE_ENV = "VIT_LENS_DEVICE"
 RESULTS_ENV = "VIT_LENS_RESULTS_DIR"  # a folder, or "off" for results in memory only
-RESULTS_MB_ENV = "VIT_LENS_RESULTS_MB"
+RESULTS_MB_ENV = "VIT_LENS_RESULTS_MB"  # the visitors' area
+WARM_RESULTS_MB_ENV = "VIT_LENS_RESULTS_WARM_MB"  # the warm-ups' area
 DEFAULT_RESULTS_MB = 4096
 
 
@@ -46,13 +47,14 @@ def results_dir() -> Path | None:
     return Path(wanted) if wanted else cache_dir() / "results"
 
 
-def results_max_bytes() -> int:
-    """The result store's bound; a value that is not a positive number of MB is the default."""
+def results_max_bytes(env: str = RESULTS_MB_ENV) -> int:
+    """The bound of the result store's visitors' area (`WARM_RESULTS_MB_ENV`: its warm-ups'
+    area); a value that is not a positive number of MB is the default."""
     try:
-        megabytes = int(os.environ.get(RESULTS_MB_ENV, DEFAULT_RESULTS_MB))
+        megabytes = float(os.environ.get(env, DEFAULT_RESULTS_MB))
     except ValueError:
         megabytes = DEFAULT_RESULTS_MB
-    return (megabytes if megabytes > 0 else DEFAULT_RESULTS_MB) * 2**20
+    return int((megabytes if megabytes > 0 else DEFAULT_RESULTS_MB) * 2**20)
 
 
 def default_device() -> torch.device:
