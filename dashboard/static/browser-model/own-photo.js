@@ -220,6 +220,8 @@ class OwnPhoto {
       const sources = await this.api.sources;
       this.model = new BrowserModel({ ...sources, model: decodeMessage(sources.model) }, this.md,
         (text) => this.say(`${text}\u2026`));
+      window.vitLens = window.vitLens || {};
+      window.vitLens.model = this.model;  // for automation: run, resume, daam
     })();
     return this.loading;
   }

@@ -3,10 +3,14 @@
  * notes): format(x, ".Nf"), format(x, ".Ng"), format(x, "g"), format(n, ","), round(). */
 
 /** A double that lies exactly halfway between two multiples of 10^-digits (Python rounds
- * those to even, JavaScript's toFixed up): the larger multiple's integer, else null. */
+ * those to even, JavaScript's toFixed up): the larger multiple's integer, else null. Such a
+ * half, (2k+1) / (2·10^d), is a double only when 5^d divides 2k+1 (a binary fraction); the
+ * product below may round onto an odd integer for a number that is no half (0.8605). */
 function exactTie(x, digits) {
   const doubled = Math.abs(x) * 2 * 10 ** digits;
-  return Number.isSafeInteger(doubled) && doubled % 2 === 1 ? (doubled + 1) / 2 : null;
+  const half = Number.isSafeInteger(doubled) && doubled % 2 === 1 && doubled % 5 ** digits === 0 &&
+    doubled / (2 * 10 ** digits) === Math.abs(x);
+  return half ? (doubled + 1) / 2 : null;
 }
 
 /** format(x, `.${digits}f`). */
