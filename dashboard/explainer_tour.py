@@ -351,14 +351,18 @@ def tour_facts(overview: dict, switch: Switch, live: bool = True,
     the two heads the tour switches off (`switch`); `live`: in the app (False: an offline
     lesson, where nothing runs again); `second_opinion`: the CNN's ImageNet answer shown
     beside a picture the k-NN bank does not know (`second_opinion` in the component)."""
-    layout, dims, prediction = overview["layout"], overview["dims"], overview["prediction"]
+    return {**model_facts(overview, live), **picture_facts(overview, switch, second_opinion)}
+
+
+def model_facts(overview: dict, live: bool = True) -> dict[str, str]:
+    """The facts that depend on the model only: the same for every picture."""
+    layout, dims = overview["layout"], overview["dims"]
     (height, width), (ph, _) = layout["input"], layout["patch"]
     rows, cols = layout["grid"]
     names = layout["prefix_names"]
     late = layout["cls_joins_late"]
     middle = resolve_block("middle", overview)
     blocks = overview["blocks"]
-    random = overview["model"]["random"]
     return {
         "model": overview["model"]["label"], "H": str(height), "W": str(width),
         "pixels": f"{height * width * 3:,}", "P": str(ph), "rows": str(rows), "cols": str(cols),
@@ -367,36 +371,48 @@ def tour_facts(overview: dict, switch: Switch, live: bool = True,
         "heads": str(dims["heads"]), "d": str(dims["head_dim"]),
         "sqrt_d": f"{math.sqrt(dims['head_dim']):.3g}",
         "tokens_block": str(blocks[0]["nk"]),
-        "random_note": ("The weights are random, so that answer means nothing; the shapes "
-                        "are real. " if random else "" if prediction["open_set"]["known"] else
-                        "A forced guess, because this picture looks like none of what the "
-                        "model knows. "),
-        "picture_sentence": _picture_sentence(overview),
         "prefix_sentence": _prefix_sentence(names, late, dims),
         "token_sentence": _token_sentence(layout, names, late),
         "pos_table": "×".join(map(str, dims["pos_table"])) if dims["pos_table"] else "none",
         "blocks_lead": _blocks_lead(dims, late),
         "middle_label": blocks[middle]["label"].lower(),
         "middle_row": "⟦cls⟧ row" if blocks[middle]["prefix"] else "mean patch row",
+        "switch_how": SWITCH_HOW[live], "switch_yourself": SWITCH_YOURSELF[live],
+        "cls_lead": _cls_sentences(late, dims)[0],
+        "cls_sentence": _cls_sentences(late, dims)[1],
+        "rollout_last": blocks[resolve_block("last_self", overview)]["label"].lower(),
+        "summary_sentence": _summary_sentence(overview),
+        "feature_sentence": _feature_sentence(overview["prediction"], names),
+        "head_sentence": _head_sentence(overview["prediction"]),
+        "heads_step": str(step_number("heads")),
+    }
+
+
+def picture_facts(overview: dict, switch: Switch,
+                  second_opinion: dict | None = None) -> dict[str, str]:
+    """The facts of the picture on screen (the model in the learner's browser computes
+    these itself for their photo: dashboard/static/browser-model/tour-steps.js)."""
+    prediction = overview["prediction"]
+    middle = resolve_block("middle", overview)
+    random = overview["model"]["random"]
+    return {
+        "random_note": ("The weights are random, so that answer means nothing; the shapes "
+                        "are real. " if random else "" if prediction["open_set"]["known"] else
+                        "A forced guess, because this picture looks like none of what the "
+                        "model knows. "),
+        "picture_sentence": _picture_sentence(overview),
         "sharpest": str(resolve_head("sharpest", overview, middle)),
         "growth_lead": _growth(overview)[0],
         "growth_sentence": _growth(overview)[1],
         "outlier_sentence": _outlier_sentence(overview),
         "sink_lead": _sink_sentences(overview)[0],
         "sink_sentence": _sink_sentences(overview)[1],
-        "switch_how": SWITCH_HOW[live], "switch_yourself": SWITCH_YOURSELF[live],
         "distance_sentence": _distance_sentence(overview),
         "near_head_lead": _near_head_lead(overview),
         "near_head_sentence": _near_head_sentence(overview),
         "rollout_start": _rollout_start(overview),
-        "cls_lead": _cls_sentences(late, dims)[0],
-        "cls_sentence": _cls_sentences(late, dims)[1],
-        "rollout_last": blocks[resolve_block("last_self", overview)]["label"].lower(),
         "daam_lead": _daam_sentences(overview)[0],
         "daam_sentence": _daam_sentences(overview)[1],
-        "summary_sentence": _summary_sentence(overview),
-        "feature_sentence": _feature_sentence(prediction, names),
-        "head_sentence": _head_sentence(prediction),
         "top_answer": _top_answer(prediction),
         "prediction_lead": _prediction_lead(overview),
         "prediction_sentence": _prediction_sentence(prediction),
@@ -404,9 +420,26 @@ def tour_facts(overview: dict, switch: Switch, live: bool = True,
         "fair_test": _fair_test(overview, second_opinion),
         "readout_label": f"**{short(_readout_label(overview))}**",
         "readout_sentence": _readout_sentence(overview),
-        "heads_step": str(step_number("heads")),
         **_switch_facts(overview, switch),
     }
+
+
+def browser_tour(overview: dict) -> dict:
+    """What the model in the learner's browser needs to write the tour for their photo
+    (dashboard/static/browser-model/tour-steps.js): the steps and the glossary as data, the
+    facts that depend on the model only (from a recorded picture's overview of the same
+    model), the fixed sentences and thresholds the picture's facts use. Switches run in the
+    browser, so the tour speaks as the app does (`live`)."""
+    from dataclasses import asdict
+
+    from dashboard.explainer_glossary import GLOSSARY
+
+    return {"steps": [asdict(step) for step in TOUR],
+            "glossary": {key: {"term": t.term, "words": t.words, "taught": t.taught}
+                         for key, t in GLOSSARY.items()},
+            "pages": page_titles(), "model_facts": model_facts(overview, live=True),
+            "two_scores": TWO_SCORES, "teach": TEACH, "sink_threshold": SINK_THRESHOLD,
+            "high_norm_ratio": HIGH_NORM_RATIO, "high_norm_gap": HIGH_NORM_GAP}
 
 
 def step_number(step_id: str) -> int:

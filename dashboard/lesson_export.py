@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Callable
 
 from dashboard import assets
-from dashboard.explainer_tour import resolve_steps, switcher
+from dashboard.explainer_tour import browser_tour, resolve_steps, switcher
 from xai_core import __version__
 from xai_core.lessons import explainer
 from xai_core.capture import transformer_blocks
@@ -73,8 +73,6 @@ SERVER_ONLY = (
 # With the model in the browser, only these need the server.
 MODEL_SERVER_ONLY = (
     "another model (this file carries one)",
-    "for your own photo: the DAAM map and each block's read-out (they need a backward pass "
-    "and a memory bank per block), and the guided tour (written from the server's analyses)",
     "interventions other than switching heads off: masking patches, dropping tokens (page 9)",
     "the deeper pages the tour points to (attention maps, rollout, comparison, ...)",
     "blocks left out of this file when it was exported",
@@ -257,7 +255,9 @@ def build_lesson(model, images: list[LessonImage], head=None, blocks: list[int] 
                           "random": model.random_weights, "weights": model.weights_source},
                 "images": entries, "modules": modules}
     if model_pack is not None:
-        manifest["browser_model"] = model_pack.manifest
+        # the tour for the learner's photo: its words, and the model's facts it quotes
+        first = explainer.overview_payload(model, images[0].image, head)
+        manifest["browser_model"] = {**model_pack.manifest, "tour": browser_tour(first)}
     return render_page(model, images[0].image, manifest, blobs, model_pack)
 
 
@@ -338,7 +338,9 @@ These need the ViT Lens app and its server:</p>
     host = HOST_JS.read_text(encoding="utf-8")
     if not host.isascii():
         raise LessonError("dashboard/lesson/host.js must be ASCII (the page is windows-1252).")
-    out.append(f'<script type="module">{host}</script>\n'.encode("ascii"))
+    # async: the host runs as soon as the parser reaches it, so the recorded picture is drawn
+    # while the rest of the page (the model's bytes, when it carries the model) is still read
+    out.append(f'<script type="module" async>{host}</script>\n'.encode("ascii"))
     if model_pack is not None:
         if model_pack.blob is not None:
             out += [f'<script type="application/octet-stream" id="{model_pack.manifest["blob"]}">'

@@ -3,8 +3,9 @@ and what `export-site` writes beside its page (dashboard/lesson_export.py calls 
 
 The browser side is plain ES modules (dashboard/static/browser-model/, entry own-photo.js,
 and worker.js for the Web Worker), the vendored onnxruntime-web (WebAssembly build, pinned,
-dashboard/static/vendor/onnxruntime-web/ with its licence), the model's ONNX file and its
-data (xai_core/browser_model). In the one file they travel deflated in one
+dashboard/static/vendor/onnxruntime-web/ with its licence), the model (its ONNX graphs and
+weights) and its data (xai_core/browser_model), and the tour's words and the model's facts
+it quotes (dashboard/explainer_tour.browser_tour, added by the lesson's packer). In the one file they travel deflated in one
 `<script type="application/octet-stream">` (escaped as the pictures' bytes are); on a site
 they are plain files named by their content's hash, so a browser or CDN may keep them.
 """
@@ -84,7 +85,7 @@ def _common(model, head, precision: str) -> tuple[dict, dict[str, bytes]]:
                 "runtime": (VENDOR / RUNTIME).read_bytes(), "wasm": (VENDOR / WASM).read_bytes()}
     manifest = {"modules": browser_modules(),
                 "worker": (MODULE_DIR / WORKER).read_text(encoding="utf-8"),
-                "limits": bundle.OWN_PHOTO_LIMITS, "precision": precision,
+                "precision": precision,
                 "runtime": f"onnxruntime-web {RUNTIME_VERSION} (WebAssembly)",
                 "bytes": {name: len(data) for name, data in contents.items()}}
     return manifest, contents
@@ -113,7 +114,7 @@ def site_pack(model, head, precision: str = bundle.DEFAULT_PRECISION) -> ModelPa
     manifest, contents = _common(model, head, precision)
     vendor = f"vendor/onnxruntime-web-{RUNTIME_VERSION}"
     contents["wasm"] = zlib.compress(contents["wasm"], 9)  # inflated by the worker
-    paths = {"model": _hashed("model", f"{model.spec.id}-{precision}", ".onnx", contents["model"]),
+    paths = {"model": _hashed("model", f"{model.spec.id}-{precision}", ".bin", contents["model"]),
              "data": _hashed("model", f"{model.spec.id}-data", ".bin", contents["data"]),
              "runtime": f"{vendor}/{RUNTIME}", "wasm": f"{vendor}/{WASM}.deflate"}
     files = {paths[name]: data for name, data in contents.items()}

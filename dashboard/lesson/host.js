@@ -53,6 +53,7 @@ function blobBytes(id) {  // the bytes of one <script type="application/octet-st
     out[n++] = byte;
   }
   blobs.set(id, out.subarray(0, n));
+  document.getElementById(id).textContent = "";  // the bytes are kept: free the text (2 bytes a byte)
   return blobs.get(id);
 }
 
@@ -121,7 +122,6 @@ function fail(error) {
 
 /** What the live server answers to a `view` (dashboard/explainer_component.component_data). */
 async function reply(view) {
-  root.classList.toggle("lesson-own-shown", !!host.own);  // no tour for it (lesson.css)
   if (host.own) {  // the learner's own photo: dashboard/lesson/model-host.js answers
     host.mount({ parentElement: root, data: await host.own.reply(view, host.presentation), setStateValue, setTriggerValue });
     say("");
@@ -250,5 +250,6 @@ async function open() {
 /* What dashboard/lesson/model-host.js (present when the file carries the model) uses. */
 window.__vitLessonHost = { manifest, host, request: () => { request(host.view); return host.queue; }, say, blobBytes, inflate,
   loadModules: loadComponent, part };
+window.dispatchEvent(new Event("vit-lesson-host"));
 
 open().catch(fail);

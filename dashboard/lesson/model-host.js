@@ -4,8 +4,7 @@
  * component's are), gives them the model's bytes (packed in this page, or as files beside a
  * static site's page) and shows the learner's own photo through the same component. */
 
-const api = window.__vitLessonHost;
-const model = api.manifest.browser_model;
+let api = null, model = null;  // host.js's API and the model's manifest entry, at start()
 const blobUrl = (parts, type) => URL.createObjectURL(new Blob(Array.isArray(parts) ? parts : [parts], { type }));
 
 async function packedPart(name) {  // one part of the model blob, inflated
@@ -21,11 +20,12 @@ async function fileBytes(path) {
 
 const absolute = (path) => new URL(path, window.location.href).href;
 
-/** Where the worker finds the runtime, its WebAssembly and the model. */
+/** Where the worker finds the runtime and its WebAssembly, and the model's bytes (its graphs
+ * and weights: one Explainer message, xai_core/browser_model/bundle.model_file). */
 async function sources() {
   if (model.files) {  // a static site: separate files the browser caches
     return { worker: blobUrl(model.worker, "text/javascript"), runtime: absolute(model.files.runtime),
-      wasm: absolute(model.files.wasm), model: absolute(model.files.model) };
+      wasm: absolute(model.files.wasm), model: await fileBytes(model.files.model) };
   }
   // from disk: one classic worker script, the runtime's classic build first (see worker.js)
   return { worker: blobUrl([await packedPart("runtime"), "\n", model.worker], "text/javascript"), runtime: null,
@@ -43,11 +43,20 @@ function picker() {
   return { select, option };
 }
 
+/** host.js's API: host.js runs as soon as the page reaches it (an async module), long before
+ * this script (deferred to the end of the page, after the model's bytes); waited for anyway. */
+function hostReady() {
+  if (window.__vitLessonHost) return Promise.resolve(window.__vitLessonHost);
+  return new Promise((resolve) => window.addEventListener("vit-lesson-host", () => resolve(window.__vitLessonHost), { once: true }));
+}
+
 async function start() {
+  api = await hostReady();
+  model = api.manifest.browser_model;
   const setup = await api.loadModules(model.modules);
   let cached = null;
   setup({
-    limits: model.limits,
+    tour: model.tour,
     mountPanel(element) {
       const place = document.getElementById("lesson-own-photo");
       place.textContent = "";
@@ -61,10 +70,14 @@ async function start() {
       option.textContent = `Your photo: ${name}`;
       select.value = "own";
       api.host.own = own;
-      await api.request();  // the component has the photo's views: wait for them to be painted
+      await this.refresh();
+    },
+    isShown: (own) => api.host.own === own,
+    async refresh() {  // the component has the photo's views: wait for them to be painted
+      await api.request();
       await new Promise((resolve) => requestAnimationFrame(() => setTimeout(resolve, 0)));
     },
   });
 }
 
-start().catch((error) => api.say(`The model could not be set up in this browser: ${error && error.message ? error.message : error}`));
+start().catch((error) => window.__vitLessonHost.say(`The model could not be set up in this browser: ${error && error.message ? error.message : error}`));

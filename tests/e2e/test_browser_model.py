@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from scipy.stats import spearmanr
 from e2e_helpers import ROOT as REPO
 from e2e_helpers import app_env
 from explainer_driver import ROOT
@@ -213,6 +214,24 @@ def switch_head(page, dinov2, photo: Path) -> None:
     assert abs(float(status.split("→")[1].split()[0]) - target["after"]) <= 0.002, status
 
 
+RESTART_EQUALS_FULL = """async (off) => {
+  const own = window.vitLens.own, model = window.vitLens.model;
+  const full = await model.run(own.prepared.pixels, off), part = await model.resume(own.outputs.inputs, off);
+  const a = full.outputs.output, b = part.outputs.output;
+  return { equal: a.length === b.length && a.every((v, i) => Object.is(v, b[i])),
+           changed: a.some((v, i) => v !== own.outputs.output[i]) };
+}"""
+
+
+def assert_restart_equals_full_forward(page) -> None:
+    """A switch restarted at its block gives the full forward's output with the same heads
+    off, bit for bit (the same block graph on the same numbers: tests/test_browser_model.py
+    says why no tolerance), in block 0, 6 and 11 and two blocks at once."""
+    for off in ([[0, 3]], [[6, 2]], [[11, 5]], [[3, 1], [9, 4]]):
+        found = page.evaluate(RESTART_EQUALS_FULL, off)
+        assert found == {"equal": True, "changed": True}, (off, found)
+
+
 @pytest.fixture(scope="module")
 def lesson(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("lesson") / "with-model.html"
@@ -240,6 +259,7 @@ def test_lesson_offline_from_disk_runs_the_model_on_a_chosen_photo(browser, less
     assert page.evaluate("window.vitLens.lastRun.threads") == 1  # file://: never isolated
     assert "one thread" in page.text_content("#own-progress")
     switch_head(page, dinov2, photos["tissue"])
+    assert_restart_equals_full_forward(page)
     # back to the recorded picture, then the photo again
     page.select_option("#lesson-image", "0")
     page.wait_for_function(f"() => document.querySelector(\"{ROOT} .vx-stage-answer\").textContent.startsWith('cat')")
@@ -271,6 +291,7 @@ def test_site_from_a_static_server_runs_the_model_on_threads(browser, site, dino
         check_every_view(page, dinov2, photos["motorcycle"])
         assert page.evaluate("window.vitLens.lastRun.threads") > 1
         switch_head(page, dinov2, photos["motorcycle"])
+        assert_restart_equals_full_forward(page)
         asked = {url.removeprefix(server.url) for url in requests if not url.startswith("blob:")}
         files = {str(p.relative_to(site)) for p in site.rglob("*") if p.is_file()}
         assert asked - {""} <= files, asked  # only the site's own files
@@ -297,25 +318,36 @@ def test_a_browser_that_cannot_run_the_model_gets_the_recorded_picture_and_one_s
     context.close()
 
 
+PAYLOADS = """() => { const u = window.vitLens.payloads(6); let t = "";
+  for (let i = 0; i < u.length; i += 32768) t += String.fromCharCode(...u.subarray(i, i + 32768));
+  return btoa(t); }"""
+
+
+def browser_payloads(page, photo: Path) -> dict:
+    """Choose the photo; once its tour and DAAM are done, the overview, block 6's detail and
+    vectors and the tour's steps the browser computed (one Explainer message, decoded)."""
+    from xai_core.lessons import explainer
+
+    page.evaluate("() => { if (window.vitLens) window.vitLens.phases = null; }")
+    page.set_input_files("#own-file", str(photo))
+    page.wait_for_function("() => window.vitLens && window.vitLens.phases", timeout=240_000)
+    return explainer.decode_message(base64.b64decode(page.evaluate(PAYLOADS)))
+
+
 def test_the_browsers_payloads_are_the_servers(browser, lesson, dinov2, photos):
     """Every number the component draws for the photo, computed in the browser from the
     model's outputs (float16-stored weights), against the server's payloads
     (explainer.build_overview, build_block_detail, build_block_vectors) for the same file:
-    attention rows, rollout (same start), sinks, norms, the answer, block 6's attention,
-    norms and queries and keys."""
+    attention rows, rollout (same start), sinks, norms, the answer, the read-out of every
+    block, DAAM, block 6's attention, norms and queries and keys."""
     from xai_core.lessons import explainer
 
     context = browser.new_context(viewport={"width": 1500, "height": 1800})
     page = context.new_page()
     page.goto(lesson.resolve().as_uri())
     page.wait_for_function("() => window.__vitExplainer && window.__vitExplainer.readyAt !== null")
-    page.set_input_files("#own-file", str(photos["motorcycle"]))
-    page.wait_for_function("() => window.vitLens && window.vitLens.payloads", timeout=240_000)
-    encoded = page.evaluate("""() => { const u = window.vitLens.payloads(6); let t = "";
-      for (let i = 0; i < u.length; i += 32768) t += String.fromCharCode(...u.subarray(i, i + 32768));
-      return btoa(t); }""")
+    found = browser_payloads(page, photos["motorcycle"])
     context.close()
-    found = explainer.decode_message(base64.b64decode(encoded))
     image = load_image_file(photos["motorcycle"])
     server = {"overview": explainer.build_overview(dinov2, image),
               "detail": explainer.build_block_detail(dinov2, image, 6),
@@ -361,6 +393,21 @@ def test_the_browsers_payloads_are_the_servers(browser, lesson, dinov2, photos):
     assert [n["source"] for n in mine["neighbours"][:5]] == [n["source"] for n in theirs["neighbours"][:5]]
     assert ov["picture"]["crop"] == sov["picture"]["crop"] and ov["picture"]["size"] == sov["picture"]["size"]
     assert ov["picture"]["kept"] == sov["picture"]["kept"] and ov["picture"]["scale"] == sov["picture"]["scale"]
+    mine, theirs = ov["readout"], sov["readout"]
+    assert {k: mine[k] for k in ("label", "score_kind", "bank", "first_block")} == \
+        {k: theirs[k] for k in ("label", "score_kind", "bank", "first_block")}
+    for block, (row, their_row) in enumerate(zip(mine["blocks"], theirs["blocks"])):
+        assert row["label"] == their_row["label"], block
+        assert row["share"] == pytest.approx(their_row["share"], abs=0.01), block
+        assert row["target_score"] == pytest.approx(their_row["target_score"], abs=0.005), block
+    mine, theirs = ov["daam"], sov["daam"]
+    assert {k: mine[k] for k in ("blocks", "labels", "target", "variant", "convention")} == \
+        {k: theirs[k] for k in ("blocks", "labels", "target", "variant", "convention")}
+    # float16 weights and two 8-bit codings: each frame within 3% of its largest value
+    # (the float16 maps alone: 1.1% at worst on 14 pictures, tests/test_browser_model.py)
+    for frame, (row, their_row) in enumerate(zip(rows(mine), rows(theirs))):
+        assert np.abs(row - their_row).max() <= 0.03 * their_row.max(), frame
+        assert spearmanr(row, their_row).statistic >= 0.99, frame
     detail, sdetail = found["detail"], server["detail"]
     np.testing.assert_allclose(rows(detail["attention"]), rows(sdetail["attention"]), atol=0.01)
     for name in sdetail["norms"]:
@@ -396,4 +443,41 @@ def test_a_new_photo_starts_with_every_head_on(browser, lesson, dinov2, photos):
     page.wait_for_timeout(1500)  # a forward with heads off would have ended by now
     assert page.evaluate("window.vitLens.lastRun.off") == []
     assert page.locator(f"{ANSWER}").get_attribute("data-shown") == "trained"
+    context.close()
+
+
+def test_the_browsers_tour_is_the_servers_words(browser, lesson, dinov2, tmp_path):
+    """The tour the browser writes for a photo equals, word for word and number for number,
+    what explainer_tour.resolve_steps writes from the same overview and the same two
+    switches (in the app: live), on a photo the model knows, one it does not, one the bank
+    holds (chelsea) and a turned one; and the browser's two switches are the server's."""
+    from dashboard.explainer_tour import resolve_steps
+    from xai_core.lessons.explainer import head_switch
+
+    context = browser.new_context(viewport={"width": 1500, "height": 1800})
+    page = context.new_page()
+    page.goto(lesson.resolve().as_uri())
+    page.wait_for_function("() => window.__vitExplainer && window.__vitExplainer.readyAt !== null")
+    others = other_pictures()
+    pictures = {"chelsea": load_sample("chelsea"), "tissue": others["stained tissue"],
+                "Hubble": others["Hubble deep field"],
+                "coffee turned": others["coffee, mirrored and turned"]}
+    for name, picture in pictures.items():
+        path = tmp_path / f"{name}.png"
+        picture.save(path)
+        found = browser_payloads(page, path)
+        steps = found["steps"]
+        switches = {(s["block"], s["head"]): s["switch"] for s in steps if s["switch"]}
+        assert len(switches) in (1, 2), name
+        expected = resolve_steps(found["overview"], lambda b, h: switches[(b, h)], live=True)
+        assert len(steps) == len(expected) == 21
+        for mine, theirs in zip(steps, expected):
+            assert mine == theirs, (name, mine["id"])
+        image = load_image_file(path)
+        for (block, head), result in switches.items():
+            server = head_switch(dinov2, image, None, [(block, head)])
+            assert [t["label"] for t in result["after"]][:2] == \
+                [t["label"] for t in server["after"]][:2], (name, block, head)
+            for when in ("before", "after"):
+                assert result["target"][when] == pytest.approx(server["target"][when], abs=2e-3)
     context.close()

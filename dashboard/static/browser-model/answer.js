@@ -5,6 +5,8 @@
  * check (xai_core/open_set.py: the nearest entry's similarity against the bank's own
  * threshold). */
 
+import { fixed } from "./pyformat.js";
+
 function normalised(feature) {
   let sum = 0;
   for (const v of feature) sum += v * v;
@@ -26,8 +28,7 @@ export function similarities(bank, feature) {
 
 /** {probabilities (bank.classes order), neighbours [{index, label, source, similarity}]}. */
 export function knnVote(bank, feature) {
-  const sim = similarities(bank, feature);
-  const order = [...sim.keys()].sort((a, b) => sim[b] - sim[a] || a - b).slice(0, Math.min(bank.k, sim.length));
+  const sim = similarities(bank, feature), order = nearest(bank, sim);
   const votes = new Float64Array(bank.classes.length);
   for (const i of order) votes[bank.classes.indexOf(bank.labels[i])] += Math.exp(sim[i] / bank.temperature);
   const total = votes.reduce((a, b) => a + b, 0);
@@ -55,6 +56,33 @@ export function openSet(bank, feature) {
   const score = Math.max(...similarities(bank, feature)), threshold = bank.threshold;
   return { score, threshold, known: score >= threshold, measure: "nearest bank entry's cosine similarity",
     rule: bank.rule,
-    why: `its nearest memory-bank picture has cosine similarity ${score.toFixed(3)}, ` +
-      `below ${threshold.toFixed(3)}, which 95% of the bank's own pictures reach with their nearest neighbour` };
+    why: `its nearest memory-bank picture has cosine similarity ${fixed(score, 3)}, ` +
+      `below ${fixed(threshold, 3)}, which 95% of the bank's own pictures reach with their nearest neighbour` };
+}
+
+/** The k nearest bank entries, most similar first (knn_vote's order). */
+function nearest(bank, sim) {
+  return [...sim.keys()].sort((a, b) => sim[b] - sim[a] || a - b).slice(0, Math.min(bank.k, sim.length));
+}
+
+/** DAAM's k-NN weights w (xai_core/methods/daam_knn.py knn_weights, the official formula of
+ * eq. 13): the target class's entries among the k nearest (or, when it has none there, its
+ * own k nearest), x̂_d·ẑ_kd averaged over them, divided by |their sum over d|, min-max to
+ * [0, 1]. Returns {weights (Float64Array), voters (bank rows), fallback}. */
+export function knnWeights(bank, feature, classIndex) {
+  const sim = similarities(bank, feature), label = bank.classes[classIndex];
+  let voters = nearest(bank, sim).filter((i) => bank.labels[i] === label), fallback = false;
+  if (!voters.length) {
+    fallback = true;
+    voters = [...sim.keys()].filter((i) => bank.labels[i] === label).sort((a, b) => sim[b] - sim[a] || a - b).slice(0, bank.k);
+  }
+  const x = normalised(feature), width = x.length, mean = new Float64Array(width);
+  for (const row of voters) {
+    const z = normalised(bank.features.subarray(row * width, (row + 1) * width));
+    for (let d = 0; d < width; d++) mean[d] += x[d] * z[d] / voters.length;
+  }
+  const total = Math.abs(mean.reduce((a, b) => a + b, 0));
+  const raw = total > 0 ? mean.map((v) => v / total) : mean;
+  const low = Math.min(...raw), span = Math.max(...raw) - low;
+  return { weights: raw.map((v) => (span > 0 ? (v - low) / span : 1)), voters, fallback };
 }

@@ -38,9 +38,10 @@ export function analyseSinks(md, attention) {
 const patchSinks = (row) => row.filter((s) => s.score >= SINK_THRESHOLD && s.on_patch);
 
 /** explainer._sink_facts and the rollout start it implies. */
-export function sinkFacts(rows, rule) {
+export function sinkFacts(md, rows, rule) {
   const round4 = (x) => Math.round(x * 1e4) / 1e4;
-  const sink = (s) => ({ block: s.block, head: s.head, score: round4(s.score), key: s.key_name, on_patch: s.on_patch });
+  const sink = (s) => ({ block: s.block, head: s.head, score: round4(s.score), key: s.key_name, on_patch: s.on_patch,
+    patch: s.on_patch ? s.key - md.prefix : null });
   const all = rows.flat();
   let strongest = all[0];
   for (const s of all) if (s.score > strongest.score) strongest = s;

@@ -38,6 +38,19 @@ export function toHalf(value) {
   return sign | h;
 }
 
+/** IEEE half bits -> the number. */
+export function fromHalf(h) {
+  const sign = h & 0x8000 ? -1 : 1, exp = (h >> 10) & 31, frac = h & 1023;
+  if (exp === 0) return sign * frac * 2 ** -24;
+  if (exp === 31) return frac ? NaN : sign * Infinity;
+  return sign * (1 + frac / 1024) * 2 ** (exp - 15);
+}
+
+/** A packed array's values as numbers (float16 decoded). */
+export function valuesOf(item) {
+  return item.dtype === "f16" ? Float64Array.from(item.array, fromHalf) : Float64Array.from(item.array);
+}
+
 export function half(values, shape) {
   const out = new Uint16Array(values.length);
   for (let i = 0; i < values.length; i++) out[i] = toHalf(values[i]);

@@ -4,10 +4,11 @@
  * and handed to the same component as the server's messages, head switches included.
  * Nothing leaves the browser. The host (dashboard/lesson/host.js) calls setup(api). */
 
-import { knnVote, top as topClasses } from "./answer.js";
+import { knnVote, knnWeights, top as topClasses } from "./answer.js";
 import { BrowserModel, cannotRun } from "./runtime.js";
 import { decodeMessage, encodeMessage } from "./message.js";
-import { detail, headSwitch, modelData, overview, vectors } from "./payloads.js";
+import { daamFrames, detail, headSwitch, modelData, overview, vectors } from "./payloads.js";
+import { resolveSteps, switchedHeads } from "./tour-steps.js";
 import { fitToModel, fromRGBA, modelCropBox, scaleWords, shrinkUpload, toModelTensor } from "./preprocess.js";
 
 const MIN_SIDE = 16, MAX_ASPECT = 10;  // xai_core.images: the same refusals as the server's
@@ -82,16 +83,48 @@ class OwnPicture {
     this.outputs = outputs;
     this.signature = `own|${name}|${Date.now()}`;
     this.overview = overview(this.md, setup.template, outputs, { image: dataUrl(prepared.modelImage), facts: prepared.facts });
+    this.steps = [];  // the tour, once the two heads it switches off have run (complete)
     this.switches = new Map();
   }
 
+  /** explainer.head_switch for these heads off: the model restarted at the first block
+   * with a head off, on what entered it in this photo's forward. */
   async switched(off) {
     const key = JSON.stringify(off);
     if (!this.switches.has(key)) {
-      const run = await this.setup.forward(this.prepared.pixels, off);
-      this.switches.set(key, headSwitch(this.md, this.outputs.output, run.outputs.output, off));
+      this.switches.set(key, this.setup.model.resume(this.outputs.inputs, off).then((run) =>
+        ({ run, result: headSwitch(this.md, this.outputs.output, run.outputs.output, off) })));
     }
     return this.switches.get(key);
+  }
+
+  /** A switch the learner asked for: its result, and its run reported (`lastRun`). */
+  async learnerSwitch(off) {
+    const { run, result } = await this.switched(off);
+    this.setup.report(run, run.outputs.output, off);
+    return result;
+  }
+
+  /** What comes after the views: the tour (its two switches run first) and DAAM (a
+   * backward pass); each sent to the component as it is ready. `shown()`: this photo is
+   * still the one on screen. */
+  async complete(shown, refresh, mark) {
+    const { md, outputs } = this;
+    const switches = new Map();
+    for (const pair of switchedHeads(md, this.overview, this.setup.tour)) {
+      switches.set(pair.join(","), (await this.switched([pair])).result);
+    }
+    this.steps = resolveSteps(this.overview, (b, h) => switches.get(`${b},${h}`), this.setup.tour);
+    mark("tour");
+    if (shown()) await refresh();
+    if (typeof md.daam === "string") return;
+    const target = this.overview.prediction.top[0];
+    const { weights } = knnWeights(md.knn, outputs.output, target.index);
+    const { maps } = await this.setup.model.daam(outputs.inputs, weights);
+    this.overview.daam = daamFrames(md, maps, target.label);
+    this.daamMaps = maps;
+    mark("daam");
+    if (shown()) await refresh();
   }
 
   /** What the server would answer to the component's `view` (explainer_component.component_data). */
@@ -108,8 +141,11 @@ class OwnPicture {
       signature: this.signature, presentation, overview: holds ? null : this.overview,
       detail: kept ? null : detail(this.md, this.setup.template, this.outputs, block),
       vectors: wantQk ? vectors(this.md, this.outputs, block) : null,
-      tour: { steps: [], active: null, resume: null }, initial: { block, stage: "blocks" }, link: { sample: null },
-      switch: { live: true, result: off.length ? await this.switched(off) : null },
+      // computed after the overview: sent with every reply until the component has them
+      daam: holds && this.overview.daam.codes ? this.overview.daam : null,
+      tour: { steps: this.steps, active: null, resume: null },
+      initial: { block, stage: "blocks" }, link: { sample: null },
+      switch: { live: true, result: off.length ? await this.learnerSwitch(off) : null },
     });
   }
 }
@@ -151,10 +187,11 @@ class OwnPhoto {
     this.progress.setAttribute("role", "status");
     this.progress.id = "own-progress";
     box.appendChild(this.progress);
-    const threads = self.crossOriginIsolated ? "" : " Opened from disk (or from a server without cross-origin isolation), " +
-      "the model runs on one thread: a photo took about 2 s (8 to 18 s when the model had to start first) on a busy 2-core test machine; " +
-      "the line above says how long it takes here.";
-    box.appendChild(el("p", "own-note muted", `${this.api.limits.tour}${threads}`));
+    if (!self.crossOriginIsolated) {
+      box.appendChild(el("p", "own-note muted", "Opened from disk (or from a server without cross-origin isolation), " +
+        "the model runs on one thread: a photo took about 2 s (8 to 18 s when the model had to start first) on a busy 2-core test machine; " +
+        "the line above says how long it takes here."));
+    }
     for (const input of [choose, camera]) input.addEventListener("change", () => input.files[0] && this.use(input.files[0]));
     // the runtime and the model take seconds to start: begin when the learner reaches for
     // the box (pointer, focus, touch, a file dragged over), not at opening (memory, a phone)
@@ -179,7 +216,12 @@ class OwnPhoto {
     this.loading = this.loading || (async () => {
       this.md = modelData(decodeMessage(await this.api.modelMessage()));
       this.template = decodeMessage(await this.api.templateOverview()).overview;
-      this.model = new BrowserModel(await this.api.sources, this.md, (text) => this.say(`${text}\u2026`));
+      this.tour = this.api.tour;
+      const sources = await this.api.sources;
+      this.model = new BrowserModel({ ...sources, model: decodeMessage(sources.model) }, this.md,
+        (text) => this.say(`${text}\u2026`));
+      window.vitLens = window.vitLens || {};
+      window.vitLens.model = this.model;  // for automation: run, resume, daam
     })();
     return this.loading;
   }
@@ -196,31 +238,41 @@ class OwnPhoto {
         const md = this.md, blank = await this.model.run(new Float32Array(3 * md.input[0] * md.input[1]));
         if (!this.busy) {
           this.say(`Ready: the model takes about ${seconds(blank.ms)} per photo here, on ` +
-            `${this.model.threads === 1 ? "one thread" : `${this.model.threads} threads`}.`);
+            `${this.threadWords()}.`);
         }
       }).catch(() => {});
     }
     return this.warming;
   }
 
-  async forward(pixels, off) {
-    const run = await this.model.run(pixels, off);
-    const top = decodeTop(this.md, run.outputs.output);
+  threadWords() {
+    return this.model.threads === 1 ? "one thread" : `${this.model.threads} threads`;
+  }
+
+  /** The last run, for automation and tests (the issue's `window.vitLens.lastRun`). */
+  report(run, output, off) {
+    window.vitLens = window.vitLens || {};
+    window.vitLens.lastRun = { ms: run.ms, top: decodeTop(this.md, output), backend: this.model.backend,
+      threads: this.model.threads, off };
+    return window.vitLens.lastRun;
+  }
+
+  async forward(pixels) {
+    const run = await this.model.run(pixels, []);
     // the last block's [CLS] attention row of every head, for the bench's check against the server
     const { tokens: n, heads, blocks } = this.md, last = (blocks - 1) * heads;
-    const clsLast = Array.from({ length: heads }, (_, h) =>
+    this.report(run, run.outputs.output, []).clsLast = Array.from({ length: heads }, (_, h) =>
       Array.from(run.outputs.attention.subarray((last + h) * n * n, (last + h) * n * n + n)));
-    window.vitLens = window.vitLens || {};
-    window.vitLens.lastRun = { ms: run.ms, top, backend: "wasm", threads: this.model.threads, off, clsLast };
     return run;
   }
 
   async use(file) {
     if (this.busy) return;
     this.busy = true;
-    const started = performance.now();
+    const started = performance.now(), phases = {};
+    const mark = (name) => { phases[name] = Math.round(performance.now() - started); };
+    let own = null;
     try {
-      const phases = {}, mark = (name) => { phases[name] = Math.round(performance.now() - started); };
       this.say("reading the photo\u2026");
       await this.load();
       mark("model_data");
@@ -228,25 +280,39 @@ class OwnPhoto {
       mark("photo");
       await this.model.start();
       mark("runtime");
-      this.say(`running the model on ${this.model.threads === 1 ? "one thread" : `${this.model.threads} threads`}\u2026`);
-      const run = await this.forward(prepared.pixels, []);
+      this.say(`running the model on ${this.threadWords()}\u2026`);
+      const run = await this.forward(prepared.pixels);
       mark("forward");
       this.say("computing the views\u2026");
-      const own = new OwnPicture(this, prepared, run.outputs, file.name || "photo");
+      own = new OwnPicture(this, prepared, run.outputs, file.name || "photo");
       mark("views");
       // for automation: the payloads as the component gets them (one Explainer message)
       window.vitLens.payloads = (block) => encodeMessage({ overview: own.overview,
-        detail: detail(this.md, this.template, own.outputs, block), vectors: vectors(this.md, own.outputs, block) });
+        detail: detail(this.md, this.template, own.outputs, block), vectors: vectors(this.md, own.outputs, block),
+        steps: own.steps });
+      window.vitLens.own = own;
       await this.api.show(own, file.name || "your photo");
       mark("shown");
-      window.vitLens.phases = phases;
-      this.say(`Your photo: model ${seconds(run.ms)} on ${this.model.threads === 1 ? "one thread" : `${this.model.threads} threads`}, ` +
-        `every view drawn ${seconds(performance.now() - started)} after choosing it.`);
+      this.say(`Your photo: model ${seconds(run.ms)} on ${this.threadWords()}, ` +
+        `every view but DAAM and the tour drawn ${seconds(performance.now() - started)} after choosing it; ` +
+        "the tour and DAAM follow\u2026");
     } catch (error) {
       this.say(`This photo could not be explained: ${error && error.message ? error.message : error}`);
-    } finally {
       this.busy = false;
+      return;
     }
+    this.busy = false;
+    try {
+      await own.complete(() => this.api.isShown(own), () => this.api.refresh(), mark);
+      if (this.api.isShown(own)) {
+        this.say(`Your photo: model ${seconds(own.outputs && phases.forward - phases.runtime)} on ${this.threadWords()}; ` +
+          `every view drawn ${seconds(phases.shown)} after choosing it, the tour ${seconds(phases.tour)}, ` +
+          `DAAM ${seconds(phases.daam ?? phases.tour)}.`);
+      }
+    } catch (error) {
+      this.say(`The tour or DAAM could not be computed for this photo: ${error && error.message ? error.message : error}`);
+    }
+    window.vitLens.phases = phases;
   }
 }
 
@@ -255,7 +321,8 @@ function decodeTop(md, feature) {
 }
 
 /** api: {mountPanel(element), modelMessage(), templateOverview(), sources (worker, runtime,
- * wasm, model), limits (bundle.OWN_PHOTO_LIMITS), show(own, name)}. */
+ * wasm, model bytes), tour (dashboard/explainer_tour.browser_tour), show(own, name),
+ * isShown(own), refresh()}. */
 export default function setup(api) {
   const own = new OwnPhoto(api);
   api.mountPanel(own.build());

@@ -8,6 +8,7 @@ import { classScore, knnVote, openSet, top } from "./answer.js";
 import { analyseSinks, headMatrix, queryRow, rolloutRows, sinkFacts } from "./attention.js";
 import { distances, highNorm } from "./marks.js";
 import { half, packed, signedRows, unsignedRows } from "./message.js";
+import { general } from "./pyformat.js";
 
 const round = (x, digits) => Math.round(x * 10 ** digits) / 10 ** digits;
 
@@ -32,7 +33,7 @@ function prediction(md, template, out) {
   const bank = md.knn, feature = out.output, vote = knnVote(bank, feature);
   return { head: "knn", classes: bank.classes.length, output_shape: template.prediction.output_shape,
     top: top(bank, vote.probabilities), open_set: openSet(bank, feature),
-    k: bank.k, temperature: bank.temperature, bank_size: bank.labels.length,
+    k: bank.k, temperature: bank.temperature, bank_size: bank.labels.length, bank_classes: [...bank.classes],
     neighbours: vote.neighbours.map((n) => ({ label: n.label, source: n.source, similarity: round(n.similarity, 4) })) };
 }
 
@@ -46,7 +47,7 @@ export function overview(md, template, out, picture) {
     for (let h = 0; h < heads; h++) rows.push(queryRow(md, attention, b, h));
     queryRows.push({ what: md.prefix ? "[CLS] row" : "mean over all patch rows (no [CLS] token)", ...gridRows(md, rows) });
   }
-  const sinks = sinkFacts(analyseSinks(md, attention), template.sinks.rule);
+  const sinks = sinkFacts(md, analyseSinks(md, attention), template.sinks.rule);
   const rolled = rolloutRows(md, attention, sinks.start);
   const blocks = template.blocks.map((fact, b) => ({ ...fact, norm_out: half(normsOf(md, out, b, "x_out"), [md.tokens]) }));
   return {
@@ -54,13 +55,47 @@ export function overview(md, template, out, picture) {
     embedding_norms: half(normsOf(md, out, 0, "x_in"), [md.tokens]), query_rows: queryRows,
     high_norm: highNorm(md, (b) => normsOf(md, out, b, "x_out"), template.high_norm.rule),
     distance: distances(md, attention, template.layout.patch, template.distance.convention),
-    readout: { unavailable: md.own_photo_limits.readout },
+    readout: readout(md, out),
     sinks: sinks.facts,
     rollout: { blocks: rolled.map((_, i) => sinks.start + i), what: "[CLS] row", convention: template.rollout.convention,
       ...gridRows(md, rolled) },
     feature: half(out.output, [out.output.length]),
-    daam: { unavailable: md.own_photo_limits.daam },
+    daam: typeof md.daam === "string" ? { unavailable: md.daam } : { pending: DAAM_PENDING },
   };
+}
+
+export const DAAM_PENDING = "DAAM is being computed for your photo (a backward pass through every block)\u2026";
+
+/** What each block would answer (xai_core/studies/readout.py, image level, k-NN): block b's
+ * read-out feature voted on by block b's bank; the final answer's class score there. */
+export function readout(md, out) {
+  const width = md.width, banks = md.readout.banks, last = banks.length - 1;
+  const target = top(md.knn, knnVote(md.knn, out.output).probabilities, 1)[0].index;
+  const rows = banks.map((bank, b) => {
+    const blockBank = { ...md.knn, labels: bank.labels, features: bank.features.array };
+    const feature = out.readout.subarray(b * width, (b + 1) * width);
+    const best = top(blockBank, knnVote(blockBank, feature).probabilities, 1)[0];
+    return { best, score: classScore(blockBank, feature, target) };
+  });
+  const final = rows[last].best.index;
+  let first = last;
+  while (first > 0 && rows[first - 1].best.index === final) first -= 1;
+  return { label: md.knn.classes[target], score_kind: md.knn.score_kind, bank: md.readout.bank, first_block: first,
+    blocks: rows.map((r) => ({ label: r.best.label, share: round(r.best.probability, 4), target_score: round(r.score, 4) })) };
+}
+
+/** The overview's DAAM (explainer._daam_frames): the maps accumulated block by block. */
+export function daamFrames(md, maps, targetLabel) {
+  const patches = md.tokens - md.prefix, accumulated = new Float64Array(maps.length);
+  for (let b = 0; b < md.blocks; b++) {
+    for (let p = 0; p < patches; p++) {
+      const at = b * patches + p;
+      accumulated[at] = maps[at] + (b ? accumulated[at - patches] : 0);
+    }
+  }
+  const blocks = [...Array(md.blocks).keys()];
+  return { blocks, labels: blocks.map((b) => `block ${b}`), target: targetLabel, variant: md.daam.variant,
+    convention: md.daam.convention, ...unsignedRows(accumulated, md.blocks, patches, [md.blocks]) };
 }
 
 function median(values) {
@@ -68,26 +103,15 @@ function median(values) {
   return n % 2 ? sorted[(n - 1) / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2;
 }
 
-/** Python's format(x, ".3g"). */
-export function g3(x) {
-  if (x === 0) return "0";
-  const exp = Math.floor(Math.log10(Math.abs(x)));
-  if (exp < -4 || exp >= 3) {
-    const [m, e] = x.toExponential(2).split("e");
-    return `${m.replace(/\.?0+$/, "")}e${e[0] === "-" ? "-" : "+"}${e.replace(/^[-+]/, "").padStart(2, "0")}`;
-  }
-  return String(Number(x.toPrecision(3)));
-}
-
 /** explainer.layer_norm_note, from ‖γ‖ and the token lengths before and after. */
 function layerNormNote(md, size, before, after) {
   if (size === null || size === undefined) return null;
   const width = md.width;
   return `LayerNorm gives every token mean 0 and standard deviation 1 over its ${width} ` +
-    `numbers (a length of \u221a${width} \u2248 ${g3(Math.sqrt(width))}, whatever it had), then ` +
-    `multiplies each number by a learned weight \u03b3 (here \u2016\u03b3\u2016 = ${g3(size)}) ` +
+    `numbers (a length of \u221a${width} \u2248 ${general(Math.sqrt(width), 3)}, whatever it had), then ` +
+    `multiplies each number by a learned weight \u03b3 (here \u2016\u03b3\u2016 = ${general(size, 3)}) ` +
     `and adds a learned \u03b2: so every token leaves at a similar length (median ` +
-    `${g3(median(after))}) whatever it came in with (median ${g3(median(before))}).`;
+    `${general(median(after), 3)}) whatever it came in with (median ${general(median(before), 3)}).`;
 }
 
 /** explainer.build_block_detail for block `b`. */

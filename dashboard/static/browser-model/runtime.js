@@ -1,5 +1,6 @@
 /* The model on the main thread's side: what this browser can do (WebAssembly SIMD, memory,
- * threads), the worker that runs the forward (worker.js), one forward at a time. */
+ * threads), the worker that runs the graphs (worker.js), one job at a time: a forward, a
+ * head switch restarted at its block, DAAM's backward. */
 
 // the smallest module using a SIMD instruction (v128.const, i8x16.popcnt): valid only where
 // WebAssembly SIMD is supported, which the vendored runtime's build needs
@@ -26,13 +27,29 @@ export function threadCount() {
   return Math.max(1, Math.min(4, navigator.hardwareConcurrency || 1));
 }
 
+/** The model message's graphs and weights as the worker takes them (typed arrays; their
+ * buffers are handed over, not copied). */
+function workerModel(decoded) {
+  const found = decoded.browser_graphs, transfer = [];
+  const plain = ({ dtype, array, shape }) => { transfer.push(array.buffer); return { dtype, array, shape }; };
+  const weights = (group) => Object.fromEntries(Object.entries(group).map(([name, item]) => [name, plain(item)]));
+  const graphs = Object.fromEntries(Object.entries(found.graphs).map(([name, item]) => {
+    transfer.push(item.array.buffer);
+    return [name, item.array];
+  }));
+  return { graphs, inputs: found.inputs, transfer,
+    weights: { blocks: found.weights.blocks.map(weights), ending: weights(found.weights.ending) } };
+}
+
 export class BrowserModel {
-  /** sources: {worker (URL), runtime (module URL), wasm, model (bytes or URLs)}; md: model data. */
+  /** sources: {worker (URL), runtime (module URL), wasm, model (the decoded model message)};
+   * md: model data. */
   constructor(sources, md, onProgress) {
     this.sources = sources;
     this.md = md;
     this.onProgress = onProgress;
     this.threads = threadCount();
+    this.backend = "wasm";
     this.worker = null;
     this.ready = null;
     this.pending = new Map();
@@ -46,7 +63,7 @@ export class BrowserModel {
     this.ready = new Promise((resolve, reject) => {
       this.worker.onmessage = ({ data }) => {
         if (data.type === "progress") this.onProgress(data.text);
-        else if (data.type === "ready") resolve(data.ms);
+        else if (data.type === "ready") { this.backend = data.backend; resolve(data.ms); }
         else if (data.type === "result" || data.type === "error") {
           const job = this.pending.get(data.id);
           if (!job) { if (data.type === "error") reject(new Error(data.text)); return; }
@@ -56,20 +73,54 @@ export class BrowserModel {
       };
       this.worker.onerror = (event) => reject(new Error(event.message || "the model's worker could not start"));
     });
+    const { transfer, ...model } = workerModel(this.sources.model);
     this.worker.postMessage({ type: "init", runtime: this.sources.runtime, wasm: this.sources.wasm,
-      model: this.sources.model, threads: this.threads, input: [1, 3, ...md.input], mask: [md.blocks, md.heads] });
+      ...model, threads: this.threads, backend: this.backend,
+      shapes: { pixels: [1, 3, ...md.input], tokens: [md.tokens, md.width], heads: md.heads,
+        stacked: md.outputs.filter((name) => name !== "output") } }, transfer);
     return this.ready;
   }
 
-  /** One forward: {outputs (typed arrays by name), ms}. `off`: [block, head] pairs. */
-  async run(pixels, off = []) {
+  async job(message, transfer = []) {
     await this.start();
-    const md = this.md, mask = new Float32Array(md.blocks * md.heads).fill(1);
-    for (const [b, h] of off) mask[b * md.heads + h] = 0;
     const id = this.next++;
     return new Promise((resolve, reject) => {
       this.pending.set(id, { resolve, reject });
-      this.worker.postMessage({ type: "run", id, pixels: pixels.slice(), mask });
+      this.worker.postMessage({ ...message, id }, transfer);
     });
+  }
+
+  mask(off) {
+    const md = this.md, mask = new Float32Array(md.blocks * md.heads).fill(1);
+    for (const [b, h] of off) mask[b * md.heads + h] = 0;
+    return mask;
+  }
+
+  /** One forward: {outputs (typed arrays by name: the graph's outputs stacked over the
+   * blocks, and "inputs", the sequence entering each block), ms}. `off`: [block, head]. */
+  run(pixels, off = []) {
+    return this.job({ type: "run", pixels: pixels.slice(), mask: this.mask(off) });
+  }
+
+  /** A head switch on a photo already run: from the first block with a head off, on the
+   * sequence that entered it (`inputs` of the photo's forward): {outputs: {output}, ms}. */
+  resume(inputs, off) {
+    const md = this.md, start = Math.min(...off.map(([b]) => b)), size = md.tokens * md.width;
+    return this.job({ type: "resume", x: inputs.slice(start * size, (start + 1) * size), start, mask: this.mask(off) });
+  }
+
+  /** DAAM's maps L_b (blocks, patches) for the gradient `grad` of the score at the output:
+   * the backward block by block down, one job each (a head switch waits for one block). */
+  async daam(inputs, grad) {
+    const md = this.md, size = md.tokens * md.width, at = (b) => inputs.slice(b * size, (b + 1) * size);
+    const started = performance.now();
+    let gradient = (await this.job({ type: "endingGrad", x: at(md.blocks), grad: Float32Array.from(grad) })).outputs.grad;
+    const patches = md.tokens - md.prefix, maps = new Float32Array(md.blocks * patches);
+    for (let b = md.blocks - 1; b >= 0; b--) {
+      const found = (await this.job({ type: "blockGrad", block: b, x: at(b), grad: gradient }, [gradient.buffer])).outputs;
+      gradient = found.grad;
+      maps.set(found.map, b * patches);
+    }
+    return { maps, ms: performance.now() - started };
   }
 }

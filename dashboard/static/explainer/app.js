@@ -16,7 +16,7 @@ import { METRICS } from "./metrics.js";
 import { Picture } from "./picture.js";
 import { Pipeline } from "./pipeline.js";
 import { Player } from "./player.js";
-import { decodeDetail, decodeOverview, decodeVectors } from "./protocol.js";
+import { decodeDaam, decodeDetail, decodeOverview, decodeVectors } from "./protocol.js";
 import { Sequence } from "./sequence.js";
 import { REDRAW, Store } from "./store.js";
 import { Sync } from "./sync.js";
@@ -73,6 +73,7 @@ export class Explainer {
       if (!data.overview) return this.sync.requestEverything();
       this.start(data);
     }
+    if (data.daam && !this.model.daam) this.receiveDaam(data.daam);
     if (data.tour.steps) this.tour.steps = data.tour.steps;
     this.tour.resume = data.tour.resume;
     if (data.detail) this.keepDetail(data.detail);
@@ -100,6 +101,15 @@ export class Explainer {
       position: this.maps.frameIndexOf(start.block, overlay) }, REDRAW.none);
     this.build();
     if (data.tour.active) this.tour.applyStep(data.tour.active, false);
+  }
+
+  /** DAAM computed after the overview (the model in the browser runs its backward last). */
+  receiveDaam(daam) {
+    const m = this.model;
+    m.ov.daam = daam;
+    m.daam = decodeDaam(daam);
+    m.daamPending = null;
+    this.store.set({ position: this.maps.frameIndexOf(this.state.block, this.state.overlay) }, REDRAW.none);
   }
 
   loadPictures(ov) {

@@ -25,7 +25,7 @@ export class Controls {
 
   buildOverlays() {
     const app = this.app, overlays = [["attention", "Attention"], ["rollout", "Rollout so far"]];
-    if (app.model.daam) overlays.push(["daam", "DAAM so far"]);
+    if (app.model.daam || app.model.daamPending) overlays.push(["daam", "DAAM so far"]);
     const seg = el("div", "vx-row");
     seg.dataset.part = "overlay";
     this.overlayRow = seg;

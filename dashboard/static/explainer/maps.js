@@ -128,7 +128,7 @@ export class Maps {
       return { ...row, title: `${this.blockLabel(block)}: ${this.rowWhat(row.what)} (${headText})` };
     }
     const frame = this.frameBlocks().indexOf(block);
-    if (st.overlay === "daam" && !m.daam) return { title: "DAAM is not available for this model." };
+    if (st.overlay === "daam" && !m.daam) return { title: m.daamPending || "DAAM is not available for this model." };
     if (frame < 0) return { title: this.noFrameReason(block) };
     const row = this.frameRow(st.overlay, frame);
     const title = st.overlay === "rollout"

@@ -86,12 +86,19 @@ export function decodeOverview(ov) {
   const roll = ov.rollout;
   m.rollout = { blocks: roll.blocks, rows: new QRows(roll), what: roll.what,
     prefix: roll.prefix.values, nPrefix: roll.prefix.shape[1], convention: roll.convention };
-  m.daam = ov.daam.unavailable ? null : { blocks: ov.daam.blocks, labels: ov.daam.labels,
-    rows: new QRows(ov.daam), target: ov.daam.target, convention: ov.daam.convention };
+  // DAAM may come after the overview (the model in the browser computes it last): pending
+  m.daam = ov.daam.unavailable || ov.daam.pending ? null : decodeDaam(ov.daam);
+  m.daamPending = ov.daam.pending || null;
   m.normOut = ov.blocks.map((b) => b.norm_out.values);
   m.embedNorms = ov.embedding_norms.values;
   m.feature = ov.feature ? ov.feature.values : null;
   return m;
+}
+
+/** The overview's DAAM frames as the maps read them. */
+export function decodeDaam(daam) {
+  return { blocks: daam.blocks, labels: daam.labels, rows: new QRows(daam), target: daam.target,
+    convention: daam.convention };
 }
 
 /** One opened block's detail; its queries and keys come later (decodeVectors). */

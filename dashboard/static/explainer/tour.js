@@ -102,7 +102,7 @@ export class Tour {
 
   renderOffer() {
     const box = this.offer, steps = this.steps, resume = this.resumeStep();
-    box.classList.toggle("hidden", !!this.app.state.tour);
+    box.classList.toggle("hidden", !!this.app.state.tour || !steps.length);  // no steps (yet): no offer
     const key = `${this.app.state.tour}:${resume}:${steps.length}`;
     if (box.dataset.key === key) return;
     box.dataset.key = key;
