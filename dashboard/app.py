@@ -120,7 +120,7 @@ def main() -> None:
     classroom.sidebar()
     ui.cache_notice(cache_spot)
     replica.restart_notice()
-    classroom.panel(navigation.url_path)
+    classroom.top(navigation.url_path)
     try:
         navigation.run()
     except (ModelOutOfMemory, Cancelled) as fault:  # a part of a page without friendly_errors

@@ -394,6 +394,18 @@ class ClassStore:
                 select(AnswerRow.value).where(AnswerRow.question_id == question_id)
                 .order_by(AnswerRow.id))]
 
+    def live(self, code) -> tuple[int, int | None]:
+        """What the projector's class line shows every second, in one short read: the
+        students who joined, and the answers to the open question (None: none is open)."""
+        with self._read() as db:
+            row = self._class(db, code)
+            students = db.scalar(select(func.count()).select_from(StudentRow)
+                                 .where(StudentRow.class_id == row.id))
+            answers = None if row.question_id is None else db.scalar(
+                select(func.count()).select_from(AnswerRow)
+                .where(AnswerRow.question_id == row.question_id))
+            return students or 0, answers
+
     def count(self, code, question_id: int) -> int:
         with self._read() as db:
             self._class(db, code)
