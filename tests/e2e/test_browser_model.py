@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 from scipy.stats import spearmanr
 from e2e_helpers import ROOT as REPO
-from e2e_helpers import app_env
+from e2e_helpers import THREE_CORES, app_env
 from explainer_driver import ROOT
 from PIL import Image
 from static_site import StaticSite
@@ -278,6 +278,7 @@ def site(tmp_path_factory) -> Path:
 def test_site_from_a_static_server_runs_the_model_on_threads(browser, site, dinov2, photos):
     with StaticSite(site) as server:
         context = browser.new_context(viewport={"width": 1500, "height": 1800})
+        context.add_init_script(THREE_CORES)
         page = context.new_page()
         page.set_default_timeout(120_000)
         requests, problems = [], []
@@ -289,7 +290,7 @@ def test_site_from_a_static_server_runs_the_model_on_threads(browser, site, dino
         assert page.evaluate("crossOriginIsolated")
         drop(page, photos["motorcycle"])
         check_every_view(page, dinov2, photos["motorcycle"])
-        assert page.evaluate("window.vitLens.lastRun.threads") > 1
+        assert page.evaluate("window.vitLens.lastRun.threads") == 2
         switch_head(page, dinov2, photos["motorcycle"])
         assert_restart_equals_full_forward(page)
         asked = {url.removeprefix(server.url) for url in requests if not url.startswith("blob:")}
