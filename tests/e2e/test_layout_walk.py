@@ -7,47 +7,26 @@ Screenshots of every view at every size go to artifacts/screenshots/walk/."""
 
 from __future__ import annotations
 
-import ast
-
 import pytest
-from e2e_helpers import ARTIFACTS, ROOT, running_apps
+from e2e_helpers import ARTIFACTS, running_apps
 from test_browser import open_styled
 
 from dashboard.page_list import existing_pages, url_path
+from xai_core.lessons.views import PAGES
 
 SHOTS = ARTIFACTS / "screenshots" / "walk"
 DESKTOP = [(1920, 1080), (1280, 720), (390, 844)]
 PRESENTATION = [(1280, 720)]
 
 
-def _keys(table: ast.Dict) -> list[str]:
-    return [key.value for key in table.keys if isinstance(key, ast.Constant)]
-
-
-def _dict_literals(tree: ast.Module) -> dict[str, list[str]]:
-    """The keys of every `NAME = {"id": "title", ...}` of a page script, wherever assigned."""
-    found = {}
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Dict):
-            for target in node.targets:
-                if isinstance(target, ast.Name):
-                    found[target.id] = _keys(node.value)
-    return found
-
-
 def views_of(page_file: str) -> list[tuple[str, str]]:
-    """(query key, view id) of every view but the first (the default) of every
-    `ui.view_picker(...)` in a page script, read from its source: `?<key>=<id>` opens it."""
-    tree = ast.parse((ROOT / "pages" / page_file).read_text(encoding="utf-8"))
-    named = _dict_literals(tree)
-    views = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "view_picker":
-            key = next(k.value.value for k in node.keywords if k.arg == "key")
-            first = node.args[0]
-            table = _keys(first) if isinstance(first, ast.Dict) else named[first.id]
-            views += [(key, view) for view in table[1:]]  # the first: the page's own link
-    return views
+    """(query key, view id) of every view but the first (the default) of every picker the page
+    declares (`xai_core.lessons.views`): `?<key>=<id>` opens it."""
+    page = PAGES.get(page_file)
+    if page is None:
+        return []
+    return [(picker.key, view) for picker in page.pickers
+            for view in list(picker.titles())[1:]]  # the first: the page's own link
 
 
 def walk() -> list[tuple[str, str]]:
