@@ -13,7 +13,8 @@ question, through the nginx recipe and two replicas (the stack of bench_load and
 
 Reported: errors; follow latency p50/p95 per move (the instructor's run that moved has
 finished -> the student's session is on the new page: its navigation message) and until the
-new page has been drawn; answer p50/p95 (Send -> its run finished with "Received."); count
+new page has been drawn; answer p50/p95 (Send -> its run finished with "Received: <the
+answer>."); count
 freshness (the last acknowledged answer -> the instructor's live count showing every answer);
 the poll's CPU per idle student (both replicas' CPU seconds over IDLE_S with the class idle,
 minus the same before anyone joined, per student, as % of a core); each replica's sessions.
@@ -41,6 +42,7 @@ sys.path.insert(0, str(ROOT / "tests" / "e2e"))
 
 from bench.class_client import ClassSession  # noqa: E402
 from bench.run import print_rows  # noqa: E402
+from dashboard.class_questions import RECEIVED  # noqa: E402
 from dashboard.page_visit import open_page, run_in_thread  # noqa: E402
 
 STUDENTS = 100
@@ -128,10 +130,11 @@ async def a_class(base: str, code: str, key: str, count: int, pids: list[int]) -
         options = list(student.seen.widgets[key_name][2].options)
         await asyncio.sleep(index * ANSWER_SPREAD_S / count)  # time to think
         started = time.perf_counter()
+        said = f"{RECEIVED} {options[index % len(options)]}."
         seconds = await student.set_and_press({key_name: options[index % len(options)]},
                                               "class_send", timeout=TIMEOUT_S,
-                                              until=("Received.", "Too many", "closed"))
-        if "Received." not in student.text_since(started):
+                                              until=(said, "Too many", "closed"))
+        if said not in student.text_since(started):
             raise RuntimeError(f"refused: {student.text_since(started)[:80]}")
         return seconds, time.perf_counter()
 
