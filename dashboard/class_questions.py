@@ -22,7 +22,6 @@ from xai_core.classroom.store import KINDS, ClassError
 LIVE_S = 1.0  # the projector's live count and answers
 RECEIVED = "Received:"  # a student's answer is stored: "Received: head 3. ..."
 PICK_CHART = "class_pick"
-HEAD_BLOCK = "class_head_block"  # the block the head question asks about
 SEND, CHECK_SEND = "class_send", "class_check_send"  # a student's buttons that store answers
 
 
@@ -61,7 +60,8 @@ def _question_context(kind: str, url_path: str) -> dict | str:
                 "label": model.head.class_names[target], "patches": claims.num_patches(model),
                 "grid": list(claims.patch_grid(model))}
     if kind == "head":
-        block = int(st.session_state.get(HEAD_BLOCK, len(model.module.blocks) - 1))
+        last, shown = len(model.module.blocks) - 1, shown_block()  # the chips on screen
+        block = shown if shown is not None and 0 <= shown <= last else last
         return {**context, "block": block, "heads": model.module.blocks[0].attn.num_heads}
     top = predict(model, image, topk=4)
     options = sorted(([p.index, p.label] for p in top), key=lambda pair: pair[1].lower())
@@ -101,15 +101,8 @@ def _ask_panel(url_path: str) -> None:
 def _ask_controls(code: str, key: str, url_path: str) -> None:
     kinds = _askable(url_path)
     if "head" in kinds:
-        model = state.current_vit()
-        if model is not None:
-            last = len(model.module.blocks) - 1
-            shown = shown_block()  # the block whose head chips the Explainer shows
-            start = shown if shown is not None and 0 <= shown <= last else last
-            # keyed by that block: opening another block's chips starts the box there again
-            st.session_state[HEAD_BLOCK] = st.number_input(
-                "Block for the head question (the one whose head chips are open)", 0, last,
-                value=start, key=f"class_block_{start}")
+        st.caption("The head question asks about the block open in the Explainer below (its "
+                   "head chips): open the block first.")
     columns = st.columns(len(kinds))
     for column, kind in zip(columns, kinds):
         if column.button(f"Ask: {KINDS[kind]}?", key=f"class_ask_{kind}"):
