@@ -388,11 +388,9 @@ def _student_bar() -> None:
 def _wake_state(code: str):
     """What a student's page must be woken for: a move, a question or check opened or
     revealed (None once the class is gone)."""
-    try:
-        place = store().place(code)
-    except ClassError:
-        return None
-    return place.version, shown(place)
+    forget_place(code)  # read afresh into the process's cache: the polls woken for a change
+    place = cached_place(code)  # must find it there, not a place up to PLACE_TTL_S old
+    return None if place is None else (place.version, shown(place))
 
 
 def _wandered(place=None) -> bool:
