@@ -2,10 +2,12 @@
 
 It does what a browser tab does for class mode: opens a page (`rerun_script` with the query
 string), reruns the fragments the server asks to rerun on a timer (`auto_rerun`: the follow
-poll, the projector's live count) as Chromium does, follows the page switches the server
-makes (`page_info_changed`), and answers a question by sending the widget states a tap on a
-radio button and on "Send my answer" send. Every message is timed, so a benchmark can tell when
-a student arrived where the instructor went and when an answer was acknowledged.
+poll, the projector's live count) until the server says to stop (`stop_auto_rerun`), as
+Chromium does, follows the page switches the server makes (`page_info_changed`), and answers
+a question by sending the widget states a tap on a radio button and on "Send my answer" send
+(a press of a button drawn by a fragment reruns that fragment only, as in a browser). Every
+message is timed, so a benchmark can tell when a student arrived where the instructor went and
+when an answer was acknowledged.
 Only loopback addresses are accepted (`dashboard.page_visit.loopback`).
 """
 
@@ -20,15 +22,19 @@ from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 
 from dashboard.page_visit import RUN_DONE, loopback
 
+FRAGMENT_DONE = ForwardMsg.FINISHED_FRAGMENT_RUN_SUCCESSFULLY
+
 
 @dataclass
 class Seen:
     """What the session has received so far."""
 
     widgets: dict[str, tuple] = field(default_factory=dict)  # user key -> (kind, id, proto)
+    fragments: dict[str, str] = field(default_factory=dict)  # user key -> its fragment's id
     texts: list[tuple[float, str]] = field(default_factory=list)  # (time, markdown/alert text)
     pages: list[tuple[float, str, str]] = field(default_factory=list)  # (time, path, query)
-    finished: list[float] = field(default_factory=list)  # times of finished runs
+    finished: list[float] = field(default_factory=list)  # times of finished full runs
+    fragment_runs: list[float] = field(default_factory=list)  # times of finished fragment runs
     exceptions: int = 0
     errors: list[str] = field(default_factory=list)
 
@@ -54,7 +60,8 @@ class ClassSession:
 
     # --- sending ------------------------------------------------------------------------
 
-    def _rerun(self, fragment_id: str = "", triggers: dict | None = None) -> bytes:
+    def _rerun(self, fragment_id: str = "", triggers: dict | None = None,
+               auto: bool = True) -> bytes:
         message = BackMsg()
         state = message.rerun_script
         state.query_string = self.query
@@ -75,7 +82,7 @@ class ClassSession:
             else:
                 entry.string_value = str(value)
         if fragment_id:
-            state.fragment_id, state.is_auto_rerun = fragment_id, True
+            state.fragment_id, state.is_auto_rerun = fragment_id, auto
         context = state.context_info
         context.timezone, context.timezone_offset, context.locale = "UTC", 0, "en-US"
         context.url, context.is_embedded = self.base + self.page, False
@@ -105,15 +112,20 @@ class ClassSession:
         started, may finish first)."""
         for key, value in values.items():
             self._states[self.widget_id(key)] = value
-        started, finished = time.perf_counter(), len(self.seen.finished)
+        started = time.perf_counter()
+        fragment = self.seen.fragments.get(button, "")
+
+        def ended() -> list[float]:  # the press's run: the fragment's, or a full one
+            return [at for at in self.seen.finished + self.seen.fragment_runs
+                    if at >= started]
 
         def answered() -> bool:
             texts = [at for at, text in self.seen.texts
                      if at >= started and any(word in text for word in until)]
-            return bool(texts) and any(done >= texts[0] for done in self.seen.finished)
-        await self._send(self._rerun(triggers={self.widget_id(button): True}))
-        await self.wait_for(answered if until else
-                            (lambda: len(self.seen.finished) > finished), timeout)
+            return bool(texts) and any(done >= texts[0] for done in ended())
+        await self._send(self._rerun(fragment, triggers={self.widget_id(button): True},
+                                     auto=False))
+        await self.wait_for(answered if until else (lambda: bool(ended())), timeout)
         return time.perf_counter() - started
 
     async def _send(self, message: bytes) -> None:
@@ -142,6 +154,8 @@ class ClassSession:
         kind = message.WhichOneof("type")
         if kind == "script_finished" and message.script_finished in RUN_DONE:
             self.seen.finished.append(now)
+        elif kind == "script_finished" and message.script_finished == FRAGMENT_DONE:
+            self.seen.fragment_runs.append(now)
         elif kind == "page_info_changed":
             self.query = message.page_info_changed.query_string
         elif kind == "navigation":  # every run names its page: a switch, or the same one
@@ -155,6 +169,11 @@ class ClassSession:
             if rerun.fragment_id not in self._pollers:
                 self._pollers[rerun.fragment_id] = asyncio.create_task(
                     self._poll(rerun.fragment_id, rerun.interval))
+        elif kind == "stop_auto_rerun":
+            for fragment_id in message.stop_auto_rerun.fragment_ids:
+                poller = self._pollers.pop(fragment_id, None)
+                if poller is not None:
+                    poller.cancel()
         elif kind == "delta" and message.delta.WhichOneof("type") == "new_element":
             element = message.delta.new_element
             which = element.WhichOneof("type")
@@ -165,6 +184,7 @@ class ClassSession:
                 self.seen.texts.append((now, body.body))
             elif hasattr(body, "id") and isinstance(getattr(body, "id"), str) and body.id:
                 self.seen.widgets[_user_key(body.id)] = (which, body.id, body)
+                self.seen.fragments[_user_key(body.id)] = message.delta.fragment_id
 
     async def _poll(self, fragment_id: str, interval: float) -> None:
         while True:

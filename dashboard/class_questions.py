@@ -14,12 +14,22 @@ from dashboard import literal, state, ui
 from dashboard.class_state import (CODE, KEY, PICKED, RUN_PLACE, TOKEN, forget_place,
                                    refusals_in_words, store)
 from dashboard.clicks import apply_chart_click
+from dashboard.explainer_component import shown_block
 from xai_core.classroom import checks
 from xai_core.classroom.report import report_csv
 from xai_core.classroom.store import KINDS, ClassError
 
 LIVE_S = 1.0  # the projector's live count and answers
+RECEIVED = "Received:"  # a student's answer is stored: "Received: head 3. ..."
 PICK_CHART = "class_pick"
+SEND, CHECK_SEND = "class_send", "class_check_send"  # a student's buttons that store answers
+
+
+def answer_pending() -> bool:
+    """Whether this run carries a press of "Send my answer(s)" (its widget value is there
+    before the button is drawn): the follow poll above it must not switch or rerun the page
+    first, which would end this run before the press is stored, and lose it."""
+    return any(st.session_state.get(key) is True for key in (SEND, CHECK_SEND))
 
 
 # --- the instructor's side ------------------------------------------------------------------
@@ -50,7 +60,8 @@ def _question_context(kind: str, url_path: str) -> dict | str:
                 "label": model.head.class_names[target], "patches": claims.num_patches(model),
                 "grid": list(claims.patch_grid(model))}
     if kind == "head":
-        block = int(st.session_state.get("class_block", len(model.module.blocks) - 1))
+        last, shown = len(model.module.blocks) - 1, shown_block()  # the chips on screen
+        block = shown if shown is not None and 0 <= shown <= last else last
         return {**context, "block": block, "heads": model.module.blocks[0].attn.num_heads}
     top = predict(model, image, topk=4)
     options = sorted(([p.index, p.label] for p in top), key=lambda pair: pair[1].lower())
@@ -90,11 +101,8 @@ def _ask_panel(url_path: str) -> None:
 def _ask_controls(code: str, key: str, url_path: str) -> None:
     kinds = _askable(url_path)
     if "head" in kinds:
-        model = state.current_vit()
-        if model is not None:
-            blocks = len(model.module.blocks)
-            st.number_input("Block for the head question", 0, blocks - 1, value=blocks - 1,
-                            key="class_block")
+        st.caption("The head question asks about the block open in the Explainer below (its "
+                   "head chips): open the block first.")
     columns = st.columns(len(kinds))
     for column, kind in zip(columns, kinds):
         if column.button(f"Ask: {KINDS[kind]}?", key=f"class_ask_{kind}"):
@@ -193,8 +201,7 @@ def _choices(question) -> tuple[list[str], list[int]]:
 
 def _model_answer(question, answers: list) -> dict:
     """The model's measured answer, computed once (the instructor's Reveal) and stored."""
-    from xai_core.classroom.reveal import head_reveal, patch_reveal
-    from xai_core.pipeline import predict
+    from xai_core.classroom.reveal import classes_answer, head_answer, patch_reveal
 
     context = question.context
     model, image = _model_and_image(context)
@@ -205,15 +212,13 @@ def _model_answer(question, answers: list) -> dict:
                 "score_kind": found.test.score_kind,
                 "sentences": {r: found.sentence(r) for r in found.test.removals}}
     if question.kind == "head":
-        drops, grid = head_reveal(model, image, context["block"], should_stop=ui.stop_check())
-        return {"drops": drops.tolist(), "answer": int(drops.argmax()),
-                "score_kind": grid.score_kind, "label": grid.label}
-    top = predict(model, image, topk=5)
-    return {"top": [[p.index, p.label, p.probability] for p in top], "answer": top[0].index}
+        return head_answer(model, image, context["block"], should_stop=ui.stop_check())
+    return classes_answer(model, image)
 
 
 def _revealed(question, answers: list) -> None:
     """The model's answer beside the class's, in words and a figure."""
+    from xai_core.classroom.reveal import classes_sentence, head_sentence
     from xai_core.figures import class_figures as figs
 
     result = question.result or {}
@@ -230,19 +235,14 @@ def _revealed(question, answers: list) -> None:
                    "of k patches with its 95% interval).")
     elif question.kind == "head" and "drops" in result:
         drops = result["drops"]
-        chosen = [answers.count(h) for h in range(len(drops))]
-        favourite = max(range(len(drops)), key=lambda h: (chosen[h], -h))
-        st.markdown(f"Switching head {result['answer']} off cuts the "
-                    f"{literal.text(result['label'])} score most (by "
-                    f"{drops[result['answer']]:+.4f}); the class chose head {favourite} most "
-                    f"often (switching it off: {drops[favourite]:+.4f}).")
+        st.markdown(literal.text(head_sentence(result, answers)))
         ui.show_figure(figs.answer_bars([f"head {h}" for h in range(len(drops))], drops,
                                         result["answer"], title="drop with the head off",
                                         axis=literal.figure(result["score_kind"])),
                        key=f"class_drops_{question.id}")
     elif "top" in result:
-        index, label, probability = result["top"][0]
-        st.markdown(f"The model answers **{literal.text(label)}** ({probability:.0%}).")
+        st.markdown(literal.text(classes_sentence(result, answers,
+                                                  question.context["options"])))
 
 
 def _check_controls(code: str, key: str, phase: str | None) -> None:
@@ -299,19 +299,18 @@ def _question_form(code: str, token: str, question) -> None:
         return
     value = (_pick_patches(question) if question.kind == "patches"
              else _pick_choice(question, mine))
-    if st.button("Send my answer", type="primary", key="class_send",
-                 disabled=value is None):
+    if st.button("Send my answer", type="primary", key=SEND,
+                 disabled=value is None) and value is not None:
         try:
             db.answer(code, token, question.id, value)
-            # committed: only now is it acknowledged
-            st.success(f"Received: {_answer_words(question, value)}. You can change it "
-                       "until the instructor reveals; only you see it.")
-            return
+            mine = value  # committed: only now is it acknowledged
         except ClassError as error:
             st.warning(literal.text(error))
-    if mine is not None:  # read back from the database: any later run shows it was received
-        st.caption(f"Your answer, received: {_answer_words(question, mine)}. Only you see it "
-                   "until the reveal.")
+    if mine is not None:
+        # what the database holds, in every run, not in the press's run only: that run may
+        # be cut short by the next (a page switch as the instructor moves) before it is shown
+        st.success(f"{RECEIVED} {_answer_words(question, mine)}. You can change it until the "
+                   "instructor reveals; only you see it.")
 
 
 def _answer_words(question, value) -> str:
@@ -379,7 +378,7 @@ def _check_form(code: str, token: str, phase: str) -> None:
                             key=f"class_check_{phase}_{number}")
             if pick is not None:
                 chosen[number] = order[pick]
-        sent = st.form_submit_button("Send my answers")
+        sent = st.form_submit_button("Send my answers", key=CHECK_SEND)
     if sent:
         try:
             for number, choice in chosen.items():

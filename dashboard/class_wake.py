@@ -13,13 +13,17 @@ Only the poll fragment is asked for, never a run of the whole app: Streamlit que
 run behind the run in progress, while a whole-app request stops that run at its next element
 (`runner.fastReruns`) and drops what it had not sent. A wake that asked for the whole app
 stopped a student's "Send my answer" that was running: before the answer was stored (the
-answer was lost), or after it and before "Received." went out (never acknowledged). The
-`bench_class` run with 100 students lost one answer that way.
+answer was lost), or after it and before "Received." went out (never acknowledged).
 
-This reaches three things Streamlit does not document (`AppSession._client_state`,
-`Runtime._get_async_objs`, the running fragment's id in `ThreadState`; streamlit is pinned in
-requirements.txt). Should they change, the wake is skipped with one log line and the fallback
-poll still moves the class, more slowly.
+A wake is asked for only once the session's event loop has handled the end of the run in
+progress (`_request_when_idle`): a request handled while that end still waited in the loop's
+queue made Streamlit start a new ScriptRunner and drop the old one's last messages, the
+"Received." of an answer among them (the answer stored, the phone never told).
+
+This reaches things Streamlit does not document (`AppSession._client_state`, `._state` and
+`._scriptrunner._requests`, `Runtime._get_async_objs`, the running fragment's id in
+`ThreadState`; streamlit is pinned in requirements.txt). Should they change, the wake is
+skipped with one log line and the fallback poll still moves the class, more slowly.
 """
 
 from __future__ import annotations
@@ -129,8 +133,13 @@ def poll_request(client_state, fragment_id: str):
     return request
 
 
+IDLE_RETRY_S = 0.05  # how often a wake looks again whether the session's run is over
+IDLE_WAIT_S = 120.0  # a wake waits this long at most (the fallback poll remains)
+
+
 def wake(code: str, session_id: str, fragment_id: str) -> None:
-    """Ask session `session_id` for a run of its poll fragment (from any thread)."""
+    """Ask session `session_id` for a run of its poll fragment (from any thread), once the
+    session's event loop has seen its run in progress end (`_request_when_idle`)."""
     from streamlit import runtime
 
     try:
@@ -141,7 +150,43 @@ def wake(code: str, session_id: str, fragment_id: str) -> None:
                 _SESSIONS.get(code, {}).pop(session_id, None)
             return
         request = poll_request(session._client_state, fragment_id)
-        instance._get_async_objs().eventloop.call_soon_threadsafe(session.request_rerun,
-                                                                  request)
+        loop = instance._get_async_objs().eventloop
+        loop.call_soon_threadsafe(_request_when_idle, loop, session, request,
+                                  time.monotonic() + IDLE_WAIT_S)
+    except (AttributeError, RuntimeError, TypeError) as error:  # not the Streamlit it knows
+        _off(error)
+
+
+def _request_when_idle(loop, session, request, deadline: float) -> None:
+    """On the event loop: the request, once the loop has handled the end of the session's run.
+
+    While a run's last messages (its deltas, "Received.", its `script_finished`) still wait
+    in the loop's queue, its ScriptRunner may already have stopped (it found no request when
+    it finished). A rerun request handled then makes AppSession start a new ScriptRunner and
+    drop every event of the old one still queued, as "from a non-current ScriptRunner": the
+    student's answer was stored but "Received." and the run's end never reached the phone.
+    The session's state turns APP_NOT_RUNNING only when the loop handles that end, so waiting
+    for it loses nothing; the poll is a fragment, which would queue behind the run anyway.
+
+    Nor is it asked while a request of the browser waits for the ScriptRunner (a run just
+    asked for, not started): Streamlit merges two waiting requests, the newer's widget values
+    winning, and the wake's carry none, so a tap on a choice and "Send my answer" would reach
+    the run with the choice gone. Browser requests are handled on this loop too, so none can
+    slip in between this look and the request."""
+    from streamlit.runtime.app_session import AppSessionState
+    from streamlit.runtime.scriptrunner_utils.script_requests import ScriptRequestType
+
+    try:
+        state = session._state
+        if state == AppSessionState.SHUTDOWN_REQUESTED:
+            return
+        runner = session._scriptrunner
+        waiting = runner is not None and runner._requests._state == ScriptRequestType.RERUN
+        if (state == AppSessionState.APP_IS_RUNNING or waiting) and \
+                time.monotonic() < deadline:
+            loop.call_later(IDLE_RETRY_S, _request_when_idle, loop, session, request,
+                            deadline)
+            return
+        session.request_rerun(request)
     except (AttributeError, RuntimeError, TypeError) as error:  # not the Streamlit it knows
         _off(error)

@@ -45,13 +45,16 @@ from xai_core.classroom.store import DEFAULT_HOURS, ClassError, class_hours
 # core (bench/bench_class.py). Instead `class_wake` watches the class once per process and
 # asks for a run of the polls of its sessions when something changed.
 POLL_ENV = "VIT_LENS_CLASS_POLL_S"
+# only a safety net (the wake moves the class): at 10 s, 100 idle students cost each replica
+# 6-7.6 % of a core on the loaded 2-core machine (bench_class, 2026-12-06), over the 5 % aim
+POLL_DEFAULT_S = 30.0
 
 
 def _poll_period() -> float:
     try:
-        return min(max(float(os.environ.get(POLL_ENV, "") or 10.0), 0.5), 60.0)
+        return min(max(float(os.environ.get(POLL_ENV, "") or POLL_DEFAULT_S), 0.5), 60.0)
     except ValueError:
-        return 10.0
+        return POLL_DEFAULT_S
 
 
 POLL_S = _poll_period()
@@ -60,6 +63,8 @@ BAR_WANDERED = "class_bar_wandered"  # whether the bar last drawn offered "Catch
 REMEMBERED = "class_remembered"  # the browser's cookies were read (a session's first run)
 FORGET = "class_forget"  # cookies to delete: the class this browser left or ended
 LEFT = "class_left"  # the class this tab's student just left
+GOING = "class_going"  # a follow switch was asked for: the next full run is its landing
+LANDING = "class_landing"  # this full run is a follow switch's landing
 FOLLOWED = {"image_choice", "vit_model", "cnn_model", "iv_model"}  # and each page's view
 VIEW_KEY = re.compile(r"^[a-z0-9]+_(view|part)$")
 # The join view is read from the back of a lecture hall: the code about 1/6 of a 720-pixel
@@ -164,6 +169,7 @@ def start_run() -> None:
     try:
         _from_cookies(params)
         _from_link(params)
+        st.session_state[LANDING] = st.session_state.pop(GOING, False)
         if role() == "student":  # what this run draws; the poll reruns the page on a change
             place = store().place(st.session_state[CODE])
             st.session_state[RUN_PLACE] = (time.monotonic(), place)
@@ -204,12 +210,14 @@ def _go(place) -> None:
     if page is None:
         return
     st.session_state[HERE] = (place.page, place.params)  # where the switch lands
+    st.session_state[GOING] = True
     st.switch_page(page, query_params={**place.params, "class": st.session_state[CODE]})
 
 
 def after_run(url_path: str) -> None:
     """End of a full run: the instructor's place is written when it changed; a student's
     is kept, to tell whether they wandered off."""
+    st.session_state.pop(LANDING, None)
     if role() is None:
         return
     current = here(url_path)
@@ -380,11 +388,9 @@ def _student_bar() -> None:
 def _wake_state(code: str):
     """What a student's page must be woken for: a move, a question or check opened or
     revealed (None once the class is gone)."""
-    try:
-        place = store().place(code)
-    except ClassError:
-        return None
-    return place.version, shown(place)
+    forget_place(code)  # read afresh into the process's cache: the polls woken for a change
+    place = cached_place(code)  # must find it there, not a place up to PLACE_TTL_S old
+    return None if place is None else (place.version, shown(place))
 
 
 def _wandered(place=None) -> bool:
@@ -414,9 +420,15 @@ def _poll_once() -> None:
     if place is None:
         _leave()
         st.rerun(scope="app")
-    if moved(place):
+    if class_questions.answer_pending() or (st.session_state.get(LANDING) and (
+            moved(place) or shown(place) != st.session_state.get(DRAWN))):
+        # a press is stored first, below; a page a switch opened is drawn to its end (else
+        # an instructor moving faster than a page runs would restart it for ever): this
+        # poll runs again once this run is over
+        class_wake.rerun_poll()
+    elif moved(place):
         _go(place)
-    if shown(place) != st.session_state.get(DRAWN):
+    elif shown(place) != st.session_state.get(DRAWN):
         st.rerun(scope="app")
     wandered = st.session_state[BAR_WANDERED] = _wandered(place)
     with st.container(horizontal=True, vertical_alignment="center", key="class_bar"):

@@ -61,6 +61,11 @@ def _component_value(name: str):
     return (st.session_state.get(KEY) or {}).get(name)
 
 
+def shown_block() -> int | None:
+    """The block the Explainer shows (its head chips), as the browser last reported it."""
+    return _view().get("block")
+
+
 def _view() -> dict:
     """What the browser reported: the block and tour step on screen, the signature of the
     overview it holds ("have"), the blocks whose detail ("blocks") and queries and keys

@@ -2,7 +2,7 @@
 as Streamlit-protocol sessions (bench/class_client.py: what a tab sends and receives):
 
 - a replica is killed (SIGKILL) while the class answers: every answer the app acknowledged
-  ("Received.") is in the database afterwards;
+  ("Received: head 3. ...") is in the database afterwards;
 - both replicas are killed and started again: the class's report is the same before and after
   (`python -m xai_core class report CODE --json`), and a student who joins after the restart
   gets the open question."""
@@ -20,12 +20,12 @@ from e2e_helpers import ROOT, AppProcess, app_env
 from proxy_helpers import PREFIX, nginx_in_front
 
 from bench.class_client import ClassSession
+from dashboard.class_questions import RECEIVED
 from dashboard.page_visit import run_in_thread
 from xai_core.classroom.store import DB_ENV, ClassStore
 
 STUDENTS = 16
 HEADS = 6
-RECEIVED = "Received."
 
 
 async def join(base: str, code: str) -> ClassSession:
@@ -40,8 +40,9 @@ async def answer(student: ClassSession, question_id: int, head: int, delay: floa
     try:
         started = time.perf_counter()
         await student.set_and_press({f"class_choice_{question_id}": f"head {head}"},
-                                    "class_send", timeout=120)
-        return RECEIVED in student.text_since(started - 1)
+                                    "class_send", timeout=120,
+                                    until=(f"{RECEIVED} head {head}.",))
+        return f"{RECEIVED} head {head}." in student.text_since(started)
     except (ConnectionError, TimeoutError, KeyError):
         return False
 

@@ -6,6 +6,9 @@
 - head: each head of the block switched off on its own (`interventions.head_importance`):
   the drop of the target's score, the head with the largest drop matters most;
 - classes: the model's top classes (`pipeline.predict`).
+
+What Reveal stores (`head_answer`, `classes_answer`) is computed once, on the instructor's
+press; the sentences (`head_sentence`, `classes_sentence`) are read off it and the answers.
 """
 
 from __future__ import annotations
@@ -34,10 +37,18 @@ def click_grid(answers: list[list[int]], grid: tuple[int, int]) -> np.ndarray:
     return counts.reshape(grid)
 
 
-def drop_words(who: str, drop: float, score: str) -> str:
+def drop_words(who: str, drop: float, score: str, digits: int = 2) -> str:
     """'the class's patches cut the cat's score by 0.21' (or raised it, when it rose)."""
     verb = "cut" if drop >= 0 else "raised"
-    return f"{who} {verb} {score} by {abs(drop):.2f}"
+    return f"{who} {verb} {score} by {abs(drop):.{digits}f}"
+
+
+def favourite(answers: list, choices: list):
+    """The choice most students picked (a tie goes to the one listed first); None when no
+    answer is one of `choices`."""
+    counts = Counter(answers)
+    best = max(choices, key=lambda c: (counts[c], -choices.index(c)), default=None)
+    return best if best is not None and counts[best] else None
 
 
 @dataclass(frozen=True)
@@ -81,3 +92,57 @@ def head_reveal(model, image, block: int, target=None, head=None, should_stop=No
 
     grid = head_importance(model, image, target=target, head=head, should_stop=should_stop)
     return np.asarray(grid.drops[block], dtype=float), grid
+
+
+HEAD_DIGITS = 3  # a head's drop is often a few hundredths: two decimals would say 0.00
+
+
+def head_answer(model, image, block: int, should_stop=None) -> dict:
+    """What Reveal stores for "which head matters most in this block?": each head's drop of
+    the top class's score when it alone is switched off, and the head with the largest."""
+    drops, grid = head_reveal(model, image, block, should_stop=should_stop)
+    return {"drops": drops.tolist(), "answer": int(drops.argmax()), "block": block,
+            "score_kind": grid.score_kind, "label": grid.label}
+
+
+def head_sentence(result: dict, answers: list[int]) -> str:
+    """'Switching head 3 off cut the tabby cat score most: by 0.212. The class chose head 1
+    most often: switching it off cut it by 0.041.'"""
+    drops, best = result["drops"], result["answer"]
+    score = f"the {result['label']} score"
+    if drops[best] >= 0:
+        words = (f"Switching head {best} off cut {score} most: by "
+                 f"{drops[best]:.{HEAD_DIGITS}f}.")
+    else:  # every head's switch-off raised it
+        words = (f"No head's switch-off cut {score}; head {best}'s raised it least: by "
+                 f"{-drops[best]:.{HEAD_DIGITS}f}.")
+    chosen = favourite(answers, list(range(len(drops))))
+    if chosen is None:
+        return words
+    if chosen == best:
+        return words + f" The class chose head {best} most often too."
+    return words + (f" The class chose head {chosen} most often: "
+                    + drop_words("switching it off", drops[chosen], "it", HEAD_DIGITS) + ".")
+
+
+def classes_answer(model, image, topk: int = 5) -> dict:
+    """What Reveal stores for "what will the model answer?": its top classes."""
+    from ..pipeline import predict
+
+    top = predict(model, image, topk=topk)
+    return {"top": [[p.index, p.label, p.probability] for p in top], "answer": top[0].index}
+
+
+def classes_sentence(result: dict, answers: list[int], options: list) -> str:
+    """'The model answers tabby cat (62%). The class's most common answer: tiger cat (5 of
+    12).' `options`: the question's [[index, label], ...]."""
+    index, label, probability = result["top"][0]
+    words = f"The model answers {label} ({probability:.0%})."
+    labels = {int(i): name for i, name in options}
+    chosen = favourite(answers, list(labels))
+    if chosen is None:
+        return words
+    share = f"{answers.count(chosen)} of {len(answers)}"
+    if chosen == index:
+        return words + f" The class's most common answer was that too ({share})."
+    return words + f" The class's most common answer: {labels[chosen]} ({share})."
