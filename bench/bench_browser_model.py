@@ -88,7 +88,7 @@ def _webgpu(browser) -> str:
     """What this headless Chromium offers WebGPU with the tests' flags."""
     context = browser.new_context()
     page = context.new_page()
-    page.goto((ROOT / "dashboard" / "lesson" / "lesson.css").resolve().as_uri())
+    page.goto((ROOT / "dashboard" / "static" / "explainer" / "host" / "lesson.css").resolve().as_uri())
     found = page.evaluate("""async () => !navigator.gpu ? "no navigator.gpu" :
       (await navigator.gpu.requestAdapter()) ? "an adapter" : "navigator.gpu, no adapter" """)
     context.close()

@@ -2,7 +2,8 @@
  * and normalised as the server would (preprocess.js), the model runs in a Web Worker
  * (runtime.js), and every view of the Explainer is computed from its outputs (payloads.js)
  * and handed to the same component as the server's messages, head switches included.
- * Nothing leaves the browser. The host (dashboard/lesson/host.js) calls setup(api). */
+ * Nothing leaves the browser. The host (dashboard/static/explainer/host/model-host.js) calls
+ * setup(api). */
 
 import { knnVote, knnWeights, top as topClasses } from "./answer.js";
 import { BrowserModel, cannotRun } from "./runtime.js";
@@ -129,24 +130,23 @@ class OwnPicture {
 
   /** What the server would answer to the component's `view` (explainer_component.component_data). */
   async reply(view, presentation) {
-    const holds = view.have === this.signature, last = this.md.blocks - 1;
+    const last = this.md.blocks - 1, wire = this.setup.api.wire;
     const block = Number.isInteger(view.block) && view.block >= 0 && view.block <= last ? view.block : last;
+    const wanted = wire.wants(view, this.signature, block), holds = wanted.holds;
     // heads switched off in a view about another picture (the one shown before this photo)
     // do not carry over: a new picture starts with every head on, as on the live page
     const off = (holds && Array.isArray(view.off) ? view.off : []).filter((p) => Array.isArray(p) && p.length === 2 &&
       Number.isInteger(p[0]) && Number.isInteger(p[1]) && p[0] >= 0 && p[0] < this.md.blocks && p[1] >= 0 && p[1] < this.md.heads);
-    const kept = holds && (view.blocks || []).includes(block);
-    const wantQk = view.want_qk === true && !(holds && (view.qk || []).includes(block));
-    return encodeMessage({
+    return encodeMessage(wire.message({
       signature: this.signature, presentation, overview: holds ? null : this.overview,
-      detail: kept ? null : detail(this.md, this.setup.template, this.outputs, block),
-      vectors: wantQk ? vectors(this.md, this.outputs, block) : null,
+      detail: wanted.detail ? detail(this.md, this.setup.template, this.outputs, block) : null,
+      vectors: wanted.vectors ? vectors(this.md, this.outputs, block) : null,
       // computed after the overview: sent with every reply until the component has them
       daam: holds && this.overview.daam.codes ? this.overview.daam : null,
       tour: { steps: this.steps, active: null, resume: null },
-      initial: { block, stage: "blocks" }, link: { sample: null },
+      initial: { block, stage: "blocks" },
       switch: { live: true, result: off.length ? await this.learnerSwitch(off) : null },
-    });
+    }));
   }
 }
 
