@@ -357,6 +357,25 @@ def test_explainer_modules_have_no_import_cycle_and_all_load():
     assert reached == set(graph), f"not loaded by main.js: {set(graph) - reached}"
 
 
+def test_each_part_writes_only_its_own_elements():
+    """A part changes what it built; the root's marks for tests go through the root's owner
+    (app.js `mark`), a faded panel follows the store (issue 39: player.js and tour.js wrote
+    the detail panel's and the root's elements)."""
+    foreign = re.compile(r"\bapp\.(?:root|\w+\.(?:element|canvas|box))\."
+                         r"(?:dataset\.\w+\s*=|style\.(?!getPropertyValue)|classList\.(?!contains)"
+                         r"|innerHTML|textContent|append|remove)")
+    found = {name: foreign.findall(text) for name, text in js_modules().items() if name != "app.js"}
+    assert {name: hits for name, hits in found.items() if hits} == {}
+
+
+def test_tour_steps_are_found_by_id():
+    """Code and tests find a step by its `id`, never by its title (a title may be reworded)."""
+    by_title = re.compile(r"""(?<!\["page"\])\[["']title["']\]\s*==|\.title\s*===?\s*["'`]""")
+    files = [*js_modules().items(), *((path.name, path.read_text(encoding="utf-8")) for path in
+                                      (CORE.parent / "tests").rglob("test_*.py"))]
+    assert [name for name, text in files if by_title.search(text)] == []
+
+
 def test_the_loader_gets_every_module_after_its_imports_under_one_version(tmp_path, monkeypatch):
     from dashboard import assets
 

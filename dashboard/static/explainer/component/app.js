@@ -171,6 +171,17 @@ export class Explainer {
     root.appendChild(main);
   }
 
+  /** Everything drawn goes until the overview arrives (asked again, sync.js). */
+  showLoading() {
+    this.root.textContent = "Loading the ViT Explainer…";
+  }
+
+  /** A fact about the view for tests and tools, written on the root (its owner): parts
+   * report through this and write no one else's element. */
+  mark(name, value) {
+    this.root.dataset[name] = value;
+  }
+
   /** The picture's displayed size: `px` while a tour step needs room (tour.js), its own
    * size (null) otherwise. The root's --vx-image sizes it and the column it sits in. */
   fitPicture(px) {
@@ -196,6 +207,8 @@ export class Explainer {
   renderAll() {
     if (!this.model) return;
     this.tour.render();
+    this.mark("tour", String(this.state.tour));
+    this.mark("resume", String(this.tour.resumeStep()));
     this.renderChrome();
     this.detail.render();
     this.drawLive();
@@ -217,6 +230,7 @@ export class Explainer {
     r.detail = [...this.details.keys()].join(",");
     r.qk = this.sync.blocksWithVectors().join(",");
     this.strip.render();
+    this.detail.renderPlaying();
   }
 
   /** Everything that follows the pointer: image, sequence, head chips, live detail parts. */

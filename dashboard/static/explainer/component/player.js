@@ -37,8 +37,7 @@ export class Player {
       if (METRICS.frames.length > 600) METRICS.frames.splice(0, 300);
       this.raf = requestAnimationFrame(tick);
     };
-    app.store.notify(REDRAW.chrome);
-    app.detail.element.classList.add("vx-stale");
+    app.store.notify(REDRAW.chrome);  // the play button, the detail panel's faded look
     this.raf = requestAnimationFrame(tick);
   }
 
@@ -52,10 +51,9 @@ export class Player {
     app.store.notify(REDRAW.all);
   }
 
-  /** Stop without fetching or drawing (the caller sets the view itself). */
+  /** Stop without fetching or drawing (the caller sets the view itself, and redraws). */
   halt() {
-    this.app.state.playing = false;
+    this.app.store.set({ playing: false }, REDRAW.none);
     cancelAnimationFrame(this.raf);
-    this.app.detail.element.classList.remove("vx-stale");
   }
 }
