@@ -202,6 +202,7 @@ export class Explainer {
     if (redraw === REDRAW.all) this.renderAll();
     else if (redraw === REDRAW.chrome) this.renderChrome();
     else if (redraw === REDRAW.live) this.drawLive();
+    else if (redraw === REDRAW.frame) this.drawFrame();
   }
 
   renderAll() {
@@ -241,6 +242,13 @@ export class Explainer {
     this.controls.draw();
     this.detail.draw();
     this.strip.draw();
+  }
+
+  /** One frame of the player: the parts that show the moving map. */
+  drawFrame() {
+    if (!this.model) return;
+    this.picture.draw();
+    this.sequence.draw();
   }
 
   /* ---------- interaction shared by the parts ---------- */

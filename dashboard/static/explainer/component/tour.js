@@ -52,11 +52,11 @@ export class Tour {
   applyStep(step, send) {
     const s = this.steps[step - 1], app = this.app;
     if (!s) return;
-    if (app.state.playing) app.player.halt();
     // a step that switches its head off carries the result: no round trip, also offline
     if (s.switch) app.switchResult = s.switch;
     this.expanded = false;
-    app.store.set({ tour: step, stage: s.stage, block: s.block, head: s.head, overlay: s.overlay,
+    // playing: false stops the player (its next frame sees it)
+    app.store.set({ tour: step, playing: false, stage: s.stage, block: s.block, head: s.head, overlay: s.overlay,
       off: s.switch && !s.switch.error ? s.switch.off : [], pinned: s.patch, hover: null, hoverPrefix: null,
       previewBlock: null, previewHead: null, targets: s.targets, marks: s.patches,
       position: app.maps.frameIndexOf(s.block, s.overlay) });
