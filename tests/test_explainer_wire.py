@@ -140,3 +140,12 @@ def test_every_host_starts_with_the_linker():
     for host in ("loader.js", "lesson.js"):
         text = (assets.HOSTS / host).read_text()
         assert "linkModules(" in text and not is_linker(text), host
+
+
+def test_the_browser_writes_the_frame_in_one_module():
+    """The frame ("VXB1", the header's length, the header, the arrays) is read and written in
+    the browser by wire.js only: the lesson's host and the model in the browser use it."""
+    magic = re.compile(r"VXB1|0x56,\s*0x58,\s*0x42,\s*0x31")
+    writers = [str(path.relative_to(ROOT)) for path in SOURCES if path.suffix == ".js"
+               and magic.search(re.sub(r"/\*.*?\*/|//[^\n]*", "", path.read_text(), flags=re.S))]
+    assert writers == [str(WIRE_JS.relative_to(ROOT))]

@@ -235,9 +235,11 @@ async function open() {
   request({});
 }
 
-/* What dashboard/static/explainer/host/model-host.js (present when the file carries the model) uses. */
-window.__vitLessonHost = { manifest, host, request: () => { request(host.view); return host.queue; }, say, blobBytes, inflate,
-  loadModules, part, wire: () => wire };
-window.dispatchEvent(new Event("vit-lesson-host"));
+const opened = open();  // the component linked (its wire.js with it) and first asked
+opened.catch(fail);
 
-open().catch(fail);
+/* What dashboard/static/explainer/host/model-host.js (present when the file carries the
+ * model) uses; `ready` once the component (and its wire format) is linked. */
+window.__vitLessonHost = { manifest, host, request: () => { request(host.view); return host.queue; }, say, blobBytes, inflate,
+  loadModules, part, wire: () => wire, ready: opened };
+window.dispatchEvent(new Event("vit-lesson-host"));

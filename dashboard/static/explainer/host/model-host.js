@@ -52,6 +52,7 @@ function hostReady() {
 
 async function start() {
   api = await hostReady();
+  await api.ready;  // the component's wire format (wire.js), which the own photo's messages use
   model = api.manifest.browser_model;
   const setup = await api.loadModules(model.modules);
   let cached = null;

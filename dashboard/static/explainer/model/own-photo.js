@@ -7,7 +7,7 @@
 
 import { knnVote, knnWeights, top as topClasses } from "./answer.js";
 import { BrowserModel, cannotRun } from "./runtime.js";
-import { decodeMessage, encodeMessage } from "./message.js";
+import { packMessage, unpackMessage } from "./message.js";
 import { daamFrames, detail, headSwitch, modelData, overview, vectors } from "./payloads.js";
 import { resolveSteps, switchedHeads } from "./tour-steps.js";
 import { fitToModel, fromRGBA, modelCropBox, scaleWords, shrinkUpload, toModelTensor } from "./preprocess.js";
@@ -21,6 +21,10 @@ function el(tag, className, text) {
   if (text !== undefined) node.textContent = text;
   return node;
 }
+
+/** A message in the wire's frame, and back (`wire`: the component's wire.js, from the host). */
+const encode = (wire, message) => { const { header, chunks } = packMessage(message); return wire.frame(header, chunks); };
+const decode = (wire, bytes) => unpackMessage(wire.unframe(bytes));
 
 const seconds = (ms) => `${(ms / 1000).toFixed(1)} s`;
 
@@ -137,7 +141,7 @@ class OwnPicture {
     // do not carry over: a new picture starts with every head on, as on the live page
     const off = (holds && Array.isArray(view.off) ? view.off : []).filter((p) => Array.isArray(p) && p.length === 2 &&
       Number.isInteger(p[0]) && Number.isInteger(p[1]) && p[0] >= 0 && p[0] < this.md.blocks && p[1] >= 0 && p[1] < this.md.heads);
-    return encodeMessage(wire.message({
+    return encode(wire, wire.message({
       signature: this.signature, presentation, overview: holds ? null : this.overview,
       detail: wanted.detail ? detail(this.md, this.setup.template, this.outputs, block) : null,
       vectors: wanted.vectors ? vectors(this.md, this.outputs, block) : null,
@@ -214,11 +218,12 @@ class OwnPhoto {
   /** The model's data, the recorded overview (the model's facts) and the worker: once. */
   load() {
     this.loading = this.loading || (async () => {
-      this.md = modelData(decodeMessage(await this.api.modelMessage()));
-      this.template = decodeMessage(await this.api.templateOverview()).overview;
+      const wire = this.api.wire;
+      this.md = modelData(decode(wire, await this.api.modelMessage()));
+      this.template = decode(wire, await this.api.templateOverview()).overview;
       this.tour = this.api.tour;
       const sources = await this.api.sources;
-      this.model = new BrowserModel({ ...sources, model: decodeMessage(sources.model) }, this.md,
+      this.model = new BrowserModel({ ...sources, model: decode(wire, sources.model) }, this.md,
         (text) => this.say(`${text}\u2026`));
       window.vitLens = window.vitLens || {};
       window.vitLens.model = this.model;  // for automation: run, resume, daam
@@ -287,7 +292,7 @@ class OwnPhoto {
       own = new OwnPicture(this, prepared, run.outputs, file.name || "photo");
       mark("views");
       // for automation: the payloads as the component gets them (one Explainer message)
-      window.vitLens.payloads = (block) => encodeMessage({ overview: own.overview,
+      window.vitLens.payloads = (block) => encode(this.api.wire, { overview: own.overview,
         detail: detail(this.md, this.template, own.outputs, block), vectors: vectors(this.md, own.outputs, block),
         steps: own.steps });
       window.vitLens.own = own;
