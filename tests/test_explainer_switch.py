@@ -13,11 +13,12 @@ from dashboard.explainer_component import MAX_HEADS_OFF, switched_off
 from xai_core.lessons import explainer
 from xai_core.models import knn
 from xai_core.pipeline import predictions_of, prepare
+from xai_core.studies.interventions import drop_words
 from xai_core.studies.readout import readout
 
 
-def answer_with_head_zeroed(model, image, block: int, head: int):
-    """Top-5 of the model with one head's output set to 0 as it enters the projection."""
+def output_with_head_zeroed(model, image, block: int, head: int) -> torch.Tensor:
+    """The model's output with one head's output set to 0 as it enters the projection."""
     module = model.module
     width = module.blocks[block].attn.head_dim
 
@@ -32,7 +33,12 @@ def answer_with_head_zeroed(model, image, block: int, head: int):
             output = module(prepare(model, image).pixels)
     finally:
         handle.remove()
-    return predictions_of(model.head, output, 5)
+    return output
+
+
+def answer_with_head_zeroed(model, image, block: int, head: int):
+    """Top-5 of the model with one head's output set to 0 as it enters the projection."""
+    return predictions_of(model.head, output_with_head_zeroed(model, image, block, head), 5)
 
 
 @pytest.mark.parametrize("block, head", [(0, 5), (6, 2), (11, 0)])
@@ -45,6 +51,16 @@ def test_head_switch_equals_a_forward_with_the_head_zeroed(dinov2, image, block,
     plain = predictions_of(dinov2.head, dinov2.module(prepare(dinov2, image).pixels), 5)
     assert [t["label"] for t in result["before"]] == [p.label for p in plain]
     assert result["off"] == [[block, head]] and "W_O" in result["convention"]
+    # the drop: the answer's k-NN class score before minus after (interventions.DROP), in words
+    bank, top = dinov2.head.bank, dinov2.head.class_names.index(plain[0].label)
+    with torch.inference_mode():
+        scores = [float(knn.class_score(bank, output, top)) for output in (
+            dinov2.module(prepare(dinov2, image).pixels),
+            output_with_head_zeroed(dinov2, image, block, head))]
+    drop = scores[0] - scores[1]
+    assert result["target"]["drop"] == pytest.approx(drop, abs=5e-5 + 1e-6)  # 4 places
+    assert result["target"]["words"] == drop_words(result["target"]["drop"])
+    assert result["target"]["words"].startswith("fell" if drop > 0 else "rose")
 
 
 def test_head_switch_names_a_head_the_model_lacks(dinov2, image):

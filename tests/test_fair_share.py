@@ -305,9 +305,12 @@ def test_page_7_refuses_a_new_seed_past_the_allowance_in_one_sentence(monkeypatc
     again is a cache hit and is shown, not refused."""
     from apptest_helpers import open_app, text_tables
 
+    from dashboard import visitor_share
+
     monkeypatch.setenv(fair_share.ENV_PASSES, "60")
     monkeypatch.setenv(fair_share.ENV_CPU, "none")
     monkeypatch.setenv(fair_share.ENV_WAIT, "5")
+    visitor_share.install()  # as the app's import did (the fixture named no visitor)
     app = open_app("7_comparison.py", timeout=600, image_choice="coffee",
                    cmp_methods_vit=["attention"])
     assert not app.exception, app.exception

@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from apptest_helpers import chart_specs, open_app
+from hook_helpers import hooked_modules
 from single_thread import one_torch_thread
 from tiny_models import images, tiny_cnn
 from tolerance import assert_close, network_tolerance, probability_tolerance
@@ -89,8 +90,7 @@ def freed(monkeypatch):
 
 
 def lock_free_and_no_hooks(model) -> bool:
-    hooked = [name for name, m in model.module.named_modules()
-              if m._forward_hooks or m._forward_pre_hooks]
+    hooked = hooked_modules(model.module)
     return not model.lock._held and not model.lock._queue and not hooked
 
 

@@ -12,6 +12,7 @@ import pytest
 import timm
 import torch
 
+from hook_helpers import hooked_modules
 from tolerance import assert_close, class_score_tolerance, network_tolerance
 from xai_core.studies import interventions as I
 from xai_core.cli.main import main
@@ -292,8 +293,7 @@ def test_hooks_are_removed_and_attention_refused_even_on_error(dinov2):
             assert module.blocks[0].attn.attn_drop._forward_hooks
             assert not module.blocks[0].attn.fused_attn
             raise RuntimeError("stop")
-    hooked = [m for m in module.modules() if m._forward_hooks or m._forward_pre_hooks]
-    assert hooked == []
+    assert hooked_modules(module) == []
     assert module.blocks[0].attn.fused_attn == module.blocks[1].attn.fused_attn
 
 
@@ -558,7 +558,7 @@ def test_hooks_go_on_only_while_the_models_lock_is_held(dinov2, image):
             under(dinov2, image, heads_off="0.1", positions="shuffle"), done.set()))
         worker.start()
         assert not done.wait(1.0)
-        assert not any(m._forward_hooks or m._forward_pre_hooks for m in dinov2.module.modules())
+        assert hooked_modules(dinov2.module) == []
     finally:
         dinov2.lock.release()
     worker.join(120)

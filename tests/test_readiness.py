@@ -6,6 +6,7 @@ tests/e2e/test_fair_server.py."""
 from __future__ import annotations
 
 import asyncio
+import time
 
 import pytest
 
@@ -16,6 +17,7 @@ from dashboard.page_list import existing_pages, url_path
 @pytest.fixture(autouse=True)
 def nothing_ran(monkeypatch):
     monkeypatch.setattr(readiness, "_finished", set())
+    monkeypatch.setattr(readiness, "_STARTED", time.monotonic())  # a process started just now
     monkeypatch.delenv(readiness.READY_AFTER_ENV, raising=False)
 
 

@@ -76,6 +76,8 @@ def test_switching_a_head_off_reruns_the_model_and_updates_the_bars(app, tab):
     status = tab.locator(f"{ANSWER} .vx-answer-status").inner_text()
     target = expected["target"]
     assert f"{target['before']:.3f} → {target['after']:.3f}" in status, status
+    sign = "+" if target["drop"] > 0 else "−" if target["drop"] < 0 else ""
+    assert f"it {target['words']} (drop {sign}{abs(target['drop']):.4f})" in status, status
     assert tab.locator(f"{ROOT} .vx-block").nth(6).get_attribute("data-off") == "1"
 
     tab.locator(f"{ANSWER} .vx-answer-reset").click()

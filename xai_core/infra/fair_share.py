@@ -261,6 +261,9 @@ def settle(thread_cpu: Callable[[], float] = time.thread_time, helpers_busy: flo
     LEDGER.charge(who, current_share(), cpu=max(0.0, now - since) + helpers_busy)
 
 
+PASS_COUNTER = "_vit_lens_pass_counter"  # the id of the counting hook, on the model it counts
+
+
 def count_passes(module) -> None:
     """Count every image through `module` (its batch's first dimension), forward and back,
     against the visitor whose thread runs it. The backward is counted by a hook on the
@@ -274,7 +277,8 @@ def count_passes(module) -> None:
         charge_passes(images, who)
         if getattr(output, "requires_grad", False) and hasattr(output, "register_hook"):
             output.register_hook(lambda grad: charge_passes(images, who))
-    module.register_forward_hook(on_forward)
+    handle = module.register_forward_hook(on_forward)
+    setattr(module, PASS_COUNTER, handle.id)  # so a check for left-over hooks can tell it apart
 
 
 # --- holding back -----------------------------------------------------------------------------

@@ -457,9 +457,10 @@ def _readout_facts(model, image, head) -> dict:
 
 def head_switch(model, image, head, off: list[tuple[int, int]]) -> dict:
     """The Explainer's head switch: the top-5 before and after switching these (block,
-    head) pairs off (page 9's `heads_off`, zero convention) and the change of the answer's
-    class score. {"off", "error"} when the pairs are not heads of this model."""
-    from ..studies.interventions import CONVENTION, intervene
+    head) pairs off (page 9's `heads_off`, zero convention) and the answer's class score
+    before and after, with its drop (before minus after, `interventions.DROP`) and the drop
+    in words. {"off", "error"} when the pairs are not heads of this model."""
+    from ..studies.interventions import CONVENTION, drop_words, intervene
 
     pairs = [[int(b), int(h)] for b, h in off]
     try:
@@ -472,7 +473,8 @@ def head_switch(model, image, head, off: list[tuple[int, int]]) -> dict:
     target = outcome.target
     return {"off": pairs, "before": top(outcome.before), "after": top(outcome.after),
             "target": {"label": target["label"], "score_kind": target["score_kind"],
-                       "before": round(target["before"], 4), "after": round(target["after"], 4)},
+                       "before": round(target["before"], 4), "after": round(target["after"], 4),
+                       "drop": round(target["drop"], 4), "words": drop_words(target["drop"])},
             "convention": CONVENTION}
 
 

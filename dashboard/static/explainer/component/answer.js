@@ -75,18 +75,20 @@ export class AnswerPanel {
     this.note.hidden = app.liveSwitch;
   }
 
-  /** The switch's numbers: the class score before → after and, for a k-NN head, the class's
-   * share of the vote too (its bar): two numbers that need not move together. */
+  /** The switch's numbers: the class score before → after with its drop (before minus after,
+   * the project's one sign convention) in the server's words, and, for a k-NN head, the
+   * class's share of the vote too (its bar): two numbers that need not move together. */
   statusText(off, current, waiting) {
     if (!off.length) return `<span class="muted">every head on · the power switch on a head chip turns it off</span>`;
     if (waiting) return `running the model without ${esc(headsText(off))}…`;
     if (current.error) return `<span class="vx-unknown">${esc(current.error)}</span>`;
-    const t = current.target, change = t.after - t.before, knn = this.app.model.ov.prediction.head === "knn";
+    const t = current.target, knn = this.app.model.ov.prediction.head === "knn";
     const share = (list) => (list.find((p) => p.label === t.label) || {}).share;
     const [was, now] = [share(current.before), share(current.after)];
     const vote = knn && was !== undefined && now !== undefined
       ? ` · <span title="The bar: the class's share of the k-NN vote">share of the vote ${pct(was)} → <b>${pct(now)}</b></span>` : "";
     return `${esc(headsText(off))} off · ${esc(t.label)}: <span title="${esc(t.score_kind)}">${knn ? "k-NN class score" : "probability"} ` +
-      `${t.before.toFixed(3)} → <b>${t.after.toFixed(3)}</b></span> (${change >= 0 ? "+" : "−"}${Math.abs(change).toFixed(3)})${vote}`;
+      `${t.before.toFixed(3)} → <b>${t.after.toFixed(3)}</b></span>: it ${esc(t.words)} ` +
+      `<span title="drop = the score with every head on minus the score with these heads off">(drop ${t.drop > 0 ? "+" : t.drop < 0 ? "−" : ""}${Math.abs(t.drop).toFixed(4)})</span>${vote}`;
   }
 }

@@ -51,6 +51,15 @@ export function classScore(bank, feature, classIndex) {
   return nearest.reduce((a, b) => a + b, 0) / nearest.length;
 }
 
+/** A drop (the score before minus after, the project's one sign convention) in the server's
+ * words (xai_core/studies/interventions.py drop_words): "fell by 0.0067", "rose by 0.0018",
+ * "did not move" when it rounds to 0 at `digits` decimals. */
+export function dropWords(drop, digits = 4) {
+  const size = fixed(Math.abs(drop), digits);
+  if (Number(size) === 0) return "did not move";
+  return `${drop > 0 ? "fell" : "rose"} by ${size}`;
+}
+
 /** xai_core.open_set.OpenSet.as_dict() | {why}. */
 export function openSet(bank, feature) {
   const score = Math.max(...similarities(bank, feature)), threshold = bank.threshold;

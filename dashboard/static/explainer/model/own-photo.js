@@ -193,7 +193,7 @@ class OwnPhoto {
     box.appendChild(this.progress);
     if (!self.crossOriginIsolated) {
       box.appendChild(el("p", "own-note muted", "Opened from disk (or from a server without cross-origin isolation), " +
-        "the model runs on one thread: a photo took about 2 s (8 to 18 s when the model had to start first) on a busy 2-core test machine; " +
+        "the model runs on one thread: a photo took 1 to 2 s (3.4 to 6 s when the model had to start first) on a busy 2-core test machine; " +
         "the line above says how long it takes here."));
     }
     for (const input of [choose, camera]) input.addEventListener("change", () => input.files[0] && this.use(input.files[0]));

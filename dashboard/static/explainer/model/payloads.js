@@ -4,11 +4,11 @@
  * (xai_core/browser_model/graph.py) and the model's data (bundle.model_data). The model's own
  * facts (stages, shapes, colour table) come from a recorded overview of the same model. */
 
-import { classScore, knnVote, openSet, top } from "./answer.js";
+import { classScore, dropWords, knnVote, openSet, top } from "./answer.js";
 import { analyseSinks, headMatrix, queryRow, rolloutRows, sinkFacts } from "./attention.js";
 import { distances, highNorm } from "./marks.js";
 import { half, packed, signedRows, unsignedRows } from "./message.js";
-import { general } from "./pyformat.js";
+import { fixed, general } from "./pyformat.js";
 
 const round = (x, digits) => Math.round(x * 10 ** digits) / 10 ** digits;
 
@@ -146,14 +146,16 @@ export function vectors(md, out, b) {
   return { block: b, q: part("q"), k: part("k") };
 }
 
-/** explainer.head_switch: the top five before and after, and the answer's class score. */
+/** explainer.head_switch: the top five before and after, and the answer's class score before
+ * and after with its drop (before minus after) and the drop in the server's words. */
 export function headSwitch(md, before, after, off) {
   const bank = md.knn, r4 = (x) => round(x, 4);
   const topOf = (feature) => top(bank, knnVote(bank, feature).probabilities).map((p) => ({ label: p.label, share: r4(p.probability) }));
   const target = top(bank, knnVote(bank, before).probabilities, 1)[0];
+  const scores = [before, after].map((feature) => classScore(bank, feature, target.index)), drop = scores[0] - scores[1];
   return { off, before: topOf(before), after: topOf(after),
-    target: { label: target.label, score_kind: bank.score_kind, before: r4(classScore(bank, before, target.index)),
-      after: r4(classScore(bank, after, target.index)) },
+    target: { label: target.label, score_kind: bank.score_kind, before: r4(scores[0]), after: r4(scores[1]),
+      drop: Number(fixed(drop, 4)), words: dropWords(drop) },
     convention: md.switch_convention };
 }
 

@@ -21,10 +21,14 @@ export function cannotRun() {
 }
 
 /** Threads for the runtime: several only where the page is cross-origin isolated (a server
- * sending COOP/COEP headers); a file opened from disk never is. */
+ * sending COOP/COEP headers; a file opened from disk never is), and one fewer than the cores
+ * (at least one, at most four), the server's rule (docs/hosting.md, CPU threads): an op waits
+ * for the slowest of its threads, and the page, the browser and other programs take a core at
+ * times. On the busy 2-core test machine a forward took 0.53-0.61 s on one thread and
+ * 0.88-1.03 s on two. */
 export function threadCount() {
   if (!self.crossOriginIsolated) return 1;
-  return Math.max(1, Math.min(4, navigator.hardwareConcurrency || 1));
+  return Math.max(1, Math.min(4, (navigator.hardwareConcurrency || 1) - 1));
 }
 
 /** The model message's graphs and weights as the worker takes them (typed arrays; their
