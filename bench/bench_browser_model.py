@@ -102,7 +102,7 @@ def _webgpu(playwright, browser) -> str:
     --enable-unsafe-webgpu (and without --disable-gpu)."""
     from e2e_helpers import CHROMIUM_FLAGS, chromium_path
 
-    page_url = (ROOT / "dashboard" / "lesson" / "lesson.css").resolve().as_uri()
+    page_url = (ROOT / "dashboard" / "static" / "explainer" / "host" / "lesson.css").resolve().as_uri()
     unsafe = playwright.chromium.launch(
         executable_path=chromium_path(), headless=True,
         args=[f for f in CHROMIUM_FLAGS if f != "--disable-gpu"] + ["--enable-unsafe-webgpu"])

@@ -31,6 +31,8 @@ import plotly.graph_objects as go
 import plotly.io as pio
 import streamlit as st
 
+from dashboard import assets
+
 HERE = Path(__file__).resolve().parent
 PLOTLY_JS = "plotly-vitlens-4.1.1.min.js"
 PLOTLY_URL = f"app/static/{PLOTLY_JS}"  # relative: resolves under any base URL path
@@ -52,7 +54,25 @@ for _axis in (TEMPLATE.layout.xaxis, TEMPLATE.layout.yaxis):
 TEMPLATE.data.heatmap = [go.Heatmap(colorbar=dict(exponentformat="power"))]
 TEMPLATE.layout.hoverlabel.font.family = APP_FONT["family"]
 
-_CHART_JS = (HERE / "chart" / "chart.js").read_text(encoding="utf-8")
+
+
+def chart_js() -> str:
+    """The chart's code for the component: the ES modules of dashboard/chart/ (entry
+    chart.js), inline, joined in the browser by the one module linker (assets.linker_js)."""
+    modules = assets.packed_modules(HERE / "chart", "chart.js")
+    return assets.linker_js() + f"""
+const MODULES = {json.dumps(modules)};  // dependencies first, chart.js last
+const linked = import(linkModules(MODULES)[MODULES[MODULES.length - 1].name]);
+
+export default function mount(args) {{
+  linked.then((module) => module.default(args), (error) => {{
+    args.parentElement.textContent = `This chart could not be drawn: ${{error.message}}`;
+  }});
+}}
+"""
+
+
+_CHART_JS = chart_js()
 _mount = st.components.v2.component(
     "vit_lens.chart",
     html="",

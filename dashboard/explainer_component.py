@@ -1,9 +1,9 @@
 """The ViT Explainer's browser component (Streamlit components v2) and its Python glue.
 
 Plain CSS and JavaScript, no build step, no library, no request outside the app: the code,
-the ES modules in dashboard/static/explainer/ (entry main.js), is served from app/static/
-under a hash of the whole folder and kept by the browser; what Streamlit sends with each
-rerun is the CSS and a loader that fetches and links them (dashboard/explainer/). The component draws the overview, hover linking and animation in
+the ES modules in dashboard/static/explainer/component/ (entry main.js), is served from
+app/static/ under a hash of the whole folder and kept by the browser; what Streamlit sends with
+each rerun is the CSS and a loader that fetches and links them (dashboard/static/explainer/host/). The component draws the overview, hover linking and animation in
 the browser; it talks to Python only through its `view` state (the opened block and tour
 step: one rerun of the fragment below) and its `navigate` trigger (the tour's "go deeper"
 button).
@@ -32,18 +32,18 @@ from xai_core.infra.cache import BoundedCache, cache_key
 from xai_core.infra.faults import ModelOutOfMemory, return_freed_memory
 from xai_core.models import ModelUnavailableError, availability, get_model
 
-ASSETS = Path(__file__).resolve().parent / "explainer"
 KEY = "vit_explainer"
 # The step the learner is on (or left the tour at, e.g. for a deeper page): this session's
 # own, so the Explainer can offer to resume when they come back.
 TOUR_STEP_KEY = "explainer_tour_step"
 
-CODE = "explainer"  # the modules' folder in dashboard/static/
+CODE = assets.COMPONENT  # the modules' folder in dashboard/static/
 
 
 def loader_js() -> str:
-    """The loader with the modules' folder, its version and the modules in load order."""
-    return ((ASSETS / "loader.js").read_text(encoding="utf-8")
+    """The linker, then the loader with the modules' folder, its version and the modules in
+    load order."""
+    return assets.linker_js() + ((assets.HOSTS / "loader.js").read_text(encoding="utf-8")
             .replace("__FOLDER__", f"app/static/{CODE}/")
             .replace("__VERSION__", assets.folder_version(CODE))
             .replace("__MODULES__", json.dumps(assets.module_order(CODE))))
@@ -52,7 +52,7 @@ def loader_js() -> str:
 _mount = st.components.v2.component(
     "vit_lens.explainer",
     html="",
-    css=(ASSETS / "explainer.css").read_text(encoding="utf-8"),
+    css=(assets.STATIC / CODE / "explainer.css").read_text(encoding="utf-8"),
     js=loader_js(),
 )
 
@@ -185,21 +185,21 @@ def component_data(model, image, head) -> bytes:
     vectors = view.get("want_qk", False) and not (holds and block in view.get("qk", ()))
     saved = st.session_state.get(TOUR_STEP_KEY)
     off = view.get("off")
-    return explainer.encode_message({
-        "signature": sig,
-        "presentation": state.selection().presentation,
-        "overview": None if holds else overview,
-        "detail": None if kept else explainer.block_payload(model, image, block),
-        "vectors": explainer.vectors_payload(model, image, block) if vectors else None,
-        "tour": {"steps": steps, "active": step,
-                 "resume": saved if not step and saved in range(1, len(TOUR) + 1) else None},
-        "initial": {**linked, "block": block, "stage": "blocks"},
-        "link": link_picture(),
-        "second_opinion": other,
+    return explainer.encode_message(explainer.message(
+        signature=sig,
+        presentation=state.selection().presentation,
+        overview=None if holds else overview,
+        detail=None if kept else explainer.block_payload(model, image, block),
+        vectors=explainer.vectors_payload(model, image, block) if vectors else None,
+        tour={"steps": steps, "active": step,
+              "resume": saved if not step and saved in range(1, len(TOUR) + 1) else None},
+        initial={**linked, "block": block, "stage": "blocks"},
+        link=link_picture(),
+        second_opinion=other,
         # the heads switched off: the model run again without them (none: nothing sent)
-        "switch": {"live": True,
-                   "result": explainer.head_switch(model, image, head, off) if off else None},
-    })
+        switch={"live": True,
+                "result": explainer.head_switch(model, image, head, off) if off else None},
+    ))
 
 
 def second_opinion(overview: dict, image) -> dict | None:

@@ -391,7 +391,7 @@ def model_facts(overview: dict, live: bool = True) -> dict[str, str]:
 def picture_facts(overview: dict, switch: Switch,
                   second_opinion: dict | None = None) -> dict[str, str]:
     """The facts of the picture on screen (the model in the learner's browser computes
-    these itself for their photo: dashboard/static/browser-model/tour-steps.js)."""
+    these itself for their photo: dashboard/static/explainer/model/tour-steps.js)."""
     prediction = overview["prediction"]
     middle = resolve_block("middle", overview)
     random = overview["model"]["random"]
@@ -426,7 +426,7 @@ def picture_facts(overview: dict, switch: Switch,
 
 def browser_tour(overview: dict) -> dict:
     """What the model in the learner's browser needs to write the tour for their photo
-    (dashboard/static/browser-model/tour-steps.js): the steps and the glossary as data, the
+    (dashboard/static/explainer/model/tour-steps.js): the steps and the glossary as data, the
     facts that depend on the model only (from a recorded picture's overview of the same
     model), the fixed sentences and thresholds the picture's facts use. Switches run in the
     browser, so the tour speaks as the app does (`live`)."""

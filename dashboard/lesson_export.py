@@ -6,7 +6,7 @@ This module only packs: the component's own ES modules and CSS (the same files t
 page serves), the messages Python sends the live component (`explainer.encode_message`,
 pre-encoded per image: the overview, each chosen block's detail and its queries and keys),
 the tour text filled per image, the model card and a footer. A small host
-(`dashboard/lesson/host.js`) plays the server's part in the browser: it answers the
+(`dashboard/static/explainer/host/lesson.js`) plays the server's part in the browser: it answers the
 component's `view` state from the embedded messages as `explainer_component.component_data`
 does, so the component cannot tell the file from the live page.
 
@@ -53,11 +53,10 @@ from xai_core.pipeline import head_of, prepare
 # files of its own format; a change to any of them is a new number (2: every part plain
 # deflate, since the queries and keys became 8-bit codes; 1 byte-shuffled their float16).
 LESSON_FORMAT = 2
-HERE = Path(__file__).resolve().parent
-MODULE_DIR = HERE / "static" / "explainer"  # the component as ES modules (entry main.js)
-COMPONENT_CSS = HERE / "explainer" / "explainer.css"
-HOST_JS = HERE / "lesson" / "host.js"
-PAGE_CSS = HERE / "lesson" / "lesson.css"
+MODULE_DIR = assets.STATIC / assets.COMPONENT  # the component as ES modules (entry main.js)
+COMPONENT_CSS = MODULE_DIR / "explainer.css"
+HOST_JS = assets.HOSTS / "lesson.js"
+PAGE_CSS = assets.HOSTS / "lesson.css"
 ENTRY = "main.js"
 FONTS = {"Source Sans Pro": "SourceSansVF-Upright*.woff2",
          "Source Code Pro": "SourceCodeVF-Upright*.woff2"}
@@ -79,7 +78,7 @@ MODEL_SERVER_ONLY = (
 )
 POLICY = ("default-src 'none'; script-src 'unsafe-inline' blob:; style-src 'unsafe-inline'; "
           "img-src data: blob:; font-src data:")
-MODEL_HOST_JS = HERE / "lesson" / "model-host.js"
+MODEL_HOST_JS = assets.HOSTS / "model-host.js"
 Progress = Callable[[float, str], None]
 
 
@@ -104,12 +103,9 @@ def component_modules() -> list[dict]:
     loader links them), each {"name", "parts"}: its source cut at each import's specifier
     (`assets.split_at_imports`), odd parts naming the module imported there."""
     try:
-        names = assets.module_order(MODULE_DIR.name, ENTRY, root=MODULE_DIR.parent)
+        return assets.packed_modules(MODULE_DIR, ENTRY)
     except ValueError as error:
         raise LessonError(f"The Explainer's modules cannot be packed: {error}.") from None
-    return [{"name": name,
-             "parts": assets.split_at_imports((MODULE_DIR / name).read_text(encoding="utf-8"))}
-            for name in names]
 
 
 def font_faces() -> str:
@@ -335,9 +331,9 @@ These need the ViT Lens app and its server:</p>
     for entry, blob in zip(images, blobs):
         out += [f'<script type="application/octet-stream" id="{entry["blob"]}">'.encode(),
                 escape_bytes(blob), b"</script>\n"]
-    host = HOST_JS.read_text(encoding="utf-8")
+    host = assets.linker_js() + HOST_JS.read_text(encoding="utf-8")
     if not host.isascii():
-        raise LessonError("dashboard/lesson/host.js must be ASCII (the page is windows-1252).")
+        raise LessonError("dashboard/static/explainer/host/ (link.js, lesson.js) must be ASCII (the page is windows-1252).")
     # async: the host runs as soon as the parser reaches it, so the recorded picture is drawn
     # while the rest of the page (the model's bytes, when it carries the model) is still read
     out.append(f'<script type="module" async>{host}</script>\n'.encode("ascii"))
@@ -347,7 +343,7 @@ These need the ViT Lens app and its server:</p>
                     .encode(), escape_bytes(model_pack.blob), b"</script>\n"]
         model_host = MODEL_HOST_JS.read_text(encoding="utf-8")
         if not model_host.isascii():
-            raise LessonError("dashboard/lesson/model-host.js must be ASCII.")
+            raise LessonError("dashboard/static/explainer/host/model-host.js must be ASCII.")
         out.append(f'<script type="module">{model_host}</script>\n'.encode("ascii"))
     out.append(b"</body></html>\n")
     return b"".join(out)

@@ -1,7 +1,7 @@
 """The model in the lesson: what `export-lesson --with-model` packs into the one HTML file
 and what `export-site` writes beside its page (dashboard/lesson_export.py calls these).
 
-The browser side is plain ES modules (dashboard/static/browser-model/, entry own-photo.js,
+The browser side is plain ES modules (dashboard/static/explainer/model/, entry own-photo.js,
 and worker.js for the Web Worker), the vendored onnxruntime-web (WebAssembly build, pinned,
 dashboard/static/vendor/onnxruntime-web/ with its licence), the model (its ONNX graphs and
 weights) and its data (xai_core/browser_model), and the tour's words and the model's facts
@@ -21,13 +21,12 @@ from pathlib import Path
 from dashboard import assets
 from xai_core.browser_model import bundle
 
-HERE = Path(__file__).resolve().parent
-MODULE_DIR = assets.STATIC / "browser-model"
+MODULE_DIR = assets.STATIC / assets.BROWSER_MODEL
 ENTRY, WORKER = "own-photo.js", "worker.js"
 VENDOR = assets.STATIC / "vendor" / "onnxruntime-web"
 RUNTIME_VERSION = "1.31.1"  # dashboard/static/vendor/onnxruntime-web.sh pins the same
 RUNTIME, WASM = "ort.wasm.bundle.min.mjs", "ort-wasm-simd-threaded.wasm"
-MODEL_HOST_JS = HERE / "lesson" / "model-host.js"
+MODEL_HOST_JS = assets.HOSTS / "model-host.js"
 BLOB_ID = "lesson-model"
 # The one file fetches nothing: scripts from the page and blob: (the modules, the worker,
 # the runtime), WebAssembly compiled from bytes in the page.
@@ -54,10 +53,7 @@ class ModelPack:
 def browser_modules() -> list[dict]:
     """The browser-model modules in dependency order, split at their imports (as the
     component's, `lesson_export.component_modules`)."""
-    names = assets.module_order(MODULE_DIR.name, ENTRY, root=MODULE_DIR.parent)
-    return [{"name": name,
-             "parts": assets.split_at_imports((MODULE_DIR / name).read_text(encoding="utf-8"))}
-            for name in names]
+    return assets.packed_modules(MODULE_DIR, ENTRY)
 
 
 MODULE_EXPORT = re.compile(r"export\{([^}]*)\};?\s*(//# sourceMappingURL=\S*\s*)?$")

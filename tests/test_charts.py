@@ -144,3 +144,20 @@ def test_pages_with_charts_start_loading_the_library_from_the_sidebar():
     assert chart_elements(home) and preload not in chart_elements(home)
     explainer = open_app("0_vit_explainer.py")
     assert not explainer.exception and preloads(explainer) == []
+
+
+def test_the_chart_is_small_modules_joined_by_the_one_linker():
+    """dashboard/chart/: ES modules by concern (the library, events, the fits of labels and
+    title, text measuring), none over 120 lines, every one loaded by the entry chart.js,
+    and joined in the browser by the Explainer's linker, not a second one."""
+    from dashboard import assets
+
+    folder = ROOT / "dashboard" / "chart"
+    modules = assets.packed_modules(folder, "chart.js")
+    names = [module["name"] for module in modules]
+    assert names[-1] == "chart.js" and sorted(names) == sorted(p.name for p in folder.glob("*.js"))
+    assert len(names) >= 5
+    for name in names:
+        assert (folder / name).read_text().count("\n") <= 120, name
+    code = charts.chart_js()
+    assert code.startswith(assets.linker_js()) and code.count("createObjectURL") == 1

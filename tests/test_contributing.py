@@ -23,8 +23,9 @@ RECIPES = {
                    "tests/test_<page>_page.py"},
     "Add a tour step": {"dashboard/explainer_tour.py", "docs/explainer.md",
                         "docs/deep-links.md"},
-    "Add a JS part": {"dashboard/static/explainer/<part>.js", "dashboard/static/explainer/app.js",
-                      "dashboard/explainer/explainer.css", "DEVELOPERS.md",
+    "Add a JS part": {"dashboard/static/explainer/component/<part>.js",
+                      "dashboard/static/explainer/component/app.js",
+                      "dashboard/static/explainer/component/explainer.css", "DEVELOPERS.md",
                       "tests/e2e/test_explainer_browser.py"},
 }
 PATH = re.compile(r"^[A-Za-z0-9_./<>-]+\.(py|md|js|css)$")
@@ -135,9 +136,9 @@ def test_the_tour_has_the_length_the_docs_give_and_points_at_real_pages():
 def test_every_browser_module_is_loaded_wired_and_listed():
     from dashboard import assets
 
-    folder = ROOT / "dashboard" / "static" / "explainer"
+    folder = assets.STATIC / assets.COMPONENT
     files = {path.name for path in folder.glob("*.js")}
-    assert set(assets.module_order("explainer")) == files  # none left out of the load
+    assert set(assets.module_order(assets.COMPONENT)) == files  # none left out of the load
     developers = (ROOT / "DEVELOPERS.md").read_text()
     for name in sorted(files):
         assert f"`{name}`" in developers, name

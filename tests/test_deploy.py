@@ -137,7 +137,7 @@ def test_static_files_come_from_the_installed_packages():
     index = (bundle.parent / "index.html").read_text()
     scripts = re.findall(r'src="\./static/([^"]+)"', index)
     assert scripts and all((bundle / script).is_file() for script in scripts)
-    assert app_static == STATIC and (app_static / "explainer" / "main.js").is_file()
+    assert app_static == STATIC and (app_static / "explainer" / "component" / "main.js").is_file()
     # every page's address gets the index.html Streamlit serves, from the same package
     page_root = re.search(r"location ~ \^/vit-lens/\[\^/\.\]\*\$ \{\s*root (\S+);",
                           directives(rendered()))[1]

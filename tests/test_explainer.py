@@ -30,7 +30,7 @@ from xai_core.models import get_model
 
 JS = "\n".join(path.read_text() for path in sorted(
     (Path(__file__).resolve().parents[1] / "dashboard" / "static"
-     / "explainer").glob("*.js")))  # the component's modules
+     / "explainer" / "component").glob("*.js")))  # the component's modules
 F16 = 2.0 ** -11  # float16's relative rounding error
 
 
@@ -372,7 +372,7 @@ def test_tour_resolves_with_live_numbers_for_every_layout(case):
         assert step["page"]["title"] == dict((n, t) for n, t, _ in PAGE_LIST)[step["page"]["file"]]
     text = " ".join(step["text"] for step in steps)
     assert f"**{layout.num_patches} patches**" in text
-    tokens_step = next(s for s in steps if s["title"] == "Patches become tokens")
+    tokens_step = next(s for s in steps if s["id"] == "tokens")
     if any(b.kind == "class" for b in capture.blocks):
         assert f"**{layout.num_patches} patch tokens**" in tokens_step["text"]
     else:
@@ -619,7 +619,7 @@ def test_a_big_upload_keeps_its_source_size_and_the_overview_says_so(tmp_path):
     assert picture["kept"] == pytest.approx((right - left) * (bottom - top) / (1024 * 768),
                                             abs=1e-4)
     step = next(s for s in tour.resolve_steps(overview, tour.switcher(model, photo, None))
-                if s["title"] == "What the model sees")
+                if s["id"] == "pixels")
     assert "Your 4000×3000 photo was shrunk to 1024×768" in step["text"]
     assert f"covering {tour.share_label(picture['kept'])} of the picture" in step["text"]
 

@@ -109,15 +109,15 @@ def test_each_switched_head_runs_once_and_the_offline_words_claim_no_switch(dino
     steps = {live: tour.resolve_steps(overview, lambda b, h: asked.append((b, h)) or real(b, h),
                                       live=live) for live in (True, False)}
     assert len(asked) == 2 * len(set(asked)) == 4  # two heads, once per resolve
-    for title in ("Switch that head off", "Test a claim"):
-        live, offline = (next(s for s in steps[m] if s["title"] == title) for m in (True, False))
+    for step_id in ("switch_sink", "test_claim"):
+        live, offline = (next(s for s in steps[m] if s["id"] == step_id) for m in (True, False))
         assert live["switch"] == offline["switch"] is not None
         assert "power switch" in live["text"] and "In the app" not in live["text"]
         assert "In the app" in offline["text"]
         assert "in its corner" not in offline["text"]
         assert "yourself with the power switch" not in offline["text"]
     assert "this file cannot run the model" in next(
-        s["text"] for s in steps[False] if s["title"] == "Switch that head off")
+        s["text"] for s in steps[False] if s["id"] == "switch_sink")
 
 
 def test_a_score_change_is_never_printed_as_minus_zero():

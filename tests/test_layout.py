@@ -286,9 +286,9 @@ def test_readme_and_docs_are_wrapped_at_100_characters():
     assert too_wide == []
 
 
-# The Explainer's browser modules (dashboard/static/explainer/): small files that the loader
-# and the offline lesson link without a build step, so only one import form is allowed.
-EXPLAINER_JS = CORE.parent / "dashboard" / "static" / "explainer"
+# The Explainer's browser modules (dashboard/static/explainer/component/): small files that the
+# loader and the offline lesson link without a build step, so only one import form is allowed.
+EXPLAINER_JS = CORE.parent / "dashboard" / "static" / "explainer" / "component"
 JS_IMPORT = re.compile(r'^import \{([^}]*)\} from "\./([\w.-]+\.js)";\n', re.M)
 JS_EXPORT = re.compile(r"^export (?:function|class|const) (\w+)", re.M)
 
@@ -306,8 +306,8 @@ def test_the_live_loader_and_the_lesson_link_the_same_import_form():
     time by `assets.split_at_imports` for the offline lesson. The two patterns are equal."""
     from dashboard import assets
 
-    loader = (CORE.parent / "dashboard" / "explainer" / "loader.js").read_text(encoding="utf-8")
-    pattern = re.search(r"^const IMPORT = /(.+)/gm;$", loader, re.M)[1]
+    linker = assets.linker_js()
+    pattern = re.search(r"^const IMPORT = /(.+)/gm;$", linker, re.M)[1]
     assert pattern.replace("\\/", "/") == assets.MODULE_IMPORT.pattern
 
 
@@ -357,10 +357,29 @@ def test_explainer_modules_have_no_import_cycle_and_all_load():
     assert reached == set(graph), f"not loaded by main.js: {set(graph) - reached}"
 
 
+def test_each_part_writes_only_its_own_elements():
+    """A part changes what it built; the root's marks for tests go through the root's owner
+    (app.js `mark`), a faded panel follows the store (issue 39: player.js and tour.js wrote
+    the detail panel's and the root's elements)."""
+    foreign = re.compile(r"\bapp\.(?:root|\w+\.(?:element|canvas|box))\."
+                         r"(?:dataset\.\w+\s*=|style\.(?!getPropertyValue)|classList\.(?!contains)"
+                         r"|innerHTML|textContent|append|remove)")
+    found = {name: foreign.findall(text) for name, text in js_modules().items() if name != "app.js"}
+    assert {name: hits for name, hits in found.items() if hits} == {}
+
+
+def test_tour_steps_are_found_by_id():
+    """Code and tests find a step by its `id`, never by its title (a title may be reworded)."""
+    by_title = re.compile(r"""(?<!\["page"\])\[["']title["']\]\s*==|\.title\s*===?\s*["'`]""")
+    files = [*js_modules().items(), *((path.name, path.read_text(encoding="utf-8")) for path in
+                                      (CORE.parent / "tests").rglob("test_*.py"))]
+    assert [name for name, text in files if by_title.search(text)] == []
+
+
 def test_the_loader_gets_every_module_after_its_imports_under_one_version(tmp_path, monkeypatch):
     from dashboard import assets
 
-    order = assets.module_order("explainer")
+    order = assets.module_order(assets.COMPONENT)
     graph = js_import_graph(js_modules())
     assert order[-1] == "main.js" and sorted(order) == sorted(graph)
     for at, name in enumerate(order):

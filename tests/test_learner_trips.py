@@ -133,7 +133,7 @@ def test_unknown_pictures_are_named_on_home_page_0_and_page_7(make):
     assert (found["vit"].warning() in element_text(explainer, "warning")) == (not vit_known)
     data = explainer_data(explainer)
     assert data["overview"]["prediction"]["open_set"]["known"] == vit_known
-    step = next(s for s in data["tour"]["steps"] if s["title"] == "The prediction")
+    step = next(s for s in data["tour"]["steps"] if s["id"] == "prediction")
     top = data["overview"]["prediction"]["top"][0]
     share = share_label(top["probability"])
     assert (found["vit"].why() in plain(step["text"])) == (not vit_known)

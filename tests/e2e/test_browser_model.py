@@ -98,7 +98,7 @@ JS_PREPARE = """async ([url, b64, width, height, input, cropPct, interpolation, 
 def static_tab(browser):
     with StaticSite(STATIC) as site:
         page = browser.new_page()
-        page.goto(site.url + "browser-model/")  # any page of that origin: modules import from it
+        page.goto(site.url + "explainer/model/")  # any page of that origin: modules import from it
         yield page, site.url
         page.close()
 
@@ -115,7 +115,7 @@ def test_js_preprocessing_gives_pythons_pixels(static_tab, dinov2, name):
     fitted = fit_to_model(server, spec.input_size, crop, spec.interpolation)
     tensor = to_model_tensor(fitted, spec.mean, spec.std).numpy().ravel()
     raw = base64.b64encode(np.asarray(picture).tobytes()).decode()
-    found = page.evaluate(JS_PREPARE, [url + "browser-model/preprocess.js", raw, picture.width,
+    found = page.evaluate(JS_PREPARE, [url + "explainer/model/preprocess.js", raw, picture.width,
                                        picture.height, list(spec.input_size), crop,
                                        spec.interpolation, list(spec.mean), list(spec.std)])
     assert found["size"] == list(server.size)
@@ -134,7 +134,7 @@ def test_the_browsers_png_decoding_gives_pillows_pixels(static_tab, photos):
       const rgb = await own.decodeFile(new Blob([bytes], { type: "image/png" }));
       let t = ""; for (let i = 0; i < rgb.data.length; i += 32768) t += String.fromCharCode(...rgb.data.subarray(i, i + 32768));
       return { size: [rgb.width, rgb.height], data: btoa(t) };
-    }""", [url + "browser-model/own-photo.js", data])
+    }""", [url + "explainer/model/own-photo.js", data])
     expected = load_image_file(photos["motorcycle"])
     assert found["size"] == list(expected.size)
     np.testing.assert_array_equal(np.frombuffer(base64.b64decode(found["data"]), np.uint8),
@@ -164,7 +164,7 @@ def test_the_browsers_head_switch_says_what_the_server_says(static_tab, dinov2, 
                output_under(dinov2, prepare(dinov2, image).pixels, values, None)]
     knn = {**model_data(dinov2)["knn"],
            "features": dinov2.head.bank.features.numpy().ravel().tolist()}
-    found = page.evaluate(JS_HEAD_SWITCH, [url + "browser-model/payloads.js", knn,
+    found = page.evaluate(JS_HEAD_SWITCH, [url + "explainer/model/payloads.js", knn,
                                            *(o.numpy().ravel().tolist() for o in outputs), off])
     target = expected["target"]
     assert found["target"] == {key: target[key] for key in found["target"]}

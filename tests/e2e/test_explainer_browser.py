@@ -21,12 +21,13 @@ from explainer_driver import (ROOT, Traffic, check_tour_above, choose_random_vit
                               wait_for_state)
 from PIL import Image
 
+from dashboard.explainer_component import loader_js
 from dashboard.explainer_tour import TOUR
 
 SHOTS = ARTIFACTS / "screenshots"
 # what Streamlit sends with each rerun: the CSS and the loader (the code comes over HTTP)
-COMPONENT_CODE = sum(len((REPO / "dashboard" / "explainer" / name).read_bytes())
-                     for name in ("loader.js", "explainer.css"))
+COMPONENT_CODE = len(loader_js().encode()) + len(
+    (REPO / "dashboard" / "static" / "explainer" / "component" / "explainer.css").read_bytes())
 
 
 @pytest.fixture(scope="module")

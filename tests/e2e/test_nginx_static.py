@@ -14,7 +14,7 @@ import pytest
 from e2e_helpers import free_port
 from proxy_helpers import PREFIX, get, nginx_in_front, precompressed_bundle
 
-from dashboard.assets import STATIC, folder_version, module_order
+from dashboard.assets import COMPONENT, STATIC, folder_version, module_order
 from dashboard.nginx_conf import RECIPE as NGINX_RECIPE
 
 IMMUTABLE = "public, max-age=31536000, immutable"
@@ -117,15 +117,15 @@ GZIP_MIN_LENGTH = int(re.search(r"gzip_min_length (\d+);", NGINX_RECIPE.read_tex
 
 
 def explainer_module_url(name: str) -> str:
-    """Where the Explainer's loader fetches a module: app/static/explainer/<name>?v=<hash
-    of the whole folder>."""
-    return f"app/static/explainer/{name}?v={folder_version('explainer')}"
+    """Where the Explainer's loader fetches a module: app/static/explainer/component/<name>
+    ?v=<hash of the whole folder>."""
+    return f"app/static/{COMPONENT}/{name}?v={folder_version(COMPONENT)}"
 
 
 def test_app_static_arrives_without_a_replica_immutable_when_versioned(proxy):
-    for name in module_order("explainer"):  # every module the loader fetches
+    for name in module_order(COMPONENT):  # every module the loader fetches
         url = explainer_module_url(name)
-        on_disk = (STATIC / "explainer" / name).read_bytes()
+        on_disk = (STATIC / COMPONENT / name).read_bytes()
         response, body = gzipped_get(proxy.port, f"/{PREFIX}/{url}")
         assert response.status == 200, name
         assert response.getheader("Cache-Control") == IMMUTABLE, name
@@ -152,7 +152,7 @@ def test_the_access_log_names_files_without_query_strings(proxy, bundle):
     get(proxy.port, f"/{PREFIX}/comparison?image_choice=Cup%20of%20coffee")
     font = next((bundle / "media").glob("*.woff2")).name
     get(proxy.port, f"/{PREFIX}/static/media/{font}")
-    expected = [f"/{PREFIX}/app/static/explainer/main.js",
+    expected = [f"/{PREFIX}/app/static/{COMPONENT}/main.js",
                 f"/{PREFIX}/_stcore/upload_file/-", f"/{PREFIX}/media/-",
                 f"/{PREFIX}/comparison", f"/{PREFIX}/static/media/{font}"]
     for _ in range(50):  # each line is written when its response ends: under load, later

@@ -5,7 +5,7 @@ model, weights and precision and kept in the cache folder) and the model's data
 the read-out, the LayerNorms' weights the block cards quote), as another.
 
 `Runner` runs a model file with onnxruntime (Python) exactly as the browser's worker does
-(dashboard/static/browser-model/worker.js): the tests and the bench compare what it returns
+(dashboard/static/explainer/model/worker.js): the tests and the bench compare what it returns
 with the torch forward and with the server's answers (`answers`).
 """
 

@@ -124,6 +124,35 @@ def _is_packed(value: Any) -> bool:
 MESSAGE_MAGIC = b"VXB1"
 ALIGN = 8  # every array starts at a multiple of 8 bytes: the browser views it in place
 
+# The wire format: every field of a message to the component, with what it holds when the
+# sender has nothing new for it (None for a payload: the browser keeps what it has). Declared
+# once here; the browser's twin, dashboard/static/explainer/component/wire.js FIELDS, is
+# checked equal by tests/test_explainer_wire.py. Senders build messages with `message`
+# (wire.js `message` in the browser), naming only the fields they set.
+MESSAGE_FIELDS: dict[str, Any] = {
+    "signature": None,  # what the overview depends on: model, weights, image content, head
+    "presentation": False,  # presentation mode: larger type
+    "overview": None,  # the overview and the pictures (None: the browser holds them)
+    "detail": None,  # the shown block's detail (None: the browser keeps it)
+    "vectors": None,  # that block's queries and keys (None: their panel is hidden, or kept)
+    "daam": None,  # DAAM's frames when they come after the overview (the model in the browser)
+    "tour": {"steps": None, "active": None, "resume": None},  # steps: None when held
+    "initial": {"block": None, "stage": "blocks"},  # the view to open (a link's view too)
+    "link": {"sample": None},  # "Copy link" on an upload names this sample instead
+    "second_opinion": None,  # the sidebar CNN's answer for a picture the k-NN bank lacks
+    "switch": {"live": False, "result": None},  # live: this sender can switch heads off
+}
+
+
+def message(**fields: Any) -> dict:
+    """A message to the component: the fields given, every other at its declared "nothing
+    new" value (`MESSAGE_FIELDS`). A name the wire format lacks is a ValueError."""
+    unknown = sorted(fields.keys() - MESSAGE_FIELDS.keys())
+    if unknown:
+        raise ValueError(f"not fields of an Explainer message: {', '.join(unknown)}")
+    return {name: fields[name] if name in fields else json.loads(json.dumps(default))
+            for name, default in MESSAGE_FIELDS.items()}
+
 
 def encode_message(message: dict) -> bytes:
     """One binary message for the browser: b"VXB1", the header's length (uint32,

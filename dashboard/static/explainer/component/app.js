@@ -171,6 +171,17 @@ export class Explainer {
     root.appendChild(main);
   }
 
+  /** Everything drawn goes until the overview arrives (asked again, sync.js). */
+  showLoading() {
+    this.root.textContent = "Loading the ViT Explainer…";
+  }
+
+  /** A fact about the view for tests and tools, written on the root (its owner): parts
+   * report through this and write no one else's element. */
+  mark(name, value) {
+    this.root.dataset[name] = value;
+  }
+
   /** The picture's displayed size: `px` while a tour step needs room (tour.js), its own
    * size (null) otherwise. The root's --vx-image sizes it and the column it sits in. */
   fitPicture(px) {
@@ -191,11 +202,14 @@ export class Explainer {
     if (redraw === REDRAW.all) this.renderAll();
     else if (redraw === REDRAW.chrome) this.renderChrome();
     else if (redraw === REDRAW.live) this.drawLive();
+    else if (redraw === REDRAW.frame) this.drawFrame();
   }
 
   renderAll() {
     if (!this.model) return;
     this.tour.render();
+    this.mark("tour", String(this.state.tour));
+    this.mark("resume", String(this.tour.resumeStep()));
     this.renderChrome();
     this.detail.render();
     this.drawLive();
@@ -217,6 +231,7 @@ export class Explainer {
     r.detail = [...this.details.keys()].join(",");
     r.qk = this.sync.blocksWithVectors().join(",");
     this.strip.render();
+    this.detail.renderPlaying();
   }
 
   /** Everything that follows the pointer: image, sequence, head chips, live detail parts. */
@@ -227,6 +242,13 @@ export class Explainer {
     this.controls.draw();
     this.detail.draw();
     this.strip.draw();
+  }
+
+  /** One frame of the player: the parts that show the moving map. */
+  drawFrame() {
+    if (!this.model) return;
+    this.picture.draw();
+    this.sequence.draw();
   }
 
   /* ---------- interaction shared by the parts ---------- */

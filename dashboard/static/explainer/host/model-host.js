@@ -1,10 +1,10 @@
 /* ViT Lens lesson: the model in the browser (written into the page by
- * dashboard/lesson_export.py when the lesson carries the model, after host.js; ASCII only).
- * It loads the browser-model modules (dashboard/static/browser-model/, inlined as the
- * component's are), gives them the model's bytes (packed in this page, or as files beside a
+ * dashboard/lesson_export.py when the lesson carries the model, after lesson.js; ASCII only).
+ * It loads the browser-model modules (dashboard/static/explainer/model/, inlined and linked
+ * as the component's are, by lesson.js's linker), gives them the model's bytes (packed in this page, or as files beside a
  * static site's page) and shows the learner's own photo through the same component. */
 
-let api = null, model = null;  // host.js's API and the model's manifest entry, at start()
+let api = null, model = null;  // lesson.js's API and the model's manifest entry, at start()
 const blobUrl = (parts, type) => URL.createObjectURL(new Blob(Array.isArray(parts) ? parts : [parts], { type }));
 
 async function packedPart(name) {  // one part of the model blob, inflated
@@ -43,7 +43,7 @@ function picker() {
   return { select, option };
 }
 
-/** host.js's API: host.js runs as soon as the page reaches it (an async module), long before
+/** lesson.js's API: lesson.js runs as soon as the page reaches it (an async module), long before
  * this script (deferred to the end of the page, after the model's bytes); waited for anyway. */
 function hostReady() {
   if (window.__vitLessonHost) return Promise.resolve(window.__vitLessonHost);
@@ -52,6 +52,7 @@ function hostReady() {
 
 async function start() {
   api = await hostReady();
+  await api.ready;  // the component's wire format (wire.js), which the own photo's messages use
   model = api.manifest.browser_model;
   const setup = await api.loadModules(model.modules);
   let cached = null;
@@ -62,6 +63,7 @@ async function start() {
       place.textContent = "";
       place.appendChild(element);
     },
+    get wire() { return api.wire(); },  // the component's wire format (its wire.js)
     modelMessage: () => (model.files ? fileBytes(model.files.data) : packedPart("data")),
     templateOverview: () => api.part(0, api.manifest.images[0].overview),
     get sources() { return cached || (cached = sources()); },

@@ -11,6 +11,8 @@ export class Player {
     this.app = app;
     this.raf = null;
     this.lastTick = 0;
+    // whoever stops the player (a tour step, stop()) says so in the store: no frame follows
+    app.store.subscribe(() => { if (!app.state.playing) cancelAnimationFrame(this.raf); });
   }
 
   play() {
@@ -31,14 +33,12 @@ export class Player {
       st.position = (st.position + seconds * BLOCKS_PER_SECOND) % frames.length;
       const block = frames[Math.floor(st.position)];
       if (block !== st.block) app.store.set({ block }, REDRAW.chrome);
-      app.picture.draw();
-      app.sequence.draw();
+      app.store.notify(REDRAW.frame);
       METRICS.frames.push(now);
       if (METRICS.frames.length > 600) METRICS.frames.splice(0, 300);
       this.raf = requestAnimationFrame(tick);
     };
-    app.store.notify(REDRAW.chrome);
-    app.detail.element.classList.add("vx-stale");
+    app.store.notify(REDRAW.chrome);  // the play button, the detail panel's faded look
     this.raf = requestAnimationFrame(tick);
   }
 
@@ -52,10 +52,8 @@ export class Player {
     app.store.notify(REDRAW.all);
   }
 
-  /** Stop without fetching or drawing (the caller sets the view itself). */
+  /** Stop without fetching or drawing (the caller sets the view itself, and redraws). */
   halt() {
-    this.app.state.playing = false;
-    cancelAnimationFrame(this.raf);
-    this.app.detail.element.classList.remove("vx-stale");
+    this.app.store.set({ playing: false }, REDRAW.none);
   }
 }

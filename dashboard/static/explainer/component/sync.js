@@ -61,7 +61,7 @@ export class Sync {
     this.asked += 1;
     const app = this.app;
     if (!app.send || this.asked > 3) return;
-    app.root.textContent = "Loading the ViT Explainer…";
+    app.showLoading();
     app.send.setStateValue("view", { block: null, tour: null, have: null, blocks: [], ask: this.asked });
   }
 }

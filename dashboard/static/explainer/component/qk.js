@@ -14,7 +14,7 @@ export class QKPanel {
     this.element = right;
     this.observer = new IntersectionObserver((entries) => {
       app.sync.qkVisible = entries[entries.length - 1].isIntersecting;
-      app.root.dataset.qkInView = String(app.sync.qkVisible);
+      app.mark("qkInView", String(app.sync.qkVisible));
       app.sync.requestVectors();
     });
     this.observer.observe(right);

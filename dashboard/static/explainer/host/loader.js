@@ -1,20 +1,20 @@
-/* ViT Lens: what Streamlit sends with every rerun of the Explainer's fragment. The
- * component's code (the ES modules in dashboard/static/explainer/, entry main.js) is served
- * once from app/static/ and kept by the browser; inline, Streamlit would send it again with
- * each rerun (opening a block, a tour step). Python writes in the folder's address, a hash
+/* ViT Lens: what Streamlit sends with every rerun of the Explainer's fragment, after the
+ * module linker (link.js, which Python puts first). The component's code (the ES modules in
+ * dashboard/static/explainer/component/, entry main.js) is served once from app/static/ and
+ * kept by the browser; inline, Streamlit would send it again with each rerun (opening a
+ * block, a tour step). Python writes in the folder's address, a hash
  * of all its modules (VERSION) and their names, each after the modules it imports.
  *
  * Every module is fetched at <name>?v=VERSION, so a changed module changes every address
  * and a browser never joins a new main.js to a stale cached child (a module's own
  * `import ... from "./x.js"` would be fetched without the version). The imports are then
- * pointed at the fetched modules (blob: addresses) and main.js is imported from there.
+ * pointed at the fetched modules (blob: addresses, linkModules) and main.js is imported
+ * from there.
  */
 
 const FOLDER = new URL("__FOLDER__", document.baseURI).href;  // relative: any base path
 const VERSION = "__VERSION__";
 const MODULES = __MODULES__;  // dependencies first, main.js last
-// the one form the modules use: dashboard/assets.py MODULE_IMPORT (a test keeps them equal)
-const IMPORT = /^import \{([^}]*)\} from "\.\/([\w.-]+\.js)";/gm;
 let loading = null;
 
 async function linked() {
@@ -23,13 +23,7 @@ async function linked() {
     if (!response.ok) throw new Error(`${name}: HTTP ${response.status}`);
     return response.text();
   }));
-  const urls = {};
-  MODULES.forEach((name, i) => {
-    const code = sources[i].replace(IMPORT, (statement, _names, dependency) =>
-      statement.replace(`"./${dependency}"`, JSON.stringify(urls[dependency]))) +
-      `\n//# sourceURL=${FOLDER}${name}\n`;
-    urls[name] = URL.createObjectURL(new Blob([code], { type: "text/javascript" }));
-  });
+  const urls = linkModules(MODULES.map((name, i) => ({ name, parts: splitAtImports(sources[i]) })), FOLDER);
   return import(urls[MODULES[MODULES.length - 1]]);
 }
 

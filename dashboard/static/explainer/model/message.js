@@ -1,6 +1,6 @@
-/* Explainer messages (xai_core/explainer.py encode_message, magic VXB1) written and read in
+/* Explainer messages (xai_core/lessons/explainer.py encode_message) packed and unpacked in
  * the browser: the learner's own photo travels to the component exactly as the server's
- * payloads do. A packed array is {dtype, array: TypedArray, shape}; quantisation and float16
+ * payloads do, in the wire's frame (component/wire.js, handed over by the host). A packed array is {dtype, array: TypedArray, shape}; quantisation and float16
  * follow xai_core.explainer (quantise_unsigned, quantise_signed, numpy's rounding). */
 
 const TYPES = { u8: Uint8Array, i8: Int8Array, f16: Uint16Array, f32: Float32Array };
@@ -86,9 +86,10 @@ export function signedRows(values, rows, width, shape) {
   return { codes: packed("i8", codes, [...shape, width]), scale: packed("f32", scale, shape) };
 }
 
-/** One message: "VXB1", the header's length (uint32 LE), the JSON header padded with spaces,
- * then each array's bytes at an 8-byte aligned offset. */
-export function encodeMessage(message) {
+/** A message packed for the wire's frame (component/wire.js frame, which the host hands
+ * over): its header, each array as {dtype, shape, offset}, and the arrays' bytes, each
+ * padded to 8 bytes (xai_core/lessons/explainer.encode_message). */
+export function packMessage(message) {
   const chunks = [];
   let size = 0;
   const walk = (value) => {
@@ -105,30 +106,19 @@ export function encodeMessage(message) {
     if (value && typeof value === "object") return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, walk(v)]));
     return value;
   };
-  const json = new TextEncoder().encode(JSON.stringify(walk(message)));
-  const pad = (ALIGN - ((json.length + 8) % ALIGN)) % ALIGN;
-  const out = new Uint8Array(8 + json.length + pad + size);
-  out.set([0x56, 0x58, 0x42, 0x31]);
-  new DataView(out.buffer).setUint32(4, json.length + pad, true);
-  out.set(json, 8);
-  out.fill(0x20, 8 + json.length, 8 + json.length + pad);
-  let at = 8 + json.length + pad;
-  for (const chunk of chunks) { out.set(chunk, at); at += chunk.length; }
-  return out;
+  return { header: walk(message), chunks };
 }
 
-/** The inverse: packed arrays come back as {dtype, array, shape} (copies, aligned). */
-export function decodeMessage(bytes) {
-  if (String.fromCharCode(...bytes.subarray(0, 4)) !== "VXB1") throw new Error("not an Explainer message");
-  const length = new DataView(bytes.buffer, bytes.byteOffset).getUint32(4, true), body = 8 + length;
-  const header = JSON.parse(new TextDecoder().decode(bytes.subarray(8, body)));
+/** The inverse, from a frame's parts (component/wire.js unframe): packed arrays come back as
+ * {dtype, array, shape} (copies, aligned). */
+export function unpackMessage({ header, body }) {
   const walk = (value) => {
     if (Array.isArray(value)) return value.map(walk);
     if (!value || typeof value !== "object") return value;
     if ("offset" in value && "dtype" in value && "shape" in value) {
       const Type = TYPES[value.dtype], n = value.shape.reduce((a, b) => a * b, 1);
-      const start = bytes.byteOffset + body + value.offset;
-      const array = new Type(bytes.buffer.slice(start, start + n * Type.BYTES_PER_ELEMENT));
+      const start = body.byteOffset + value.offset;
+      const array = new Type(body.buffer.slice(start, start + n * Type.BYTES_PER_ELEMENT));
       return packed(value.dtype, array, value.shape);
     }
     return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, walk(v)]));

@@ -2,11 +2,12 @@
  * and normalised as the server would (preprocess.js), the model runs in a Web Worker
  * (runtime.js), and every view of the Explainer is computed from its outputs (payloads.js)
  * and handed to the same component as the server's messages, head switches included.
- * Nothing leaves the browser. The host (dashboard/lesson/host.js) calls setup(api). */
+ * Nothing leaves the browser. The host (dashboard/static/explainer/host/model-host.js) calls
+ * setup(api). */
 
 import { knnVote, knnWeights, top as topClasses } from "./answer.js";
 import { BrowserModel, cannotRun } from "./runtime.js";
-import { decodeMessage, encodeMessage } from "./message.js";
+import { packMessage, unpackMessage } from "./message.js";
 import { daamFrames, detail, headSwitch, modelData, overview, vectors } from "./payloads.js";
 import { resolveSteps, switchedHeads } from "./tour-steps.js";
 import { fitToModel, fromRGBA, modelCropBox, scaleWords, shrinkUpload, toModelTensor } from "./preprocess.js";
@@ -20,6 +21,10 @@ function el(tag, className, text) {
   if (text !== undefined) node.textContent = text;
   return node;
 }
+
+/** A message in the wire's frame, and back (`wire`: the component's wire.js, from the host). */
+const encode = (wire, message) => { const { header, chunks } = packMessage(message); return wire.frame(header, chunks); };
+const decode = (wire, bytes) => unpackMessage(wire.unframe(bytes));
 
 const seconds = (ms) => `${(ms / 1000).toFixed(1)} s`;
 
@@ -129,24 +134,23 @@ class OwnPicture {
 
   /** What the server would answer to the component's `view` (explainer_component.component_data). */
   async reply(view, presentation) {
-    const holds = view.have === this.signature, last = this.md.blocks - 1;
+    const last = this.md.blocks - 1, wire = this.setup.api.wire;
     const block = Number.isInteger(view.block) && view.block >= 0 && view.block <= last ? view.block : last;
+    const wanted = wire.wants(view, this.signature, block), holds = wanted.holds;
     // heads switched off in a view about another picture (the one shown before this photo)
     // do not carry over: a new picture starts with every head on, as on the live page
     const off = (holds && Array.isArray(view.off) ? view.off : []).filter((p) => Array.isArray(p) && p.length === 2 &&
       Number.isInteger(p[0]) && Number.isInteger(p[1]) && p[0] >= 0 && p[0] < this.md.blocks && p[1] >= 0 && p[1] < this.md.heads);
-    const kept = holds && (view.blocks || []).includes(block);
-    const wantQk = view.want_qk === true && !(holds && (view.qk || []).includes(block));
-    return encodeMessage({
+    return encode(wire, wire.message({
       signature: this.signature, presentation, overview: holds ? null : this.overview,
-      detail: kept ? null : detail(this.md, this.setup.template, this.outputs, block),
-      vectors: wantQk ? vectors(this.md, this.outputs, block) : null,
+      detail: wanted.detail ? detail(this.md, this.setup.template, this.outputs, block) : null,
+      vectors: wanted.vectors ? vectors(this.md, this.outputs, block) : null,
       // computed after the overview: sent with every reply until the component has them
       daam: holds && this.overview.daam.codes ? this.overview.daam : null,
       tour: { steps: this.steps, active: null, resume: null },
-      initial: { block, stage: "blocks" }, link: { sample: null },
+      initial: { block, stage: "blocks" },
       switch: { live: true, result: off.length ? await this.learnerSwitch(off) : null },
-    });
+    }));
   }
 }
 
@@ -214,11 +218,12 @@ class OwnPhoto {
   /** The model's data, the recorded overview (the model's facts) and the worker: once. */
   load() {
     this.loading = this.loading || (async () => {
-      this.md = modelData(decodeMessage(await this.api.modelMessage()));
-      this.template = decodeMessage(await this.api.templateOverview()).overview;
+      const wire = this.api.wire;
+      this.md = modelData(decode(wire, await this.api.modelMessage()));
+      this.template = decode(wire, await this.api.templateOverview()).overview;
       this.tour = this.api.tour;
       const sources = await this.api.sources;
-      this.model = new BrowserModel({ ...sources, model: decodeMessage(sources.model) }, this.md,
+      this.model = new BrowserModel({ ...sources, model: decode(wire, sources.model) }, this.md,
         (text) => this.say(`${text}\u2026`));
       window.vitLens = window.vitLens || {};
       window.vitLens.model = this.model;  // for automation: run, resume, daam
@@ -287,7 +292,7 @@ class OwnPhoto {
       own = new OwnPicture(this, prepared, run.outputs, file.name || "photo");
       mark("views");
       // for automation: the payloads as the component gets them (one Explainer message)
-      window.vitLens.payloads = (block) => encodeMessage({ overview: own.overview,
+      window.vitLens.payloads = (block) => encode(this.api.wire, { overview: own.overview,
         detail: detail(this.md, this.template, own.outputs, block), vectors: vectors(this.md, own.outputs, block),
         steps: own.steps });
       window.vitLens.own = own;

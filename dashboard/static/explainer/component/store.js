@@ -7,8 +7,9 @@
  * naming how much must be redrawn; the Explainer, subscribed, redraws that. */
 
 /** How much a change needs redrawn: everything, the chrome (buttons, labels, thumbnails),
- * the parts that follow the pointer, or nothing (the caller draws itself). */
-export const REDRAW = { all: "all", chrome: "chrome", live: "live", none: "none" };
+ * the parts that follow the pointer, the parts that show the playing map (a player's frame),
+ * or nothing (the caller draws itself). */
+export const REDRAW = { all: "all", chrome: "chrome", live: "live", frame: "frame", none: "none" };
 
 export function initialState() {
   return { stage: "blocks", block: 0, head: -1, overlay: "attention", hover: null,

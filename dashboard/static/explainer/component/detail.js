@@ -22,8 +22,14 @@ export class DetailPanel {
     const key = `${st.stage}:${st.stage === "blocks" ? st.block : ""}:${st.stage === "blocks" && !!detail}:${st.head}` +
       (st.stage === "top5" ? `:${st.off.join(";")}` : "");  // its note names the heads off
     if (key !== this.key) this.rebuild(key);
+    this.renderPlaying();
     // the panel marks its own nodes and those of the view it built (steps, matrix, qk...)
     markTargets([this.element, ...this.element.querySelectorAll("[data-part]")], st.targets);
+  }
+
+  /** Faded while the player runs: the panel shows the block the player left. */
+  renderPlaying() {
+    this.element.classList.toggle("vx-stale", this.app.state.playing);
   }
 
   rebuild(key) {

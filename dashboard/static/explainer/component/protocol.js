@@ -1,11 +1,12 @@
-/* The message from Python and its decoding. Python (dashboard/explainer_component.py) sends
- * one binary message per rerun (xai_core/explainer.py, encode_message): a JSON header, then
- * the arrays' raw bytes. It holds the overview and the tour (only when this browser lacks
- * them), one block's detail (only when it does not keep it), that block's queries and keys
+/* A message's decoding. Python (dashboard/explainer_component.py) sends one binary message
+ * per rerun (its format: wire.js, xai_core/lessons/explainer.py encode_message): a JSON
+ * header, then the arrays' raw bytes. It holds the overview and the tour (only when this
+ * browser lacks them), one block's detail (only when it does not keep it), that block's queries and keys
  * (only while their panel is in view), the tour step to open or to offer resuming, and the
  * presentation flag. */
 
 import { METRICS } from "./metrics.js";
+import { unframe } from "./wire.js";
 
 let f16Table = null;
 function halfToFloat() {
@@ -19,15 +20,11 @@ function halfToFloat() {
   return f16Table;
 }
 
-/** A message from Python: "VXB1", the header's length (uint32 LE), the JSON header, then
- * the arrays, each at an 8-byte aligned offset after the header. Every array
+/** A message (wire.js: a frame whose header holds the wire format's fields). Every array
  * {dtype, shape, offset} in the header becomes {values, shape} (typed arrays). */
 export function readMessage(data) {
   const bytes = data instanceof Uint8Array ? data.slice() : new Uint8Array(data);  // own, aligned buffer
-  const magic = String.fromCharCode(...bytes.subarray(0, 4));
-  if (magic !== "VXB1") throw new Error("ViT Explainer: unexpected message");
-  const length = new DataView(bytes.buffer).getUint32(4, true), body = 8 + length;
-  const header = JSON.parse(new TextDecoder().decode(bytes.subarray(8, body)));
+  const { header, bodyOffset: body } = unframe(bytes);
   const size = (shape) => shape.reduce((a, b) => a * b, 1);
   const walk = (value) => {
     if (Array.isArray(value)) return value.map(walk);

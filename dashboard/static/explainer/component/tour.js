@@ -52,11 +52,11 @@ export class Tour {
   applyStep(step, send) {
     const s = this.steps[step - 1], app = this.app;
     if (!s) return;
-    if (app.state.playing) app.player.halt();
     // a step that switches its head off carries the result: no round trip, also offline
     if (s.switch) app.switchResult = s.switch;
     this.expanded = false;
-    app.store.set({ tour: step, stage: s.stage, block: s.block, head: s.head, overlay: s.overlay,
+    // playing: false stops the player (its next frame sees it)
+    app.store.set({ tour: step, playing: false, stage: s.stage, block: s.block, head: s.head, overlay: s.overlay,
       off: s.switch && !s.switch.error ? s.switch.off : [], pinned: s.patch, hover: null, hoverPrefix: null,
       previewBlock: null, previewHead: null, targets: s.targets, marks: s.patches,
       position: app.maps.frameIndexOf(s.block, s.overlay) });
@@ -120,11 +120,9 @@ export class Tour {
   }
 
   render() {
-    const app = this.app, st = app.state, steps = this.steps, box = this.box;
+    const st = this.app.state, steps = this.steps, box = this.box;
     this.renderOffer();
     box.classList.toggle("hidden", !st.tour);
-    app.root.dataset.tour = String(st.tour);
-    app.root.dataset.resume = String(this.resumeStep());
     if (!st.tour) return;
     const s = steps[st.tour - 1], more = this.expanded;
     box.style.top = `${this.stickyTop()}px`;
@@ -222,7 +220,7 @@ export class Tour {
     const scrolling = room.scrolling, most = scrolling.scrollHeight - scrolling.clientHeight;
     if (scrolling.scrollTop + delta > most + 2) setTimeout(() => this.placeSoon(), 300);  // the page is still growing
     if (Math.abs(delta) > 2) scrolling.scrollTo({ top: scrolling.scrollTop + delta, behavior: "smooth" });
-    app.root.dataset.placed = `${st.tour}:${Math.round(room.scrolling.scrollTop + delta)}`;
+    app.mark("placed", `${st.tour}:${Math.round(room.scrolling.scrollTop + delta)}`);
   }
 }
 

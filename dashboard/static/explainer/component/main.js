@@ -1,5 +1,5 @@
 /* ViT Explainer: the entry a host mounts (Streamlit's components v2 through
- * dashboard/explainer/loader.js, or a page of its own). `data` is one binary message as
+ * dashboard/static/explainer/host/loader.js, or a page of its own). `data` is one binary message as
  * xai_core/explainer.py's encode_message writes it; the view goes back through
  * setStateValue("view", ...) and "go deeper" through setTriggerValue("navigate", page). */
 

@@ -83,8 +83,8 @@ export class Picture {
     for (const patch of st.marks) if (patch !== query) painter.outlinePatch(ctx, patch, W, H, "#f59e0b", true);
     this.drawCaption(map);
     markTargets([canvas, this.caption], st.targets);
-    app.root.dataset.hover = st.hover === null ? "" : String(st.hover);
-    app.root.dataset.mapSum = map && map.patch ? checksum(map.patch) : "";
+    app.mark("hover", st.hover === null ? "" : String(st.hover));
+    app.mark("mapSum", map && map.patch ? checksum(map.patch) : "");
   }
 
   /** How far the chosen head of the open block looks on average (page 3's mean attention

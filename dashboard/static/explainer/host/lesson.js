@@ -1,14 +1,15 @@
 /* ViT Lens lesson: the standalone host of the ViT Explainer component in one offline HTML
- * file (written by dashboard/lesson_export.py; this file must stay ASCII: the page is
- * windows-1252).
+ * file (written by dashboard/lesson_export.py after the module linker, link.js; this file
+ * must stay ASCII: the page is windows-1252).
  *
  * The component is the live page's own code, mounted exactly as Streamlit mounts it:
  * mount({ parentElement, data, setStateValue, setTriggerValue }). This host plays the
  * server: it answers the component's `view` state as explainer_component.component_data
  * does (the overview when the component lacks it, the shown block's detail unless kept, its
  * queries and keys while their panel is in view), from messages packed in the page; it
- * composes each answer from the packed messages (one header, the arrays re-offset) and
- * makes no request of any kind. What needs the server is said in words.
+ * composes each answer from the packed messages (one header, the arrays re-offset) with the
+ * component's own wire module (wire.js: the fields, the frame, what a view wants) and makes
+ * no request of any kind. What needs the server is said in words.
  */
 
 const manifest = JSON.parse(document.getElementById("lesson-manifest").textContent);
@@ -73,36 +74,26 @@ async function part(index, [offset, length]) {  // every part's codec: "deflate"
 
 /* ---------------------------------------------------------------- messages */
 
-const utf8in = new TextDecoder(), utf8out = new TextEncoder();
+let wire = null;  // the component's wire.js (the wire format), once the modules are linked
 const isArray = (v) => v && typeof v === "object" && "offset" in v && "dtype" in v && "shape" in v;
 
-/** One message (xai_core/lessons/explainer.py encode_message) from plain `fields` and the top-level
- * entries of packed messages: their arrays follow one another, offsets moved to match. */
+/** One message (wire.message) from plain `fields` and the top-level entries of packed
+ * messages: their arrays follow one another, offsets moved to match. */
 function compose(fields, messages) {
   const header = { ...fields }, bodies = [];
   let size = 0;
-  for (const message of messages) {
-    const length = new DataView(message.buffer, message.byteOffset).getUint32(4, true);
-    const head = JSON.parse(utf8in.decode(message.subarray(8, 8 + length)));
+  for (const packed of messages) {
+    const { header: head, body } = wire.unframe(packed);
     const base = size;
     const shift = (v) => Array.isArray(v) ? v.map(shift)
       : !v || typeof v !== "object" ? v
         : isArray(v) ? { ...v, offset: v.offset + base }
           : Object.fromEntries(Object.entries(v).map(([k, x]) => [k, shift(x)]));
     Object.assign(header, shift(head));
-    const body = message.subarray(8 + length);
     bodies.push(body);
     size += body.length;  // a multiple of 8: every array is padded
   }
-  const json = utf8out.encode(JSON.stringify(header)), pad = (8 - ((json.length + 8) % 8)) % 8;
-  const out = new Uint8Array(8 + json.length + pad + size);
-  out.set(utf8out.encode(manifest.message), 0);
-  new DataView(out.buffer).setUint32(4, json.length + pad, true);
-  out.set(json, 8);
-  out.fill(0x20, 8 + json.length, 8 + json.length + pad);
-  let at = 8 + json.length + pad;
-  for (const body of bodies) { out.set(body, at); at += body.length; }
-  return out;
+  return wire.frame(wire.message(header), bodies);
 }
 
 /* ---------------------------------------------------------------- the host */
@@ -122,7 +113,7 @@ function fail(error) {
 
 /** What the live server answers to a `view` (dashboard/explainer_component.component_data). */
 async function reply(view) {
-  if (host.own) {  // the learner's own photo: dashboard/lesson/model-host.js answers
+  if (host.own) {  // the learner's own photo: dashboard/static/explainer/host/model-host.js answers
     host.mount({ parentElement: root, data: await host.own.reply(view, host.presentation), setStateValue, setTriggerValue });
     say("");
     return;
@@ -138,18 +129,16 @@ async function reply(view) {
   if (!Number.isInteger(block) || block < 0 || block >= img.limits.blocks) {
     block = active ? steps[active - 1].block : manifest.blocks[manifest.blocks.length - 1];
   }
-  const packed = String(block) in img.detail;
+  const packed = String(block) in img.detail, wanted = wire.wants(view, img.signature, block);
   const messages = [];
   if (!holds) messages.push(await part(index, img.overview));
-  if (packed && !(holds && (view.blocks || []).includes(block))) messages.push(await part(index, img.detail[block]));
-  if (packed && view.want_qk === true && !(holds && (view.qk || []).includes(block))) {
-    messages.push(await part(index, img.vectors[block]));
-  }
+  if (packed && wanted.detail) messages.push(await part(index, img.detail[block]));
+  if (packed && wanted.vectors) messages.push(await part(index, img.vectors[block]));
   const { block: _ignored, ...initial } = linked;
   const data = compose({
-    signature: img.signature, presentation: host.presentation, overview: null, detail: null,
-    vectors: null, tour: { steps: holds ? null : steps, active, resume: step ? null : host.saved },
-    initial: { ...initial, block, stage: "blocks" }, link: { sample: null },
+    signature: img.signature, presentation: host.presentation,
+    tour: { steps: holds ? null : steps, active, resume: step ? null : host.saved },
+    initial: { ...initial, block, stage: "blocks" },
   }, messages);
   if (!holds) { host.start = null; host.linked = null; }
   say(packed ? linkProblem : `Block ${block} was left out of this file when it was exported ` +
@@ -212,12 +201,11 @@ function readLink() {
 
 /* ---------------------------------------------------------------- opening */
 
-async function loadComponent(modules = manifest.modules) {
-  const urls = {};
-  for (const module of modules) {  // each after the modules it imports
-    const source = module.parts.map((p, i) => (i % 2 ? JSON.stringify(urls[p]) : p)).join("");
-    urls[module.name] = URL.createObjectURL(new Blob([source], { type: "text/javascript" }));
-  }
+/** Link modules packed in the page (linkModules, link.js) and import them: the entry's
+ * module, and the wire module when they are the component's. */
+async function loadModules(modules) {
+  const urls = linkModules(modules);
+  if (urls["wire.js"] && !wire) wire = await import(urls["wire.js"]);
   return (await import(urls[modules[modules.length - 1].name])).default;
 }
 
@@ -241,15 +229,17 @@ async function open() {
     throw new Error(`this file is lesson format ${manifest.format}; its reader reads format ${FORMAT}`);
   }
   readLink();
-  host.mount = await loadComponent();
+  host.mount = await loadModules(manifest.modules);
   root.textContent = "";
   wireControls();
   request({});
 }
 
-/* What dashboard/lesson/model-host.js (present when the file carries the model) uses. */
-window.__vitLessonHost = { manifest, host, request: () => { request(host.view); return host.queue; }, say, blobBytes, inflate,
-  loadModules: loadComponent, part };
-window.dispatchEvent(new Event("vit-lesson-host"));
+const opened = open();  // the component linked (its wire.js with it) and first asked
+opened.catch(fail);
 
-open().catch(fail);
+/* What dashboard/static/explainer/host/model-host.js (present when the file carries the
+ * model) uses; `ready` once the component (and its wire format) is linked. */
+window.__vitLessonHost = { manifest, host, request: () => { request(host.view); return host.queue; }, say, blobBytes, inflate,
+  loadModules, part, wire: () => wire, ready: opened };
+window.dispatchEvent(new Event("vit-lesson-host"));

@@ -1,0 +1,65 @@
+/* The wire format: what a server (dashboard/explainer_component.py, the offline lesson's
+ * host, the model in the browser) sends the component. One binary frame per message
+ * ("VXB1", the header's length, a JSON header, the arrays' bytes: xai_core/lessons/
+ * explainer.encode_message) whose header holds FIELDS. The fields are declared in
+ * xai_core/lessons/explainer.MESSAGE_FIELDS (what each holds) and mirrored here, checked
+ * equal by tests/test_explainer_wire.py; nothing else lists them. */
+
+export const MAGIC = "VXB1";
+
+// each field and its "nothing new" value: xai_core/lessons/explainer.MESSAGE_FIELDS
+export const FIELDS = Object.freeze({
+  "signature": null,
+  "presentation": false,
+  "overview": null,
+  "detail": null,
+  "vectors": null,
+  "daam": null,
+  "tour": {"steps": null, "active": null, "resume": null},
+  "initial": {"block": null, "stage": "blocks"},
+  "link": {"sample": null},
+  "second_opinion": null,
+  "switch": {"live": false, "result": null}
+});
+
+/** A message: the fields given, every other at its "nothing new" value (as Python's
+ * explainer.message). A name the wire format lacks is an error. */
+export function message(fields) {
+  const unknown = Object.keys(fields).filter((name) => !(name in FIELDS));
+  if (unknown.length) throw new Error(`not fields of an Explainer message: ${unknown.join(", ")}`);
+  return Object.fromEntries(Object.entries(FIELDS).map(([name, nothing]) =>
+    [name, name in fields ? fields[name] : structuredClone(nothing)]));
+}
+
+/** What a server sends for the component's `view` state (explainer_component.component_data):
+ * whether the browser holds this picture's overview (`signature`), and whether `block`'s
+ * detail and its queries and keys must travel. */
+export function wants(view, signature, block) {
+  const holds = view.have === signature;
+  return { holds, detail: !(holds && (view.blocks || []).includes(block)),
+    vectors: view.want_qk === true && !(holds && (view.qk || []).includes(block)) };
+}
+
+/** A frame's parts: its JSON header (parsed) and the arrays' bytes after it (`bytes` must
+ * start its own buffer's view at a multiple of 8, as the arrays are viewed in place). */
+export function unframe(bytes) {
+  if (String.fromCharCode(...bytes.subarray(0, 4)) !== MAGIC) throw new Error("ViT Explainer: unexpected message");
+  const length = new DataView(bytes.buffer, bytes.byteOffset).getUint32(4, true);
+  return { header: JSON.parse(new TextDecoder().decode(bytes.subarray(8, 8 + length))),
+    body: bytes.subarray(8 + length), bodyOffset: 8 + length };
+}
+
+/** One frame from a header (its arrays {dtype, shape, offset} counted from the end of the
+ * header) and the arrays' bytes, one chunk after another (each a multiple of 8 bytes). */
+export function frame(header, chunks) {
+  const json = new TextEncoder().encode(JSON.stringify(header)), pad = (8 - ((json.length + 8) % 8)) % 8;
+  const size = chunks.reduce((total, chunk) => total + chunk.length, 0);
+  const out = new Uint8Array(8 + json.length + pad + size);
+  out.set(new TextEncoder().encode(MAGIC), 0);
+  new DataView(out.buffer).setUint32(4, json.length + pad, true);
+  out.set(json, 8);
+  out.fill(0x20, 8 + json.length, 8 + json.length + pad);
+  let at = 8 + json.length + pad;
+  for (const chunk of chunks) { out.set(chunk, at); at += chunk.length; }
+  return out;
+}
