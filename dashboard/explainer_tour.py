@@ -476,14 +476,6 @@ TWO_SCORES = ("The answer panel shows both numbers: the k-NN class score, and th
               "share of the ⟦knn⟧, its bar. They need not move together.")
 
 
-def signed_change(change: float) -> str:
-    """A score change as the tour prints it: three decimals with its sign, or "under 0.001"
-    (never "-0.000")."""
-    if abs(change) < 0.0005:
-        return "a change under 0.001"
-    return f"{'+' if change > 0 else '−'}{abs(change):.3f}"
-
-
 def _where(overview: dict, pair: tuple[int, int]) -> str:
     block, head = pair
     return f"head {head} of {overview['blocks'][block]['label'].lower()}"
@@ -542,7 +534,7 @@ def _switch_sentence(overview: dict, pair: tuple[int, int], result: dict) -> str
     text += (f"the answer stays **{after['label']}**" if after["label"] == before["label"]
              else f"the answer changes from **{before['label']}** to **{after['label']}**")
     text += (f"; the class score of {target['label']} goes from {target['before']:.3f} to "
-             f"{target['after']:.3f} ({signed_change(target['after'] - target['before'])}).")
+             f"{target['after']:.3f}: it {target['words']}.")
     if overview["model"]["random"]:
         text += " The weights are random, so this says nothing about a trained model."
     return text
@@ -557,12 +549,11 @@ def _compare_sentence(sink: tuple[int, int], sharp: tuple[int, int], results: di
     if any("error" in results[pair] for pair in (sink, sharp)):
         return ""
     target = results[sharp]["target"]
-    change = {pair: results[pair]["target"]["after"] - results[pair]["target"]["before"]
-              for pair in (sink, sharp)}
-    text = (f"Switching off the ⟦sink⟧ head of step {step} changed it by "
-            f"{signed_change(change[sink])}, this focused head by "
-            f"{signed_change(change[sharp])}.")
-    largest = max(abs(c) for c in change.values()) / max(abs(target["before"]), 1e-12)
+    text = (f"With the ⟦sink⟧ head of step {step} off, the score "
+            f"{results[sink]['target']['words']}; with this focused head off, it "
+            f"{target['words']}.")
+    largest = (max(abs(results[pair]["target"]["drop"]) for pair in (sink, sharp))
+               / max(abs(target["before"]), 1e-12))
     if largest < 0.05:
         text += (f" Both changes are under 5% of the score itself ({target['before']:.3f}): "
                  "on this picture neither head carries the answer alone.")

@@ -89,12 +89,15 @@ def test_switching_steps_carry_their_result_and_quote_its_numbers(dinov2, image)
         assert f"from {target['before']:.3f} to {target['after']:.3f}" in step["text"]
     sink = overview["sinks"]["strongest"]
     assert (switching[0]["block"], switching[0]["head"]) == (sink["block"], sink["head"])
-    changes = [s["switch"]["target"]["after"] - s["switch"]["target"]["before"]
+    # one sign convention (issue 40): drop = before - after, in drop_words' words
+    changes = [s["switch"]["target"]["before"] - s["switch"]["target"]["after"]
                for s in switching]
+    assert [s["switch"]["target"]["drop"] for s in switching] == [round(c, 4) for c in changes]
     claim = plain(switching[1]["text"])
-    assert (f"sink head of step 11 changed it by {tour.signed_change(changes[0])}, this "
-            f"focused head by {tour.signed_change(changes[1])}.") in claim
-    # chelsea: +0.001 and -0.014 of 0.967, both under 5 % of the score
+    assert (f"sink head of step 11 off, the score {drop_words(changes[0])}; with this focused "
+            f"head off, it {drop_words(changes[1])}.") in claim
+    assert f"it {drop_words(changes[0])}." in plain(switching[0]["text"])
+    # chelsea: a drop of -0.001 and +0.014 of 0.967, both under 5 % of the score
     before = switching[1]["switch"]["target"]["before"]
     assert max(map(abs, changes)) / before < 0.05
     assert f"under 5% of the score itself ({before:.3f})" in claim
@@ -120,9 +123,9 @@ def test_each_switched_head_runs_once_and_the_offline_words_claim_no_switch(dino
         s["text"] for s in steps[False] if s["id"] == "switch_sink")
 
 
-def test_a_score_change_is_never_printed_as_minus_zero():
-    assert tour.signed_change(-0.0004) == tour.signed_change(0.0004) == "a change under 0.001"
-    assert tour.signed_change(-0.0141) == "−0.014" and tour.signed_change(0.0012) == "+0.001"
+def test_a_drop_is_never_printed_as_minus_zero():
+    assert drop_words(-0.00004) == drop_words(0.00004) == "did not move"
+    assert drop_words(-0.0141) == "rose by 0.0141" and drop_words(0.0012) == "fell by 0.0012"
 
 
 def test_overview_read_out_is_the_core_read_out(dinov2, image):

@@ -21,11 +21,6 @@ const short = (label) => label.split(",")[0];
 const capital = (text) => `${text[0].toUpperCase()}${text.slice(1)}`;
 const distanceLabel = (mad) => `${whole(mad)} pixels`;
 
-function signedChange(change) {
-  if (Math.abs(change) < 0.0005) return "a change under 0.001";
-  return `${change > 0 ? "+" : "\u2212"}${fixed(Math.abs(change), 3)}`;
-}
-
 function median(values) {
   const s = Float64Array.from(values).sort(), n = s.length;
   return n % 2 ? s[(n - 1) / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
@@ -343,8 +338,8 @@ function switchSentence(ov, pair, result) {
   let text = `Here ${at} is switched off (its output set to 0 before the ⟦w_o⟧) and the model runs again: `;
   text += after.label === before.label ? `the answer stays **${after.label}**`
     : `the answer changes from **${before.label}** to **${after.label}**`;
-  text += `; the class score of ${target.label} goes from ${fixed(target.before, 3)} to ${fixed(target.after, 3)} ` +
-    `(${signedChange(target.after - target.before)}).`;
+  text += `; the class score of ${target.label} goes from ${fixed(target.before, 3)} to ${fixed(target.after, 3)}: ` +
+    `it ${target.words}.`;
   if (ov.model.random) text += " The weights are random, so this says nothing about a trained model.";
   return text;
 }
@@ -354,10 +349,10 @@ function compareSentence(sink, sharp, results, stepNumber) {
   if (key(sink) === key(sharp)) return `It is also the head switched off in step ${step}.`;
   if ([sink, sharp].some((p) => results.get(key(p)).error)) return "";
   const target = results.get(key(sharp)).target;
-  const change = (p) => results.get(key(p)).target.after - results.get(key(p)).target.before;
-  let text = `Switching off the ⟦sink⟧ head of step ${step} changed it by ${signedChange(change(sink))}, this focused head by ` +
-    `${signedChange(change(sharp))}.`;
-  const largest = Math.max(Math.abs(change(sink)), Math.abs(change(sharp))) / Math.max(Math.abs(target.before), 1e-12);
+  const drop = (p) => results.get(key(p)).target.drop;
+  let text = `With the ⟦sink⟧ head of step ${step} off, the score ${results.get(key(sink)).target.words}; ` +
+    `with this focused head off, it ${target.words}.`;
+  const largest = Math.max(Math.abs(drop(sink)), Math.abs(drop(sharp))) / Math.max(Math.abs(target.before), 1e-12);
   if (largest < 0.05) {
     text += ` Both changes are under 5% of the score itself (${fixed(target.before, 3)}): on this picture neither head carries the answer alone.`;
   }
