@@ -231,6 +231,19 @@ class Option:
                 f"({_words(low)}-{_words(high)}).{also}")
 
 
+def parse_options(owner: str, options, given: dict | None) -> dict:
+    """Typed values of the options given (strings or values) for `owner` (a method or a
+    metric), refused in words when a key is unknown or a value does not parse."""
+    given = dict(given or {})
+    unknown = sorted(set(given) - {option.name for option in options})
+    if unknown:
+        raise OptionError(f"Unknown option(s) for {owner}: {', '.join(unknown)}"
+                          + (f" (it has: {', '.join(o.name for o in options)})."
+                             if options else " (it has none)."))
+    return {option.name: option.parse(given[option.name])
+            for option in options if option.name in given}
+
+
 def Int(name: str, default, low, high, help: str, word: str | None = None) -> Option:
     return Option(name, "int", default, help, low=low, high=high, word=word)
 
@@ -308,14 +321,7 @@ class Method:
         """Typed values for the options given (strings or values), refused in words when a
         key is unknown or a value is of the wrong type or outside a fixed bound. Needs no
         model: the CLI calls it before loading one."""
-        given = dict(given or {})
-        unknown = sorted(set(given) - {option.name for option in self.options})
-        if unknown:
-            raise OptionError(f"Unknown option(s) for {self.name}: {', '.join(unknown)}"
-                              + (f" (it has: {', '.join(o.name for o in self.options)})."
-                                 if self.options else " (it has none)."))
-        return {option.name: option.parse(given[option.name])
-                for option in self.options if option.name in given}
+        return parse_options(self.name, self.options, given)
 
     def resolve(self, model, given: dict | None) -> dict:
         """Every option's value for this model: the given ones parsed and checked against

@@ -24,7 +24,7 @@ from typing import Any, Callable
 import numpy as np
 
 from ..infra.errors import OptionError
-from ..methods.base import Option
+from ..methods.base import Option, parse_options
 
 LOWER, HIGHER = "lower", "higher"  # which value of a metric is better
 # What a metric needs besides the map, the model, the image and the class.
@@ -73,14 +73,7 @@ class Metric:
     def parse(self, given: dict | None) -> dict:
         """Typed values of the options given (strings or values), refused in words when a
         key is unknown or a value is of the wrong type or out of range."""
-        given = dict(given or {})
-        unknown = sorted(set(given) - {option.name for option in self.options})
-        if unknown:
-            raise OptionError(f"Unknown option(s) for {self.name}: {', '.join(unknown)}"
-                              + (f" (it has: {', '.join(o.name for o in self.options)})."
-                                 if self.options else " (it has none)."))
-        return {option.name: option.parse(given[option.name])
-                for option in self.options if option.name in given}
+        return parse_options(self.name, self.options, given)
 
     def resolve(self, given: dict | None = None) -> dict:
         """Every option's value: the given ones checked, the others at their defaults."""
