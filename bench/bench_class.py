@@ -13,7 +13,7 @@ question, through the nginx recipe and two replicas (the stack of bench_load and
 
 Reported: errors; follow latency p50/p95 per move (the instructor's run that moved has
 finished -> the student's session is on the new page: its navigation message) and until the
-new page has been drawn; answer p50/p95 (Send -> its run finished with "Received."); count
+new page has been drawn; answer p50/p95 (Send -> its run finished with "Received: ..."); count
 freshness (the last acknowledged answer -> the instructor's live count showing every answer);
 the poll's CPU per idle student (both replicas' CPU seconds over IDLE_S with the class idle,
 minus the same before anyone joined, per student, as % of a core); each replica's sessions.
@@ -130,8 +130,8 @@ async def a_class(base: str, code: str, key: str, count: int, pids: list[int]) -
         started = time.perf_counter()
         seconds = await student.set_and_press({key_name: options[index % len(options)]},
                                               "class_send", timeout=TIMEOUT_S,
-                                              until=("Received.", "Too many", "closed"))
-        if "Received." not in student.text_since(started):
+                                              until=("Received:", "Too many", "closed"))
+        if "Received:" not in student.text_since(started):
             raise RuntimeError(f"refused: {student.text_since(started)[:80]}")
         return seconds, time.perf_counter()
 

@@ -114,7 +114,7 @@ def test_a_class_joins_follows_answers_and_sees_the_reveal(app, browser):
             wait_app_idle(student)
             tap_patches(student, patches, touch=student is students[-1])
             student.get_by_role("button", name="Send my answer").click()
-            wait_text(student, "Received.")
+            wait_text(student, "Received:")
             wait_text(student, f"Your answer: patches {patches[0]}, {patches[1]}")
             assert "answers from" not in main_text(student)  # the class's: after the reveal
         wait_text(teacher, "3 answers from 3 students", timeout_s=FOLLOW_S)

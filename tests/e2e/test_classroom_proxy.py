@@ -2,7 +2,7 @@
 as Streamlit-protocol sessions (bench/class_client.py: what a tab sends and receives):
 
 - a replica is killed (SIGKILL) while the class answers: every answer the app acknowledged
-  ("Received.") is in the database afterwards;
+  ("Received: ...") is in the database afterwards;
 - both replicas are killed and started again: the class's report is the same before and after
   (`python -m xai_core class report CODE --json`), and a student who joins after the restart
   gets the open question."""
@@ -25,7 +25,7 @@ from xai_core.classroom.store import DB_ENV, ClassStore
 
 STUDENTS = 16
 HEADS = 6
-RECEIVED = "Received."
+RECEIVED = "Received:"
 
 
 async def join(base: str, code: str) -> ClassSession:
