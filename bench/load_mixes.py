@@ -175,7 +175,7 @@ async def export_lesson(base: str, query: str, timeout: float = 600) -> tuple[fl
                             message.delta.WhichOneof("type") == "new_element" and \
                             message.delta.new_element.WhichOneof("type") == "download_button":
                         deferred = message.delta.new_element.download_button.deferred_file_id
-                    if element_kinds([payload])[2]:
+                    if fragment_run_done(message):
                         break
                 if not deferred:
                     return float("nan"), 0, "no download button after the press"
@@ -196,6 +196,15 @@ async def export_lesson(base: str, query: str, timeout: float = 600) -> tuple[fl
         return float("nan"), 0, f"{type(error).__name__}: {str(error)[:120]}"
 
 
+def fragment_run_done(message) -> bool:
+    """Whether a ForwardMsg ends the run a button in a fragment started: a fragment's run
+    finishes with its own status (not the full run's `page_visit.RUN_DONE`)."""
+    from dashboard.page_visit import FINISHED, RUN_DONE
+
+    return message.WhichOneof("type") == "script_finished" and \
+        message.script_finished in RUN_DONE | {FINISHED.FINISHED_FRAGMENT_RUN_SUCCESSFULLY}
+
+
 def _download_url(answer) -> str:
     """The file's address in a backend operation's answer (whichever field holds it)."""
     for field, value in answer.ListFields():
@@ -209,13 +218,10 @@ def _download_url(answer) -> str:
 
 
 async def _fetch(base: str, url: str, cookies: dict[str, str], timeout: float) -> int:
-    from urllib.parse import urlsplit
-
-    from bench.load_client import _read_response
+    from bench.load_client import _read_response, server_path
 
     host, port = loopback(base)
-    path = urlsplit(url).path if "://" in url else (
-        url if url.startswith("/") else urlsplit(base).path + url)
+    path = server_path(base, url)
     reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout)
     try:
         cookie = "; ".join(f"{k}={v}" for k, v in cookies.items())
