@@ -348,37 +348,3 @@ def test_the_client_key_is_the_browser_else_the_address_hashed():
     assert share.server_own({}, "127.0.0.1") and share.server_own(None, "::1")
     assert not share.server_own(via_proxy, "127.0.0.1")  # through nginx: a visitor
     assert not share.server_own({}, "10.1.2.3") and not share.server_own(None, None)
-
-
-def test_a_heavy_request_lowers_only_its_own_threads_cpu_priority(monkeypatch):
-    """Read back from the OS: the thread of a visitor's heavy request runs LOWER_PRIORITY_BY
-    nice steps below the process; a light request, a thread with no visitor and the main
-    thread keep the process's priority."""
-    import os
-
-    process = os.getpriority(os.PRIO_PROCESS, os.getpid())
-    ann, bob = fair_share.Visitor("ann"), fair_share.Visitor("bob")
-    who: dict = {}
-    as_visitor(monkeypatch, who)
-
-    def priority_after(visitor, passes) -> int:
-        found = []
-
-        def work():
-            if visitor is not None:
-                who[threading.get_ident()] = visitor
-            fair_share.admit(passes=passes)
-            found.append(os.getpriority(os.PRIO_PROCESS, threading.get_native_id()))
-            who.pop(threading.get_ident(), None)  # a later thread may get this ident
-        thread = threading.Thread(target=work)
-        thread.start()
-        thread.join()
-        return found[0]
-
-    assert priority_after(ann, fair_share.HEAVY_PASSES) == \
-        min(19, process + fair_share.LOWER_PRIORITY_BY)
-    assert priority_after(bob, fair_share.HEAVY_PASSES - 1) == process
-    assert priority_after(None, 10 * fair_share.HEAVY_PASSES) == process
-    who[threading.get_ident()] = ann
-    fair_share.admit(passes=10 * fair_share.HEAVY_PASSES)
-    assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == process

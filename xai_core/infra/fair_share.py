@@ -23,9 +23,6 @@ bucket holding one minute's worth, refilled continuously; what a visitor uses is
   call is short, so the wait is). A waiting thread holds no model lock, so other visitors'
   calls go on at their speed; it never waits while it holds the process's random generator
   (`rng.seeded`), which other visitors may need.
-- Behind the others: a request of `HEAVY_PASSES` declared passes or more runs its thread at a
-  lower CPU priority (`lower_priority`), so on a core it shares, other visitors' short page
-  runs go first.
 
 Each replica keeps its own accounts (a browser stays on one replica). The allowance: env vars
 VIT_LENS_BUDGET_PASSES_PER_MINUTE, VIT_LENS_BUDGET_CPU_PER_MINUTE and VIT_LENS_BUDGET_WAIT_S
@@ -54,8 +51,6 @@ MINUTE = 60.0
 WAIT_STEP_S = 0.25  # how often a waiting visitor's progress line moves
 SETTINGS_TTL_S = 2.0  # the settings are read again at most this often (every model call asks)
 MAX_ACCOUNTS = 10_000  # the least recently used beyond it are forgotten (their buckets refill)
-HEAVY_PASSES = 64  # a request of this many declared passes runs at a lower CPU priority
-LOWER_PRIORITY_BY = 10  # nice steps (0-19)
 
 
 @dataclass(frozen=True)
@@ -296,8 +291,6 @@ def admit(passes: int = 0, what: str = "this", should_stop: Callable[[], bool] |
     settle()
     share = current_share()
     wait = LEDGER.wait_for(who, share, passes)
-    if passes >= HEAVY_PASSES and (wait <= 0 or not may_refuse or wait <= share.wait_seconds):
-        lower_priority()  # it will run: behind other visitors' short pages on a busy core
     if wait <= 0:
         return 0.0
     if may_refuse and wait > share.wait_seconds:
@@ -313,25 +306,6 @@ def admit(passes: int = 0, what: str = "this", should_stop: Callable[[], bool] |
         wait = LEDGER.wait_for(who, share, passes)
     _report[0](0.0, total)
     return waited
-
-
-def lower_priority() -> None:
-    """The current thread, about to compute a heavy request, runs from now on at a lower CPU
-    priority (Linux's nice, which is per thread): the allowance bounds what a visitor takes
-    per minute, this lets other visitors' short page runs go first on a core it shares with
-    them. A replica runs each session's page runs in that session's script thread, and an
-    unprivileged process cannot raise a priority again, so it stays with that thread (its
-    visitor's later runs); never the process's main thread (the CLI, a test), nowhere
-    without per-thread priorities."""
-    if threading.current_thread() is threading.main_thread():
-        return
-    try:
-        thread, process = threading.get_native_id(), os.getpid()
-        lowered = min(19, os.getpriority(os.PRIO_PROCESS, process) + LOWER_PRIORITY_BY)
-        if os.getpriority(os.PRIO_PROCESS, thread) < lowered:
-            os.setpriority(os.PRIO_PROCESS, thread, lowered)
-    except (AttributeError, OSError):  # no such call here, or not allowed
-        pass
 
 
 def allowance_words(share: Share) -> str:
