@@ -150,11 +150,20 @@ async def _get(base: str, path: str, cookies: dict[str, str], timeout: float) ->
         writer.close()
 
 
+def server_path(base: str, url: str) -> str:
+    """The path a browser asks for an address the server gave: Streamlit's upload and media
+    addresses ("/_stcore/upload_file/...", "/media/...") are under the app's base path (the
+    browser puts it in front, as nginx's locations expect)."""
+    path = urlsplit(url).path if "://" in url else url
+    prefix = urlsplit(base).path.rstrip("/")
+    return path if prefix and path.startswith(prefix + "/") else f"{prefix}/{path.lstrip('/')}"
+
+
 async def _put(base: str, url: str, name: str, content: bytes, cookies: dict[str, str],
                timeout: float) -> None:
     """The multipart PUT a browser sends to Streamlit's upload address, with its XSRF token."""
     host, port = loopback(base)
-    path = url if url.startswith("/") else f"{urlsplit(base).path}{url}"
+    path = server_path(base, url)
     boundary = "vitlensboundary7e3f"
     body = (f"--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"{name}\""
             f"\r\nContent-Type: image/png\r\n\r\n").encode() + content + \
