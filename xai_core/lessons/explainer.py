@@ -36,7 +36,7 @@ import numpy as np
 import torch
 
 from ..infra.cache import BoundedCache, cache_key
-from ..capture import Capture, is_talking_heads, transformer_blocks
+from ..capture import Capture, is_talking_heads, shared_forwards, transformer_blocks
 from ..figures.layers import image_data_uri
 from ..figures.style import HEATMAP_SCALE, colour_table
 from ..images import model_crop_box, scale_words
@@ -483,13 +483,22 @@ def head_switch(model, image, head, off: list[tuple[int, int]]) -> dict:
 def build_overview(model, image, head=None) -> dict:
     """Everything the Explainer draws before a block is opened (uncached)."""
     head = head_of(model, head)
-    capture = vit_capture(model, image)
+    # One forward for the capture, the read-out and DAAM's backward (`shared_forwards`): the
+    # plain capture and DAAM's hold the same activations, and the pass's graph is freed
+    # as soon as DAAM is done.
+    with shared_forwards():
+        capture = vit_capture(model, image)
+        prediction = _prediction(model, image, head, capture)
+        readout_facts = _readout_facts(model, image, head)
+        try:
+            daam = _daam_frames(model, image, head, prediction["top"][0]["index"])
+        except ValueError as error:  # e.g. no block with a [CLS] query
+            daam = {"unavailable": str(error)}
     prepared = prepare(model, image)
     module = model.module
     layout = capture.layout
     prefix_names = prefix_token_names(module)
     dims = _dims(capture, module)
-    prediction = _prediction(model, image, head, capture)
     cls_joins_late = bool(getattr(module, "blocks_token_only", None))
     blocks = _block_facts(capture, module)
     for fact, record in zip(blocks, capture.blocks):
@@ -519,15 +528,12 @@ def build_overview(model, image, head=None) -> dict:
         "distance": _distance_facts(model, image),
         "quantisation": QUANTISATION,
     }
-    overview["readout"] = _readout_facts(model, image, head)
+    overview["readout"] = readout_facts
     overview["sinks"], start = _sink_facts(model, image)
     overview["rollout"] = _rollout_frames(capture, start)
     overview["feature"] = (packed(capture.output[0].numpy(), "f16") if head.kind == "knn"
                            else None)
-    try:
-        overview["daam"] = _daam_frames(model, image, head, prediction["top"][0]["index"])
-    except ValueError as error:  # e.g. no block with a [CLS] query
-        overview["daam"] = {"unavailable": str(error)}
+    overview["daam"] = daam
     return overview
 
 

@@ -129,9 +129,16 @@ def knn_pass(model, pixels: torch.Tensor, target: int, head,
 def knn_capture(model, image, target: int, head=None,
                 formula: str = "official") -> tuple[KnnWeights, Capture]:
     """`knn_pass`, cached. The key names everything w depends on (image, weights of the
-    model, bank fingerprint, class, formula), so equal keys mean equal w."""
+    model, bank fingerprint, class, formula), so equal keys mean equal w. Only DAAM reads
+    it, and of the gradients only the context's: the others (as many bytes as the
+    activations, 54 MB for DINOv2-S) are not kept."""
     head = head_of(model, head)
     prepared = prepare(model, image)
     key = cache_key("daam-knn-capture", model, target, formula, image=prepared.sha256, head=head)
-    return CAPTURE_CACHE.get_or_compute(
-        key, lambda: knn_pass(model, prepared.pixels, target, head, formula))
+
+    def compute() -> tuple[KnnWeights, Capture]:
+        weights, found = knn_pass(model, prepared.pixels, target, head, formula)
+        for record in found.blocks:
+            record.grads = {"context": record.grads["context"]}
+        return weights, found
+    return CAPTURE_CACHE.get_or_compute(key, compute)

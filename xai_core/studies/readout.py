@@ -33,7 +33,7 @@ import torch
 import torch.nn.functional as F
 
 from ..infra.cache import BoundedCache, cache_key
-from ..capture import model_layout, transformer_blocks
+from ..capture import live_forward, model_layout, sharing_forwards, transformer_blocks
 from ..infra.errors import OptionError
 from ..images import image_sha256
 from ..pipeline import Prediction, head_of, predictions_of, prepare, resolve_target
@@ -103,6 +103,20 @@ def normed_blocks(model, pixels: torch.Tensor) -> list[torch.Tensor]:
             stack.callback(handle.remove)
         module(pixels.to(model.device))
         return [module.norm(out) for out in outputs]
+
+
+def image_blocks(model, pixels: torch.Tensor) -> list[torch.Tensor]:
+    """`normed_blocks` of one image; inside `capture.shared_forwards()` read from the
+    thread's kept forward of it (the one the Explainer's capture and DAAM read), so the
+    read-out runs no pass of its own."""
+    if not sharing_forwards():
+        return normed_blocks(model, pixels)
+    live, _ = live_forward(model.module, pixels.to(model.device), model.lock)
+    if len(live.recorders) != len(model.module.blocks):
+        return normed_blocks(model, pixels)
+    with model.lock, torch.inference_mode():
+        return [model.module.norm(recorder.raw["out"].detach())
+                for recorder in live.recorders]
 
 
 def _ending(model, tokens: torch.Tensor) -> torch.Tensor:
@@ -185,7 +199,7 @@ def _readout(model, image, target: int, head, patches: bool) -> Readout:
     grid = model_layout(model).tokens.grid
     prefix = int(model.module.num_prefix_tokens)
     top, every, per_patch = [], [], []
-    for normed, block_head in zip(normed_blocks(model, prepare(model, image).pixels), heads):
+    for normed, block_head in zip(image_blocks(model, prepare(model, image).pixels), heads):
         scorer = class_scorer(model, target, block_head)
         output = _ending(model, normed)
         top.append(predictions_of(block_head, output, TOP_K))
