@@ -14,13 +14,14 @@ and WebSocket included), the median seconds until the run finished and the clien
 seconds per visit (bench_load runs one such client process for every student). `--burst N`
 then lets N students arrive within 5 s on this one replica (half of bench_load's class of
 2N on two replicas, pages only: no files, no nginx) and prints the replica's CPU and the
-page times' p50/p95.
+page times' p50/p95. `--uploads N` then uploads N photos new to every cache, one at a time,
+each opened on the Explainer, and prints the replica's CPU and resident growth per photo.
 
 A diagnosis tool for bench/FINDINGS.md (issue 29); `make bench` runs it with its defaults and
 no burst, its smoke run one visit of Home on one image:
 
     .venv/bin/python -m bench.bench_visit_cpu [--runs 8] [--serve] [--burst 25]
-        [--pages ,vit_explainer,comparison]
+        [--pages ,vit_explainer,comparison] [--uploads 3]
 """
 
 from __future__ import annotations
@@ -88,13 +89,36 @@ def burst(url: str, pid: int, pages: list[str], queries: list[str], count: int) 
           f"{len(failed)} failed {failed[:2]}; load average {os.getloadavg()[0]:.2f}")
 
 
+def resident_gb(pid: int) -> float:
+    pages = int(Path(f"/proc/{pid}/statm").read_text().split()[1])
+    return pages * os.sysconf("SC_PAGE_SIZE") / 2**30
+
+
+def uploads(url: str, pid: int, count: int) -> None:
+    """`count` students' own photos (new to every cache), one at a time, each opened on the
+    Explainer as bench_load's uploads mix does: the replica's CPU seconds and resident
+    memory growth per photo (what it keeps in its bounded caches)."""
+    from bench.load_client import upload_and_open
+    from bench.load_mixes import photo
+
+    first = time.time_ns() % 2**31
+    for n in range(count):
+        cpu, rss = cpu_seconds(pid), resident_gb(pid)
+        done = run_in_thread(upload_and_open(url, photo(first + n), "vit_explainer"))
+        if done.error or done.exceptions:
+            raise RuntimeError(f"upload {n + 1}: {done.error or 'an exception shown'}")
+        print(f"upload {n + 1} -> Explainer: replica CPU {cpu_seconds(pid) - cpu:.2f} s, "
+              f"resident {resident_gb(pid) - rss:+.3f} GB (now {resident_gb(pid):.2f} GB), "
+              f"finished after {done.seconds:.2f} s; load average {os.getloadavg()[0]:.2f}")
+
+
 def run(smoke: bool = False) -> list[dict]:
     pages = [""] if smoke else PAGES.split(",")
     return measure(pages, 1 if smoke else RUNS, False, [], 1 if smoke else None)
 
 
 def measure(pages: list[str], runs: int, serve: bool, bursts: list[int],
-            images: int | None = None) -> list[dict]:
+            images: int | None = None, photos: int = 0) -> list[dict]:
     """Prints what it measures as it goes; returns one row per page (the median replica
     CPU seconds per visit). `images`: the first that many gallery images (all by default)."""
     from e2e_helpers import MAKE_RUN, STREAMLIT_RUN, AppProcess
@@ -130,6 +154,7 @@ def measure(pages: list[str], runs: int, serve: bool, bursts: list[int],
         print(f"load average {os.getloadavg()[0]:.2f}")
         for count in bursts:
             burst(app.url, pid, pages, queries, count)
+        uploads(app.url, pid, photos)
     finally:
         app.stop()
     return found
@@ -148,10 +173,13 @@ def main(argv: list[str]) -> None:
                              "(page only, no files), comma-separated steps, e.g. 25")
     parser.add_argument("--pages", default=PAGES,
                         help="URL paths, comma-separated ('' is Home)")
+    parser.add_argument("--uploads", type=int, default=0,
+                        help="then N photos new to every cache uploaded one at a time, each "
+                             "opened on the Explainer")
     args = parser.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     bursts = [int(n) for n in args.burst.split(",") if n]
-    measure(args.pages.split(","), args.runs, args.serve, bursts)
+    measure(args.pages.split(","), args.runs, args.serve, bursts, photos=args.uploads)
 
 
 if __name__ == "__main__":
