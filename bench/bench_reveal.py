@@ -1,5 +1,5 @@
 """Page 9's predict-then-reveal on a warmed gallery (issue 40): after the warm-up's page 9
-computations for the default picture (`lessons.warmup.intervention_lab`, what `make run`
+computations for the default picture (`lessons.warmup.warm_step` of page 9, what `make run`
 warms in the background before a class arrives), a learner's Reveal (both ways of removal at
 k = 4, the bars and the picture with each method's top 4) and the star on cause vs claim
 after it (tokens dropped, the curves figure) reuse everything but the learner's own patches.
@@ -20,7 +20,7 @@ from xai_core.lessons import warmup
 from xai_core.studies import cause_vs_claim
 from xai_core.images import load_sample
 from xai_core.infra.cache import memory_only
-from xai_core.models import DEFAULT_VIT, get_model
+from xai_core.models import DEFAULT_CNN, DEFAULT_VIT, get_model
 from xai_core.pipeline import prepare, resolve_target
 
 K = 4
@@ -64,7 +64,9 @@ def run(smoke: bool = False) -> list[dict]:
     with memory_only():  # warmed here, not read from an earlier run's store
         model, image = get_model(DEFAULT_VIT), load_sample("chelsea")
         started = time.perf_counter()
-        warmup.intervention_lab(model, None, image)
+        failure = warmup.warm_step(model, get_model(DEFAULT_CNN), image, "9_interventions.py")
+        if failure:
+            raise RuntimeError(f"page 9's warm-up failed: {failure}")
         warmed = time.perf_counter() - started
         target = resolve_target(model, None, image, model.head)
         reveal = _median(_reveal, model, image, target, learners)
