@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from urllib.parse import quote, urlsplit
 
@@ -184,6 +185,23 @@ async def _put(base: str, url: str, name: str, content: bytes, cookies: dict[str
         writer.close()
 
 
+@asynccontextmanager
+async def app_socket(base: str, cookies: dict, timeout: float):
+    """The app's WebSocket as a browser opens it: the health check first (its cookies, kept in
+    `cookies` for later requests), then the stream with those cookies and the site's Origin."""
+    from websockets.asyncio.client import connect
+    from websockets.typing import Subprotocol
+
+    host, port = loopback(base)
+    await _get(base, "_stcore/health", cookies, timeout)
+    cookie = "; ".join(f"{k}={v}" for k, v in cookies.items())
+    async with connect("ws" + base.rstrip("/")[4:] + "/_stcore/stream", proxy=None,
+                       origin=f"http://{host}:{port}", max_size=None,
+                       subprotocols=[Subprotocol("streamlit")],
+                       additional_headers={"Cookie": cookie}, ping_interval=None) as socket:
+        yield socket
+
+
 async def upload_and_open(base: str, photo: bytes, page: str = "vit_explainer",
                           timeout: float = 300) -> Upload:
     """A student with their own photo, as a browser does it: the health check (cookies),
@@ -192,24 +210,15 @@ async def upload_and_open(base: str, photo: bytes, page: str = "vit_explainer",
     until that page's run finished."""
     from streamlit.proto.BackMsg_pb2 import BackMsg
     from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
-    from websockets.asyncio.client import connect
-    from websockets.typing import Subprotocol
 
     from dashboard.page_visit import element_kinds, rerun_request
     from dashboard.state import UPLOAD_CHOICE, image_title
 
     result, cookies = Upload(), {}
-    host, port = loopback(base)
     query = "image_choice=" + quote(image_title(UPLOAD_CHOICE))
     try:
         async with asyncio.timeout(timeout):
-            await _get(base, "_stcore/health", cookies, timeout)
-            cookie = "; ".join(f"{k}={v}" for k, v in cookies.items())
-            async with connect("ws" + base.rstrip("/")[4:] + "/_stcore/stream", proxy=None,
-                               origin=f"http://{host}:{port}", max_size=None,
-                               subprotocols=[Subprotocol("streamlit")],
-                               additional_headers={"Cookie": cookie},
-                               ping_interval=None) as socket:
+            async with app_socket(base, cookies, timeout) as socket:
                 await socket.send(rerun_request("", query, base))
                 session = uploader = None
                 async for payload in socket:

@@ -20,7 +20,7 @@ import time
 
 import numpy as np
 
-from bench.load_client import Upload, _get, upload_and_open
+from bench.load_client import Upload, _get, app_socket, upload_and_open
 from dashboard.page_visit import PageRun, element_kinds, loopback, open_page, rerun_request
 
 GREEDY_LINK = ("image_choice={image}&cmp_methods_vit=kernel-shap"
@@ -138,20 +138,11 @@ async def export_lesson(base: str, query: str, timeout: float = 600) -> tuple[fl
     address) and fetch it: (seconds from the press to the last byte, bytes, error)."""
     from streamlit.proto.BackMsg_pb2 import BackMsg
     from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
-    from websockets.asyncio.client import connect
-    from websockets.typing import Subprotocol
 
     cookies: dict[str, str] = {}
-    host, port = loopback(base)
     try:
         async with asyncio.timeout(timeout):
-            await _get(base, "_stcore/health", cookies, timeout)
-            cookie = "; ".join(f"{k}={v}" for k, v in cookies.items())
-            async with connect("ws" + base.rstrip("/")[4:] + "/_stcore/stream", proxy=None,
-                               origin=f"http://{host}:{port}", max_size=None,
-                               subprotocols=[Subprotocol("streamlit")],
-                               additional_headers={"Cookie": cookie},
-                               ping_interval=None) as socket:
+            async with app_socket(base, cookies, timeout) as socket:
                 await socket.send(rerun_request("vit_explainer", query, base + "vit_explainer"))
                 button = fragment = session = None
                 async for payload in socket:
