@@ -398,13 +398,19 @@ def method(name: str, *, family: str, needs_target: bool, summary: str,
                           tuple(options), compute, off_by_default, check, benchmark_skip,
                           title)
         _check_declaration(declared)
-        existing = METHODS.get(name)
-        if existing is not None and existing.compute.__module__ != compute.__module__:
-            raise ValueError(f"Two methods are called '{name}' ({existing.compute.__module__} "
-                             f"and {compute.__module__}).")
-        METHODS[name] = declared
-        return declared
+        return register(METHODS, declared, "method")
     return decorate
+
+
+def register(registry: dict, declared, kind: str):
+    """Put a declared method or metric in its registry; a second one of the same name from
+    another module is refused (a module imported twice declares the same one again)."""
+    existing = registry.get(declared.name)
+    if existing is not None and existing.compute.__module__ != declared.compute.__module__:
+        raise ValueError(f"Two {kind}s are called '{declared.name}' "
+                         f"({existing.compute.__module__} and {declared.compute.__module__}).")
+    registry[declared.name] = declared
+    return declared
 
 
 def _check_declaration(declared: Method) -> None:

@@ -24,7 +24,7 @@ from typing import Any, Callable
 import numpy as np
 
 from ..infra.errors import OptionError
-from ..methods.base import Option, parse_options
+from ..methods.base import Option, parse_options, register
 
 LOWER, HIGHER = "lower", "higher"  # which value of a metric is better
 # What a metric needs besides the map, the model, the image and the class.
@@ -109,12 +109,7 @@ def metric(name: str, *, better: str, summary: str, needs: str = "class",
     def decorate(compute) -> Metric:
         declared = Metric(name, better, summary, needs, unit, tuple(options), compute)
         _check_declaration(declared)
-        existing = METRICS.get(name)
-        if existing is not None and existing.compute.__module__ != compute.__module__:
-            raise ValueError(f"Two metrics are called '{name}' ({existing.compute.__module__} "
-                             f"and {compute.__module__}).")
-        METRICS[name] = declared
-        return declared
+        return register(METRICS, declared, "metric")
     return decorate
 
 
