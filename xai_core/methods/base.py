@@ -413,6 +413,17 @@ def register(registry: dict, declared, kind: str):
     return declared
 
 
+def check_options_match(declared) -> None:
+    """A method's or metric's options are exactly its compute function's keyword-only
+    parameters, each named once."""
+    keywords = {p.name for p in inspect.signature(declared.compute).parameters.values()
+                if p.kind is inspect.Parameter.KEYWORD_ONLY}
+    names = [option.name for option in declared.options]
+    if len(set(names)) != len(names) or keywords != set(names):
+        raise ValueError(f"{declared.name}: the options {sorted(names)} must be exactly the "
+                         f"compute function's keyword-only parameters {sorted(keywords)}.")
+
+
 def _check_declaration(declared: Method) -> None:
     """Mistakes in a declaration fail at import, not in front of a class."""
     if declared.family not in FAMILIES:
@@ -420,12 +431,7 @@ def _check_declaration(declared: Method) -> None:
     if not isinstance(declared.cost, Cost) or declared.cost.kind not in COSTS:
         raise ValueError(f"{declared.name}: cost must be one of {tuple(FIXED_COSTS)} or a "
                          f"Cost of kind 'passes'.")
-    keywords = {p.name for p in inspect.signature(declared.compute).parameters.values()
-                if p.kind is inspect.Parameter.KEYWORD_ONLY}
-    names = [option.name for option in declared.options]
-    if len(set(names)) != len(names) or keywords != set(names):
-        raise ValueError(f"{declared.name}: the options {sorted(names)} must be exactly the "
-                         f"compute function's keyword-only parameters {sorted(keywords)}.")
+    check_options_match(declared)
     for option in declared.options:  # a fixed default must pass its own fixed bounds
         if not isinstance(option.default, FromModel):
             option.parse(option.default)

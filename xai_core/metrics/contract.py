@@ -17,14 +17,13 @@ read them from the declaration. Options are checked once, before anything runs
 
 from __future__ import annotations
 
-import inspect
 from dataclasses import dataclass
 from typing import Any, Callable
 
 import numpy as np
 
 from ..infra.errors import OptionError
-from ..methods.base import Option, parse_options, register
+from ..methods.base import Option, check_options_match, parse_options, register
 
 LOWER, HIGHER = "lower", "higher"  # which value of a metric is better
 # What a metric needs besides the map, the model, the image and the class.
@@ -131,11 +130,6 @@ def _check_declaration(declared: Metric) -> None:
     if declared.needs not in NEEDS or (declared.unit is not None and declared.unit not in UNITS):
         raise ValueError(f"{declared.name}: needs must be one of {tuple(NEEDS)} and unit one "
                          f"of {tuple(UNITS)} or None.")
-    keywords = {p.name for p in inspect.signature(declared.compute).parameters.values()
-                if p.kind is inspect.Parameter.KEYWORD_ONLY}
-    names = [option.name for option in declared.options]
-    if len(set(names)) != len(names) or keywords != set(names):
-        raise ValueError(f"{declared.name}: the options {sorted(names)} must be exactly the "
-                         f"compute function's keyword-only parameters {sorted(keywords)}.")
+    check_options_match(declared)
     for option in declared.options:  # a default must pass its own bounds
         option.parse(option.default)
