@@ -64,6 +64,9 @@ def start(health_url: str | None, log=print, images: list[str] | None = None) ->
 
 def _run(health_url: str | None, log, images: list[str] | None) -> None:
     from xai_core.infra.health import wait_healthy
+    from xai_core.infra.priority import lower_this_thread
+
+    lower_this_thread()  # a visitor's page first: the warm-up takes the CPU time left over
 
     if health_url is not None and not wait_healthy(health_url, HEALTH_WAIT_S):
         log(f"ViT Lens warm-up: {health_url} did not answer; the gallery is not warmed")

@@ -53,6 +53,8 @@ import numpy as np
 import safetensors.torch
 import torch
 
+from xai_core.infra.priority import lower_this_thread
+
 FORMAT = "vit-lens-results/1"
 MAGIC = b"VLRES001"
 SUFFIX = ".vlr"
@@ -419,6 +421,7 @@ class ResultStore:
             self._count("dropped")
 
     def _write_pending(self) -> None:
+        lower_this_thread()  # nobody waits for a write: the cached value is already served
         while True:
             digest, value, warm = self._pending.get()
             try:
