@@ -53,6 +53,10 @@ for _axis in (TEMPLATE.layout.xaxis, TEMPLATE.layout.yaxis):
 # run from 0 to at most 1, where no prefix appears, and the template goes with every chart.
 TEMPLATE.data.heatmap = [go.Heatmap(colorbar=dict(exponentformat="power"))]
 TEMPLATE.layout.hoverlabel.font.family = APP_FONT["family"]
+# ... put into each figure's message as plain JSON: `fig.update_layout(template=TEMPLATE)`
+# validated the whole template again for every chart of every run (a fifth of a Home run's
+# script time when a class follows its instructor there)
+TEMPLATE_SPEC = TEMPLATE.to_plotly_json()
 
 
 
@@ -135,12 +139,16 @@ def _scale_fonts(node, size: TextSize) -> None:
 
 
 def figure_json(fig: go.Figure, size: TextSize = NORMAL) -> str:
-    """The figure as plotly.js reads it, with its text at `size`. The figure itself is not
-    changed (a built figure may be shared by every session: `xai_core/figures/reuse.py`)."""
+    """The figure as plotly.js reads it, in the app's template, across its container's width,
+    with its text at `size`. The figure itself is not changed (a built figure may be shared
+    by every session: `xai_core/figures/reuse.py`)."""
     spec = fig.to_plotly_json()  # a copy
     if size.scale != 1.0 or size.smallest != NORMAL.smallest:
         _scale_fonts(spec, size)
     layout = spec.setdefault("layout", {})
+    layout["template"] = TEMPLATE_SPEC  # after the scaling: it has no size to scale
+    layout.pop("width", None)
+    layout["autosize"] = True
     layout["font"] = {**layout.get("font", {}), "size": size.base}
     hover = layout.setdefault("hoverlabel", {})
     hover["font"] = {**hover.get("font", {}), "size": size.base}
@@ -165,7 +173,6 @@ def plotly_chart(fig: go.Figure, key: str, on_select: str | Callable | None = No
     selection_mode="points")` does; the only mode this app uses."""
     if selection_mode != "points":
         raise ValueError("only point selection is supported")
-    fig.update_layout(template=TEMPLATE, width=None, autosize=True)
     if height is not None:
         fig.update_layout(height=height)
     select = on_select is not None

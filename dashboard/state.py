@@ -20,7 +20,7 @@ from xai_core.infra.faults import Cancelled, ModelOutOfMemory
 from xai_core.images import (COLLAGE_ID, COLLAGE_TITLE, DEFAULT_SAMPLE, SAMPLES, ImageError,
                              load_sample, shared_image)
 from xai_core.models import (DEFAULT_CNN, DEFAULT_VIT, ModelUnavailableError, availability,
-                             get_model, get_spec)
+                             get_model, get_spec, loaded_model)
 
 UPLOAD_CHOICE = "upload"
 DEFAULT_IMAGE = DEFAULT_SAMPLE
@@ -87,6 +87,18 @@ def current_image() -> Image.Image | None:
 
 def load_model_or_explain(model_id: str, random_weights: bool = False):
     """The loaded model, or None after telling the user in words why it cannot load."""
+    # loaded already (every run but the process's first): no check, no spinner (a spinner
+    # starts a timer thread: two per run of every page, 100 at once when a class follows)
+    model = loaded_model(model_id, random_weights) or _load_or_explain(model_id, random_weights)
+    if model is not None and model.random_weights:
+        st.error(f"{model.label}: this model has untrained random weights (seed {model.seed}, "
+                 "derived from the model id, so every server and every run builds the same "
+                 "one). Its maps show the token layout and the code path only - they explain "
+                 "nothing.")
+    return model
+
+
+def _load_or_explain(model_id: str, random_weights: bool):
     spec = get_spec(model_id)
     if not random_weights:
         status = availability(model_id)
@@ -97,16 +109,10 @@ def load_model_or_explain(model_id: str, random_weights: bool = False):
             return None
     try:
         with st.spinner(f"Loading {spec.display_name}..."):
-            model = get_model(model_id, random_weights=random_weights)
+            return get_model(model_id, random_weights=random_weights)
     except (ModelUnavailableError, ModelOutOfMemory) as error:
         st.warning(f"**{spec.display_name} is unavailable.** {error}")
         return None
-    if model.random_weights:
-        st.error(f"{model.label}: this model has untrained random weights (seed {model.seed}, "
-                 "derived from the model id, so every server and every run builds the same "
-                 "one). Its maps show the token layout and the code path only - they explain "
-                 "nothing.")
-    return model
 
 
 def current_vit():

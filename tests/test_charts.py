@@ -69,10 +69,11 @@ def test_every_trace_type_the_app_draws_is_in_the_bundle():
 
 def test_message_carries_the_figure_the_library_url_and_whether_clicks_count():
     fig = go.Figure(go.Bar(x=[1, 2], y=[3, 4]), layout=dict(title="t", width=300))
-    fig.update_layout(template=charts.TEMPLATE, width=None)
     message = json.loads(charts.figure_message(fig, select=True))
     assert message["src"] == charts.PLOTLY_URL and message["select"] is True
-    expected = json.loads(fig.to_json())
+    # the oracle: plotly's own JSON of the figure in the app's template, across the width
+    expected = json.loads(go.Figure(fig).update_layout(
+        template=charts.TEMPLATE, width=None, autosize=True).to_json())
     expected["layout"]["font"] = {**expected["layout"].get("font", {}), "size": 13}
     expected["layout"]["hoverlabel"] = {"font": {"size": 13}}
     assert message["figure"] == expected  # the figure, its text at the normal size

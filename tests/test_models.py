@@ -10,7 +10,8 @@ from xai_core import pipeline
 from xai_core.infra.cache import BoundedCache
 from xai_core.images import SAMPLES, load_sample
 from xai_core.infra.locks import FairLock
-from xai_core.models import ModelUnavailableError, availability, get_model, get_spec
+from xai_core.models import (ModelUnavailableError, availability, get_model, get_spec,
+                             loaded_model)
 from xai_core.models.registry import MODEL_SPECS, UnknownModelError
 
 
@@ -80,6 +81,12 @@ def test_random_weight_models_are_labelled():
     model = get_model("deit-s16-distilled", random_weights=True)
     assert model.random_weights and "RANDOM WEIGHTS" in model.label
     assert len(model.class_names) == 1000
+
+
+def test_loaded_model_returns_the_one_instance_and_never_loads():
+    model = get_model("deit-s16-distilled", random_weights=True)
+    assert loaded_model("deit-s16-distilled", random_weights=True) is model
+    assert loaded_model("deit-s16-distilled", True, torch.device("meta")) is None  # not there
 
 
 def test_unknown_model_and_target_errors():

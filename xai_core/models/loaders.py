@@ -213,6 +213,12 @@ _models: dict[tuple[str, bool, str], LoadedModel] = {}
 _models_lock = threading.Lock()
 
 
+def loaded_model(model_id: str, random_weights: bool = False,
+                 device: torch.device | None = None) -> LoadedModel | None:
+    """The process-wide instance if it is already loaded, else None (nothing is loaded)."""
+    return _models.get((model_id, random_weights, str(device or default_device())))
+
+
 def get_model(model_id: str, random_weights: bool = False,
               device: torch.device | None = None) -> LoadedModel:
     """The process-wide instance of a model, loaded on first use.
