@@ -77,6 +77,28 @@ def test_hub_models_offline_say_why():
             get_model(spec.id)
 
 
+def test_availability_is_kept_a_while_and_follows_the_weights_folder(monkeypatch, tmp_path):
+    from xai_core.models import loaders, settings
+
+    looked = []
+    real = loaders._look_up_availability
+    monkeypatch.setattr(loaders, "_look_up_availability",
+                        lambda spec: looked.append(spec.id) or real(spec))
+    monkeypatch.setattr(loaders, "_availability", {})
+    assert not availability("vit-b16").available
+    assert not availability("vit-b16").available and looked == ["vit-b16"]  # kept
+    # the weights put in a local folder: a new environment, looked up again at once
+    (tmp_path / "vit-b16.safetensors").write_bytes(b"")
+    monkeypatch.setenv(settings.WEIGHTS_ENV, str(tmp_path))
+    status = availability("vit-b16")
+    assert status.available and "local copy" in status.reason and len(looked) == 2
+    # past the time it is kept: looked up again
+    later = loaders._clock() + loaders.AVAILABILITY_TTL_S + 1
+    monkeypatch.setattr(loaders, "_clock", lambda: later)
+    availability("vit-b16")
+    assert looked == ["vit-b16"] * 3
+
+
 def test_random_weight_models_are_labelled():
     model = get_model("deit-s16-distilled", random_weights=True)
     assert model.random_weights and "RANDOM WEIGHTS" in model.label

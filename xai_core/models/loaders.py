@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import os
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -42,6 +43,7 @@ class LoadedModel:
     lock: FairLock = field(default_factory=ModelLock)
     extras: dict = field(default_factory=dict)
     seed: int | None = None  # of a random initialisation (random_weights_seed)
+    _parameters: int | None = field(default=None, repr=False, compare=False)
 
     @property
     def label(self) -> str:
@@ -53,7 +55,11 @@ class LoadedModel:
         return f"{name} [RANDOM WEIGHTS{seed} - shapes only]"
 
     def num_parameters(self) -> int:
-        return sum(p.numel() for p in self.module.parameters())
+        """Counted once (1 ms, on every run of Home's model card): a model's shapes never
+        change, only its values do (the sanity checks' randomised copies)."""
+        if self._parameters is None:
+            self._parameters = sum(p.numel() for p in self.module.parameters())
+        return self._parameters
 
 
 def _local_weights_file(spec: ModelSpec) -> Path | None:
@@ -84,15 +90,32 @@ def _hub_cached_file(spec: ModelSpec) -> str | None:
 
 
 _load_failures: dict[str, str] = {}
+# The sidebar labels every model on every run of every page: ~100 file look-ups (installed
+# packages, the hub's cache), several ms on a busy server when a class of 100 moves at once.
+# Each answer is kept a while, keyed by what it depends on in this process's environment; a
+# download by another process shows within AVAILABILITY_TTL_S.
+AVAILABILITY_TTL_S = 30.0
+_availability: dict[tuple, tuple[float, Availability]] = {}
+_clock = time.monotonic
 
 
 def availability(model_id: str) -> Availability:
     """Whether `model_id` can load here, and in words why or why not."""
     spec = get_spec(model_id)
-    if spec.is_bundled:
-        return bundled.availability(spec)
     if model_id in _load_failures:
         return Availability(False, _load_failures[model_id])
+    key = (model_id, os.environ.get(WEIGHTS_ENV), hub_offline(), os.environ.get("HF_HOME"),
+           os.environ.get("HF_HUB_CACHE"))
+    now = _clock()
+    known = _availability.get(key)
+    if known is None or now - known[0] > AVAILABILITY_TTL_S:
+        known = _availability[key] = (now, _look_up_availability(spec))
+    return known[1]
+
+
+def _look_up_availability(spec: ModelSpec) -> Availability:
+    if spec.is_bundled:
+        return bundled.availability(spec)
     if local := _local_weights_file(spec):
         return Availability(True, f"Weights from the local copy {local}.")
     if _hub_cached_file(spec):
