@@ -13,7 +13,7 @@ import pytest
 from tiny_models import images, tiny_vit
 
 from xai_core import pipeline
-from xai_core.infra import budget, fair_share, rng
+from xai_core.infra import budget, fair_share, priority, rng
 from xai_core.methods import METHODS
 from xai_core.studies.method_runs import PassCounter
 
@@ -44,6 +44,9 @@ def default_share(monkeypatch, tmp_path):
     monkeypatch.setattr(fair_share, "LEDGER", fair_share.Ledger())
     monkeypatch.setattr(fair_share, "_identify", [lambda: None])
     monkeypatch.setattr(fair_share, "_report", [lambda left, total: None])
+    nice = priority.thread_nice()
+    yield
+    priority.lower_this_thread(nice)  # a heavy admission below lowered this thread: back
 
 
 def as_visitor(monkeypatch, who_by_thread: dict):
@@ -144,6 +147,30 @@ def test_a_wait_longer_than_allowed_is_refused_in_one_sentence(monkeypatch):
     assert isinstance(refused.value, budget.OptionError)  # the pages' friendly errors show it
     # a single model call is never refused: it waits
     assert fair_share.admit(may_refuse=False, sleep=clock.sleep) == pytest.approx(40.0, abs=0.3)
+
+
+def test_a_heavy_request_yields_the_cpu_to_other_visitors_pages(monkeypatch):
+    """Admitted work of HEAVY_PASSES or more runs the rest of its thread's run at HEAVY_NICE;
+    lighter work, and work for no visitor (a warm-up, the CLI), keep their priority."""
+    monkeypatch.setattr(fair_share, "_read", [float("inf"), BIG])
+    monkeypatch.setattr(fair_share, "settle", lambda **kwargs: None)
+    visitors, nices = {}, {}
+
+    def request(name: str, who, passes: int) -> None:
+        visitors[threading.get_ident()] = who
+        fair_share.admit(passes=passes, what="kernel-shap")
+        nices[name] = priority.thread_nice()
+
+    as_visitor(monkeypatch, visitors)
+    ann = fair_share.Visitor("ann")
+    for name, who, passes in (("heavy", ann, fair_share.HEAVY_PASSES),
+                              ("light", ann, fair_share.HEAVY_PASSES - 1),
+                              ("nobody's", None, 400)):
+        thread = threading.Thread(target=request, args=(name, who, passes))
+        thread.start()
+        thread.join()
+    base = priority.thread_nice()
+    assert nices == {"heavy": fair_share.HEAVY_NICE, "light": base, "nobody's": base}
 
 
 def test_no_visitor_or_no_limit_is_never_held_back(monkeypatch):

@@ -40,7 +40,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Callable
 
-from . import rng
+from . import priority, rng
 from .budget import NO_LIMIT, SETTINGS_FILE, OverBudget, read_settings_file
 from .errors import OptionError
 
@@ -51,6 +51,12 @@ MINUTE = 60.0
 WAIT_STEP_S = 0.25  # how often a waiting visitor's progress line moves
 SETTINGS_TTL_S = 2.0  # the settings are read again at most this often (every model call asks)
 MAX_ACCOUNTS = 10_000  # the least recently used beyond it are forgotten (their buckets refill)
+# A request declared this heavy (KernelSHAP's 400 samples, Occlusion, head importance) runs
+# the rest of its page run at this nice value: on a core shared with other visitors' pages
+# the kernel gives them the CPU first (weight 110 against 1024) and the heavy one what is left.
+# Streamlit runs each page run in a thread of its own, so the next run starts at 0 again.
+HEAVY_PASSES = 64
+HEAVY_NICE = 10
 
 
 @dataclass(frozen=True)
@@ -290,7 +296,11 @@ def admit(passes: int = 0, what: str = "this", should_stop: Callable[[], bool] |
     the wait would be longer than the share's `wait_seconds` (only if `may_refuse`). Returns
     the seconds waited. No visitor, no limit, or a thread that must not wait: at once."""
     who = visitor()
-    if who is None or not _may_wait():
+    if who is None:
+        return 0.0
+    if passes >= HEAVY_PASSES:
+        priority.lower_this_thread(HEAVY_NICE)
+    if not _may_wait():
         return 0.0
     settle()
     share = current_share()
