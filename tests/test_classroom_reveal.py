@@ -15,7 +15,7 @@ from tolerance import assert_close, class_score_tolerance
 from xai_core.studies import cause_vs_claim as claims
 from xai_core.lessons import interventions_lab as lab
 from xai_core.classroom.reveal import (classes_answer, classes_sentence, click_grid,
-                                       drop_words, head_answer, head_sentence, most_clicked,
+                                       removed_words, head_answer, head_sentence, most_clicked,
                                        patch_reveal)
 from xai_core.models import knn
 from xai_core.pipeline import prepare
@@ -41,10 +41,18 @@ def test_clicks_per_patch():
     assert np.array_equal(grid.ravel(), expected) and grid.shape == (10, 10)
 
 
-def test_drop_words_say_the_sign():
-    assert drop_words("the class's patches", 0.2149, "the cat score") == \
-        "the class's patches cut the cat score by 0.21"
-    assert drop_words("x", -0.0018, "it") == "x raised it by 0.00"
+def test_removed_words_say_which_way_the_score_went():
+    assert removed_words("the class's patches", 0.2149, "the cat score") == \
+        "with the class's patches out, the cat score fell by 0.21"
+    assert removed_words("x", -0.018, "it") == "with x out, it rose by 0.02"
+    assert removed_words("x", -0.0018, "it") == "with x out, it did not move"  # 0.00
+
+
+def said_drops(sentence: str, digits: int) -> list[float]:
+    """The drops a sentence quotes, signed back from its words (fell: +, rose: -)."""
+    found = re.findall(rf"(fell|rose) by (\d+\.\d{{{digits}}})|(did not move)", sentence)
+    return [0.0 if still else float(n) * (1 if verb == "fell" else -1)
+            for verb, n, still in found]
 
 
 @pytest.fixture(scope="module")
@@ -75,12 +83,11 @@ def test_the_class_reveal_is_page_9s_core_for_the_same_patches(dinov2, image, re
 def test_the_sentence_quotes_the_rows(revealed):
     for removal in ("tokens", "pixels"):
         sentence = revealed.sentence(removal)
-        numbers = [float(n) for n in re.findall(r"by (\d+\.\d\d)", sentence)]
         rows = [row for row in revealed.rows if row["removal"] == removal]
         mine = next(row["drop"] for row in rows if row["chooser"] == "the class")
         best = max(row["drop"] for row in rows if row["chooser"] in METHODS)
         random = next(row["drop"] for row in rows if row["chooser"].startswith("random"))
-        assert numbers == [round(abs(v), 2) for v in (mine, best, random)]
+        assert said_drops(sentence, 2) == [round(v, 2) + 0.0 for v in (mine, best, random)]
         assert sentence.startswith(claims.REMOVALS[removal].capitalize())
 
 
@@ -191,20 +198,20 @@ def test_the_head_reveal_is_each_heads_measured_drop(dinov2, image, head_found):
         assert sentence.endswith("The class chose head 2 most often too.")
         assert numbers == [f"{result['drops'][2]:.3f}"]
     else:
-        assert "The class chose head 2 most often: switching it off" in sentence
-        assert numbers == [f"{abs(result['drops'][h]):.3f}" for h in (best, 2)]
-        assert all(abs(float(n) - abs(drops[h])) <= 0.0005 + tolerances[h]
-                   for n, h in zip(numbers, (best, 2)))
+        assert "The class chose head 2 most often: with it off, the score " in sentence
+        assert numbers[:1] == [f"{result['drops'][best]:.3f}"]
+        assert said_drops(sentence, 3)[-1] == round(result["drops"][2], 3) + 0.0
+        assert abs(said_drops(sentence, 3)[-1] - drops[2]) <= 0.0005 + tolerances[2]
 
 
 def test_the_head_sentence_for_every_case():
     result = {"drops": [0.012, 0.2134, -0.004], "answer": 1, "label": "tabby, tabby cat"}
     assert head_sentence(result, [2, 2, 0]) == (
         "Switching head 1 off cut the tabby, tabby cat score most: by 0.213. The class chose "
-        "head 2 most often: switching it off raised it by 0.004.")
+        "head 2 most often: with it off, the score rose by 0.004.")
     assert head_sentence(result, [1, 0]) == (  # a tie goes to the lower head
         "Switching head 1 off cut the tabby, tabby cat score most: by 0.213. The class chose "
-        "head 0 most often: switching it off cut it by 0.012.")
+        "head 0 most often: with it off, the score fell by 0.012.")
     assert head_sentence(result, [1]).endswith("The class chose head 1 most often too.")
     assert head_sentence(result, []) == ("Switching head 1 off cut the tabby, tabby cat "
                                          "score most: by 0.213.")

@@ -21,6 +21,7 @@ from xai_core.classroom.reveal import HEAD_DIGITS, head_answer
 from xai_core.classroom.store import DB_ENV, KINDS, ClassStore
 from xai_core.images import load_sample
 from xai_core.models import DEFAULT_VIT, get_model
+from xai_core.studies.interventions import drop_words
 
 BLOCK = 3
 CHOSEN = 2
@@ -81,9 +82,8 @@ def test_the_head_question_from_the_explainers_chips(tmp_path, browser):
             if best == CHOSEN:
                 assert f"The class chose head {CHOSEN} most often too." in text
             else:
-                verb = "cut" if drops[CHOSEN] >= 0 else "raised"
-                assert (f"The class chose head {CHOSEN} most often: switching it off {verb} "
-                        f"it by {abs(drops[CHOSEN]):.{HEAD_DIGITS}f}.") in text
+                assert (f"The class chose head {CHOSEN} most often: with it off, the score "
+                        f"{drop_words(drops[CHOSEN], HEAD_DIGITS)}.") in text
         question = store.report(made.code)["questions"][0]
         assert question["kind"] == "head" and question["context"]["block"] == BLOCK
         assert question["tally"] == {str(CHOSEN): 1} and question["revealed"]

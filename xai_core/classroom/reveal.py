@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..studies.cause_vs_claim import REMOVALS, cause_vs_claim
+from ..studies.interventions import drop_words
 from ..lessons.interventions_lab import reveal_rows
 
 
@@ -37,10 +38,10 @@ def click_grid(answers: list[list[int]], grid: tuple[int, int]) -> np.ndarray:
     return counts.reshape(grid)
 
 
-def drop_words(who: str, drop: float, score: str, digits: int = 2) -> str:
-    """'the class's patches cut the cat's score by 0.21' (or raised it, when it rose)."""
-    verb = "cut" if drop >= 0 else "raised"
-    return f"{who} {verb} {score} by {abs(drop):.{digits}f}"
+def removed_words(what: str, drop: float, score: str, digits: int = 2) -> str:
+    """'with the class's patches out, the cat score fell by 0.21' (rose, did not move: page
+    9's words for a drop, `interventions.drop_words`)."""
+    return f"with {what} out, {score} {drop_words(drop, digits)}"
 
 
 def favourite(answers: list, choices: list):
@@ -63,12 +64,12 @@ class PatchReveal:
         index = self.test.ks.index(len(self.patches))
         score = f"the {self.test.label} score" if self.test.label else "the score"
         methods = {name: float(drops[index]) for name, drops in part.methods.items()}
-        words = [drop_words("the class's patches", part.learner, score)]
+        words = [removed_words("the class's patches", part.learner, score)]
         if methods:
             best = max(methods, key=methods.get)
-            words.append(drop_words(f"{best}'s top {len(self.patches)}", methods[best], "it"))
-        words.append(drop_words(f"{len(self.patches)} random patches",
-                                float(part.random_mean()[index]), "it") + " on average")
+            words.append(removed_words(f"{best}'s top {len(self.patches)}", methods[best], "it"))
+        words.append(removed_words(f"{len(self.patches)} random patches",
+                                   float(part.random_mean()[index]), "it") + " on average")
         return f"{REMOVALS[removal].capitalize()}: " + "; ".join(words) + "."
 
 
@@ -122,7 +123,7 @@ def head_sentence(result: dict, answers: list[int]) -> str:
     if chosen == best:
         return words + f" The class chose head {best} most often too."
     return words + (f" The class chose head {chosen} most often: "
-                    + drop_words("switching it off", drops[chosen], "it", HEAD_DIGITS) + ".")
+                    + f"with it off, the score {drop_words(drops[chosen], HEAD_DIGITS)}.")
 
 
 def classes_answer(model, image, topk: int = 5) -> dict:
