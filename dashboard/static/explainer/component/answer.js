@@ -15,8 +15,9 @@ export const headsText = (off) => off.map(([b, h]) => `block ${b} head ${h}`).jo
 export const sameHeads = (a, b) => JSON.stringify(a) === JSON.stringify(b);
 
 export class AnswerPanel {
-  constructor(app) {
-    this.app = app;
+  constructor({ store, data }) {
+    this.store = store;
+    this.data = data;
     const box = el("div", "vx-answer");
     box.dataset.part = "answer";
     box.innerHTML = `<div class="vx-answer-head"><span class="vx-label">Answer</span>` +
@@ -24,7 +25,7 @@ export class AnswerPanel {
       `<button class="vx-btn vx-answer-reset" hidden>All heads back on</button></div>`;
     this.status = box.querySelector(".vx-answer-status");
     this.reset = box.querySelector(".vx-answer-reset");
-    this.reset.addEventListener("click", () => app.switchHeads([]));
+    this.reset.addEventListener("click", () => store.dispatch("switchHeads", []));
     const bars = el("div", "vx-bars");
     this.rows = Array.from({ length: ROWS }, () => {
       const row = el("div", "vx-bar", `<span class="vx-bar-label"></span><span class="vx-bar-track">` +
@@ -43,10 +44,10 @@ export class AnswerPanel {
   /** The bars as the model answers now: with the heads off when the result for exactly
    * those heads is here, else as trained (dimmed while the result is on its way). */
   render() {
-    const app = this.app, off = app.state.off, result = app.switchResult;
+    const st = this.store.state, data = this.data, off = st.off, result = st.switchResult;
     const current = off.length && result && sameHeads(result.off, off) ? result : null;
     const waiting = off.length > 0 && !current;
-    const trained = app.model.ov.prediction.top.map((t) => ({ label: t.label, share: t.probability }));
+    const trained = data.model.ov.prediction.top.map((t) => ({ label: t.label, share: t.probability }));
     const shown = current && !current.error ? current.after : trained;
     const before = current && !current.error ? new Map(current.before.map((t) => [t.label, t.share])) : null;
     this.rows.forEach((r, i) => {
@@ -63,16 +64,16 @@ export class AnswerPanel {
         r.row.title = `${t.label}: ${pct(was)} with every head, ${pct(t.share)} with ${headsText(off)} off`;
       } else r.row.title = "";
     });
-    markTargets([this.element], app.state.targets);
+    markTargets([this.element], st.targets);
     this.element.classList.toggle("waiting", waiting);
     this.element.classList.toggle("switched", !!current && !current.error);
     this.element.dataset.off = off.map((p) => p.join(".")).join(",");
     this.element.dataset.shown = current ? "switched" : waiting ? "waiting" : "trained";
-    this.reset.hidden = !off.length || !app.liveSwitch;
+    this.reset.hidden = !off.length || !data.liveSwitch;
     this.status.innerHTML = this.statusText(off, current, waiting);
-    this.note.textContent = app.liveSwitch ? "" : "Switching other heads off runs the model again, " +
+    this.note.textContent = data.liveSwitch ? "" : "Switching other heads off runs the model again, " +
       "which needs the ViT Lens app; this file holds the heads its tour switches off.";
-    this.note.hidden = app.liveSwitch;
+    this.note.hidden = data.liveSwitch;
   }
 
   /** The switch's numbers: the class score before → after with its drop (before minus after,
@@ -82,7 +83,7 @@ export class AnswerPanel {
     if (!off.length) return `<span class="muted">every head on · the power switch on a head chip turns it off</span>`;
     if (waiting) return `running the model without ${esc(headsText(off))}…`;
     if (current.error) return `<span class="vx-unknown">${esc(current.error)}</span>`;
-    const t = current.target, knn = this.app.model.ov.prediction.head === "knn";
+    const t = current.target, knn = this.data.model.ov.prediction.head === "knn";
     const share = (list) => (list.find((p) => p.label === t.label) || {}).share;
     const [was, now] = [share(current.before), share(current.after)];
     const vote = knn && was !== undefined && now !== undefined

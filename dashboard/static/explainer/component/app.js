@@ -2,14 +2,18 @@
  * what the host sent (the overview, opened blocks' details), builds the parts, and redraws
  * them from the state store: everything when the view changes, only the parts that follow
  * the pointer when it moves. Hover and play are drawn here on plain canvases with no
- * request to the server; see sync.js for what is asked of it. */
+ * request to the server; see sync.js for what is asked of it.
+ * This is the one place that wires the parts: each gets only what it uses (the store; `data`,
+ * what the host sent, which only this file changes; the maps and the painter), never this
+ * object or another part, and asks for anything done elsewhere by dispatching one of the
+ * actions named in `actions()` to the store. */
 
 import { AnswerPanel } from "./answer.js";
 import { BlockStrip } from "./block-strip.js";
 import { Painter } from "./colour.js";
 import { Controls } from "./controls.js";
 import { DetailPanel } from "./detail.js";
-import { el } from "./dom.js";
+import { el, scroller } from "./dom.js";
 import { esc } from "./format.js";
 import { Maps } from "./maps.js";
 import { METRICS } from "./metrics.js";
@@ -32,21 +36,53 @@ export class Explainer {
     this.root = el("div", "vx");
     this.root.setAttribute("data-testid", "vit-explainer");
     parent.appendChild(this.root);
-    this.signature = null;
-    this.model = null;
-    this.details = new Map(); // block -> decoded detail (this image and model)
+    // what the host sent, read by the parts and changed only here
+    this.data = { signature: null, model: null, maps: null, painter: null,
+      details: new Map(),  // block -> decoded detail (this image and model)
+      liveSwitch: false,  // a server runs the model again when heads are switched off
+      secondOpinion: null, link: null, presenting: false };
     this.store = new Store();
     this.store.subscribe((redraw) => this.redraw(redraw));
-    this.sync = new Sync(this);
-    this.player = new Player(this);
+    this.store.handle(this.actions());
     this.send = null;  // the host's { setStateValue, setTriggerValue }
-    this.liveSwitch = false;  // a server runs the model again when heads are switched off
-    this.switchResult = null;  // xai_core.explainer.head_switch for the heads last asked
+    const parts = { store: this.store, data: this.data };
+    this.sync = new Sync({ ...parts, host: () => this.send });
+    this.player = new Player({ ...parts, connected: () => this.root.isConnected });
     this.onKey = (event) => this.handleKey(event);
     document.addEventListener("keydown", this.onKey);
   }
 
   get state() { return this.store.state; }
+  get signature() { return this.data.signature; }
+  get model() { return this.data.model; }
+  get details() { return this.data.details; }
+
+  /** What parts may ask for (store.dispatch(name, ...)), and who does it. */
+  actions() {
+    return {
+      hover: (patch, prefix, event) => this.setHover(patch, prefix, event),
+      showBlocks: () => this.showBlocks(),
+      selectStage: (id) => this.selectStage(id),
+      selectBlock: (block, open) => this.selectBlock(block, open),
+      switchHeads: (off) => this.switchHeads(off),
+      toggleHead: (block, head) => this.toggleHead(block, head),
+      play: () => this.player.play(),
+      stop: () => this.player.stop(),
+      requestBlock: (block) => this.sync.requestBlock(block),
+      requestVectors: () => this.sync.requestVectors(),
+      qkVisible: (visible) => {  // the query · key panel came into view, or left it
+        this.sync.panelInView(visible);
+        this.mark("qkInView", String(visible));
+        this.sync.requestVectors();
+      },
+      forgetQk: () => this.sync.panelInView(false),  // the panel is gone (another stage)
+      sendNow: () => this.sync.sendNow(),
+      sendView: (extra) => this.sync.sendView(extra),
+      loading: () => this.showLoading(),
+      navigate: (page) => this.send.setTriggerValue("navigate", page),
+      mark: (name, value) => this.mark(name, value),
+    };
+  }
 
   /** Streamlit re-created the element it lives in: carry on there, state and all. */
   moveTo(parent) {
@@ -62,11 +98,15 @@ export class Explainer {
     METRICS.updates += 1;
     if (!this.root.isConnected) return;
     this.root.classList.toggle("present", !!data.presentation);
-    this.link = data.link;
-    this.secondOpinion = data.second_opinion || null;  // the CNN's answer, for a picture the bank does not know
-    this.liveSwitch = !!(data.switch && data.switch.live);
+    const known = this.data;
+    known.presenting = !!data.presentation;
+    known.link = data.link;
+    known.secondOpinion = data.second_opinion || null;  // the CNN's answer, for a picture the bank does not know
+    known.liveSwitch = !!(data.switch && data.switch.live);
     // a reply without a result while heads are off answers an older view: keep the last
-    if (this.liveSwitch && (data.switch.result || !this.state.off.length)) this.switchResult = data.switch.result;
+    if (known.liveSwitch && (data.switch.result || !this.state.off.length)) {
+      this.store.set({ switchResult: data.switch.result }, REDRAW.none);
+    }
     if (data.signature !== this.signature) {
       // Python believed this browser held the overview (a page element remounted us):
       // ask again, saying we hold nothing.
@@ -86,19 +126,21 @@ export class Explainer {
   /** A new overview (model, weights, image or head): decode it, set the view a link or
    * the host asks for, build the parts. */
   start(data) {
-    this.signature = data.signature;
-    this.details.clear();
-    this.model = decodeOverview(data.overview);
+    const known = this.data;
+    known.signature = data.signature;
+    known.details.clear();
+    known.model = decodeOverview(data.overview);
     this.loadPictures(data.overview);
-    this.maps = new Maps(this.model, this.store, this.details);
-    this.painter = new Painter(this.model.lut, this.model.grid);
-    this.tour = new Tour(this, data.tour.steps);
+    known.maps = new Maps(known.model, this.store, known.details);
+    known.painter = new Painter(known.model.lut, known.model.grid);
+    this.tour = new Tour({ store: this.store, data: known, maps: known.maps, page: this.page() },
+      data.tour.steps);
     const start = data.initial;  // a `?vx_...` link may name head, map and pinned patch
     const overlay = start.overlay || "attention";
     this.store.set({ block: start.block, stage: start.stage, head: start.head ?? -1, overlay,
       hover: null, hoverPrefix: null, pinned: start.patch ?? null, playing: false,
       previewBlock: null, previewHead: null, hoverKey: null, tour: 0, off: [], targets: [], marks: [],
-      position: this.maps.frameIndexOf(start.block, overlay) }, REDRAW.none);
+      position: known.maps.frameIndexOf(start.block, overlay) }, REDRAW.none);
     this.build();
     if (data.tour.active) this.tour.applyStep(data.tour.active, false);
   }
@@ -109,7 +151,7 @@ export class Explainer {
     m.ov.daam = daam;
     m.daam = decodeDaam(daam);
     m.daamPending = null;
-    this.store.set({ position: this.maps.frameIndexOf(this.state.block, this.state.overlay) }, REDRAW.none);
+    this.store.set({ position: this.data.maps.frameIndexOf(this.state.block, this.state.overlay) }, REDRAW.none);
   }
 
   loadPictures(ov) {
@@ -141,7 +183,8 @@ export class Explainer {
   /* ---------- the parts ---------- */
 
   build() {
-    const ov = this.model.ov, root = this.root;
+    const ov = this.model.ov, root = this.root, data = this.data;
+    const parts = { store: this.store, data, maps: data.maps, painter: data.painter };
     root.innerHTML = "";
     root.dataset.grid = this.model.grid.join("x");
     if (ov.model.random) {
@@ -151,22 +194,24 @@ export class Explainer {
     }
     root.appendChild(this.tour.box);
     root.appendChild(this.tour.offer);
-    this.pipeline = new Pipeline(this);
-    this.strip = new BlockStrip(this);
+    this.pipeline = new Pipeline(parts);
+    this.strip = new BlockStrip(parts);
     this.pipeline.element.appendChild(this.strip.element);
     root.appendChild(this.pipeline.element);
-    this.sequence = new Sequence(this);
+    this.sequence = new Sequence(parts);
     root.appendChild(this.sequence.element);
     const main = el("div", "vx-main");
-    this.picture = new Picture(this);
-    this.tools = new ViewTools(this, this.picture);
-    this.controls = new Controls(this);
+    this.picture = new Picture(parts);
+    // "Save PNG" copies the picture's canvas and reads its colour scale: only those two
+    this.tools = new ViewTools(parts, { canvas: this.picture.canvas,
+      scaleText: () => this.picture.legendMax.textContent });
+    this.controls = new Controls(parts);
     this.picture.element.appendChild(this.tools.element);
     this.picture.element.appendChild(this.controls.element);
-    this.answer = new AnswerPanel(this);
+    this.answer = new AnswerPanel(parts);
     this.picture.element.appendChild(this.answer.element);
     main.appendChild(this.picture.element);
-    this.detail = new DetailPanel(this);
+    this.detail = new DetailPanel(parts);
     main.appendChild(this.detail.element);
     root.appendChild(main);
   }
@@ -180,6 +225,20 @@ export class Explainer {
    * report through this and write no one else's element. */
   mark(name, value) {
     this.root.dataset[name] = value;
+  }
+
+  /** What the tour measures and changes to place a step's targets on screen (the root and
+   * the picture's size are this object's; the tour writes neither). */
+  page() {
+    return {
+      connected: () => this.root.isConnected,
+      observeResize: (observer) => observer.observe(this.root),
+      scroller: () => scroller(this.root),
+      targets: () => [...this.root.querySelectorAll("[data-tour-target]")],
+      pictureRect: () => this.picture.canvas.getBoundingClientRect(),
+      pictureSize: () => this.pictureSize(),
+      fitPicture: (px) => this.fitPicture(px),
+    };
   }
 
   /** The picture's displayed size: `px` while a tour step needs room (tour.js), its own
@@ -280,7 +339,7 @@ export class Explainer {
   switchHeads(off) {
     const sorted = [...off].sort((a, b) => a[0] - b[0] || a[1] - b[1]);
     this.store.set({ off: sorted }, REDRAW.chrome);
-    if (this.liveSwitch) this.sync.sendNow();
+    if (this.data.liveSwitch) this.sync.sendNow();
   }
 
   toggleHead(block, head) {
@@ -295,7 +354,7 @@ export class Explainer {
   }
 
   selectBlock(block, open) {
-    const changes = { block, position: this.maps.frameIndexOf(block) };
+    const changes = { block, position: this.data.maps.frameIndexOf(block) };
     if (open) changes.stage = "blocks";
     this.sync.requestBlock(block);
     this.store.set(changes);

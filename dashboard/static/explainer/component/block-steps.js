@@ -27,12 +27,12 @@ function stepList(b, dims, layerScale) {
 }
 
 export class BlockDetail {
-  constructor(app, box, detail) {
-    this.app = app;
-    this.box = box;
-    const st = app.state, m = app.model, b = m.blocks[st.block], ov = m.ov;
+  constructor(parts, box, detail) {
+    const { store, data, maps, painter } = parts;
+    Object.assign(this, { store, data, maps, painter, box });
+    const st = store.state, m = data.model, b = m.blocks[st.block], ov = m.ov;
     const kind = b.kind === "class" ? "class attention: only [CLS] asks" : "self-attention";
-    box.innerHTML = `<h3>${esc(app.maps.blockLabel(st.block))} <span class="mono">${kind} · ` +
+    box.innerHTML = `<h3>${esc(maps.blockLabel(st.block))} <span class="mono">${kind} · ` +
       `${b.nq} quer${b.nq === 1 ? "y" : "ies"} × ${b.nk} keys × ${ov.dims.width} channels</span></h3>`;
     this.cards = null;
     if (!detail) {
@@ -65,9 +65,9 @@ export class BlockDetail {
       if (note) box.appendChild(el("div", "vx-note", esc(note)));
     }
     const attn = el("div", "vx-attn");
-    this.matrix = new AttentionMatrix(app, b);
+    this.matrix = new AttentionMatrix(parts, b);
     attn.appendChild(this.matrix.element);
-    this.qk = new QKPanel(app);
+    this.qk = new QKPanel(parts);
     attn.appendChild(this.qk.element);
     box.appendChild(attn);
   }
@@ -77,10 +77,10 @@ export class BlockDetail {
   }
 
   draw() {
-    const app = this.app, st = app.state, detail = app.details.get(st.block);
+    const st = this.store.state, detail = this.data.details.get(st.block);
     if (!detail || !this.cards || !this.matrix.canvas.isConnected) return;
-    const m = app.model, b = m.blocks[st.block], head = app.maps.headOf();
-    const query = app.maps.queryToken(st.block);
+    const m = this.data.model, b = m.blocks[st.block], head = this.maps.headOf();
+    const query = this.maps.queryToken(st.block);
     const qi = query && !(b.kind === "class" && query.qi > 0) ? query.qi : (b.prefix ? 0 : null);
     for (const card of this.cards) this.drawCard(card, detail, head, qi);
     const tokenLabel = this.box.querySelector(".vx-step-token");
@@ -94,11 +94,12 @@ export class BlockDetail {
 
   /** One step's map of the patch tokens (its [CLS]-only placeholder) and the query's number. */
   drawCard(card, detail, head, qi) {
-    const app = this.app, st = app.state, np = app.model.np, P = detail.prefix;
+    const st = this.store.state, maps = this.maps, painter = this.painter;
+    const np = this.data.model.np, P = detail.prefix;
     const ctx = card.canvas.getContext("2d"), W = card.canvas.width, H = card.canvas.height;
     let values = null;
     if (card.id === "attn") {
-      const row = qi === null ? app.maps.queryRow(st.block, head) : app.maps.attentionRow(detail, qi, head);
+      const row = qi === null ? maps.queryRow(st.block, head) : maps.attentionRow(detail, qi, head);
       values = row.patch;
       const shown = qi === null ? null : (qi < P ? row.prefix[qi] : row.patch[qi - P]);
       card.value.textContent = qi === null ? "mean patch row" : `to itself: ${pct(shown)}`;
@@ -116,9 +117,9 @@ export class BlockDetail {
         `‖·‖ = ${fmt(norms[qi])}${card.id === "context" && head >= 0 ? ` (head ${head})` : ""}`;
     }
     if (values && values.length === np) {
-      app.painter.paintMap(ctx, values, W, H, { opaque: true, minmax: card.id !== "attn" });
+      painter.paintMap(ctx, values, W, H, { opaque: true, minmax: card.id !== "attn" });
       const p = st.hover !== null ? st.hover : st.pinned;
-      if (p !== null) app.painter.outlinePatch(ctx, p, W, H, "#22d3ee");
+      if (p !== null) painter.outlinePatch(ctx, p, W, H, "#22d3ee");
     } else {
       ctx.fillStyle = "#ddd";
       ctx.fillRect(0, 0, W, H);

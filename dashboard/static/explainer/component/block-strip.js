@@ -8,9 +8,9 @@ import { esc, fmt, pct } from "./format.js";
 import { REDRAW } from "./store.js";
 
 export class BlockStrip {
-  constructor(app) {
-    this.app = app;
-    const m = app.model, strip = el("div", "vx-blockstrip");
+  constructor({ store, data, maps, painter }) {
+    Object.assign(this, { store, data, maps, painter });
+    const m = data.model, strip = el("div", "vx-blockstrip");
     strip.dataset.part = "blocks";
     const hoverText = m.ov.layout.cls_joins_late ? "its attention map" : "what [CLS] attends to";
     this.readout = m.ov.readout.unavailable ? null : m.ov.readout;
@@ -28,7 +28,7 @@ export class BlockStrip {
   }
 
   blockNode(b) {
-    const app = this.app, [rows, cols] = app.model.grid;
+    const store = this.store, [rows, cols] = this.data.model.grid;
     const node = el("div", "vx-block" + (b.kind === "class" ? " class-attn" : ""));
     node.dataset.block = b.index;
     node.title = `${b.label}: ${b.kind === "class" ? "class attention" : "self-attention"}, ` +
@@ -40,9 +40,9 @@ export class BlockStrip {
     node.appendChild(el("div", "vx-normbar", "<div></div>"));
     if (this.readout) node.appendChild(this.readoutBar(b.index));
     node.appendChild(el("div", "vx-block-label", b.kind === "class" ? `${b.index}C` : String(b.index)));
-    node.addEventListener("mouseenter", () => app.store.set({ previewBlock: b.index }, REDRAW.live));
-    node.addEventListener("mouseleave", () => app.store.set({ previewBlock: null }, REDRAW.live));
-    node.addEventListener("click", () => { app.player.stop(); app.selectBlock(b.index, true); });
+    node.addEventListener("mouseenter", () => store.set({ previewBlock: b.index }, REDRAW.live));
+    node.addEventListener("mouseleave", () => store.set({ previewBlock: null }, REDRAW.live));
+    node.addEventListener("click", () => { store.dispatch("stop"); store.dispatch("selectBlock", b.index, true); });
     this.blockEls.push({ node, canvas });
     return node;
   }
@@ -60,7 +60,7 @@ export class BlockStrip {
 
   /** The open block marked, thumbnails in the chosen head, the norm bars. */
   render() {
-    const st = this.app.state, m = this.app.model;
+    const st = this.store.state, m = this.data.model;
     markTargets([this.row], st.targets);
     this.blockEls.forEach(({ node }, i) => {
       node.classList.toggle("current", i === st.block);
@@ -69,8 +69,8 @@ export class BlockStrip {
       node.dataset.off = String(off);
     });
     this.blockEls.forEach(({ canvas }, block) => {
-      const row = this.app.maps.queryRow(block, st.head), ctx = canvas.getContext("2d");
-      this.app.painter.paintMap(ctx, row.patch, canvas.width, canvas.height, { opaque: true });
+      const row = this.maps.queryRow(block, st.head), ctx = canvas.getContext("2d");
+      this.painter.paintMap(ctx, row.patch, canvas.width, canvas.height, { opaque: true });
     });
     const means = m.normOut.map((values) => values.reduce((a, b) => a + b, 0) / values.length);
     const top = Math.max(...means);
@@ -82,7 +82,7 @@ export class BlockStrip {
 
   /** The block under the pointer, previewed on the picture. */
   draw() {
-    const previewing = this.app.state.previewBlock;
+    const previewing = this.store.state.previewBlock;
     this.blockEls.forEach(({ node }, i) => node.classList.toggle("previewing", i === previewing));
   }
 }

@@ -11,8 +11,8 @@ const POWER = `<svg viewBox="0 0 16 16" aria-hidden="true"><path d="M8 2v6M4.6 4
   `fill="none" stroke="currentColor" stroke-width="2" stroke-linecap="round"/></svg>`;
 
 export class Controls {
-  constructor(app) {
-    this.app = app;
+  constructor({ store, data, maps, painter }) {
+    Object.assign(this, { store, data, maps, painter });
     const box = el("div", "vx-controls");
     box.appendChild(this.buildOverlays());
     box.appendChild(this.buildHeads());
@@ -24,8 +24,8 @@ export class Controls {
   }
 
   buildOverlays() {
-    const app = this.app, overlays = [["attention", "Attention"], ["rollout", "Rollout so far"]];
-    if (app.model.daam || app.model.daamPending) overlays.push(["daam", "DAAM so far"]);
+    const store = this.store, overlays = [["attention", "Attention"], ["rollout", "Rollout so far"]];
+    if (this.data.model.daam || this.data.model.daamPending) overlays.push(["daam", "DAAM so far"]);
     const seg = el("div", "vx-row");
     seg.dataset.part = "overlay";
     this.overlayRow = seg;
@@ -33,22 +33,22 @@ export class Controls {
       `<button data-overlay="${id}">${text}</button>`).join("")}</span>`;
     seg.querySelectorAll("button").forEach((button) => button.addEventListener("click", () => {
       const overlay = button.dataset.overlay;
-      app.showBlocks();
-      app.store.set({ overlay, position: app.maps.frameIndexOf(app.state.block, overlay) });
+      store.dispatch("showBlocks");
+      store.set({ overlay, position: this.maps.frameIndexOf(store.state.block, overlay) });
     }));
     this.overlayButtons = seg.querySelectorAll("button");
     return seg;
   }
 
   buildHeads() {
-    const app = this.app, heads = el("div", "vx-row");
+    const store = this.store, model = this.data.model, heads = el("div", "vx-row");
     heads.dataset.part = "heads";
     heads.innerHTML = `<span class="vx-label">Head</span>`;
     this.headRow = heads;
     const chips = el("div", "vx-heads");
     this.headChips = [];
-    const [rows, cols] = app.model.grid;
-    for (let h = -1; h < app.model.heads; h++) {
+    const [rows, cols] = model.grid;
+    for (let h = -1; h < model.heads; h++) {
       const chip = el("button", "vx-headchip");
       chip.dataset.head = h;
       const canvas = el("canvas");
@@ -57,15 +57,15 @@ export class Controls {
       chip.appendChild(canvas);
       chip.appendChild(el("span", "", h < 0 ? "mean" : String(h)));
       chip.title = h < 0 ? "Average of all heads" : `Head ${h}: hover to preview, click to choose`;
-      chip.addEventListener("mouseenter", () => app.store.set({ previewHead: h }, REDRAW.live));
-      chip.addEventListener("mouseleave", () => app.store.set({ previewHead: null }, REDRAW.live));
-      chip.addEventListener("click", () => { app.showBlocks(); app.store.set({ head: h }); });
+      chip.addEventListener("mouseenter", () => store.set({ previewHead: h }, REDRAW.live));
+      chip.addEventListener("mouseleave", () => store.set({ previewHead: null }, REDRAW.live));
+      chip.addEventListener("click", () => { store.dispatch("showBlocks"); store.set({ head: h }); });
       const wrap = el("span", "vx-chipwrap");
       wrap.appendChild(chip);
       let off = null;
       if (h >= 0) {  // the mean is no head to switch off
         off = el("button", "vx-headoff", POWER);
-        off.addEventListener("click", () => app.toggleHead(app.state.block, h));
+        off.addEventListener("click", () => store.dispatch("toggleHead", store.state.block, h));
         wrap.appendChild(off);
       }
       chips.appendChild(wrap);
@@ -79,31 +79,31 @@ export class Controls {
   }
 
   buildPlayer() {
-    const app = this.app, player = el("div", "vx-player");
+    const store = this.store, player = el("div", "vx-player");
     player.dataset.part = "player";
     this.playerRow = player;
     player.innerHTML = `<span class="vx-label">Block</span><button class="vx-play" title="Play / pause (block by block)">▶</button>` +
-      `<input type="range" min="0" max="${app.model.blocks.length - 1}" step="1" value="0" aria-label="Block">` +
+      `<input type="range" min="0" max="${this.data.model.blocks.length - 1}" step="1" value="0" aria-label="Block">` +
       `<span class="vx-blocknum"></span>`;
     this.playButton = player.querySelector("button");
     this.scrubber = player.querySelector("input");
     this.blockNum = player.querySelector(".vx-blocknum");
-    this.playButton.addEventListener("click", () => (app.state.playing ? app.player.stop() : app.player.play()));
+    this.playButton.addEventListener("click", () => store.dispatch(store.state.playing ? "stop" : "play"));
     this.scrubber.addEventListener("input", () => {
-      app.player.stop();
-      app.showBlocks();
-      app.selectBlock(Number(this.scrubber.value), false);
+      store.dispatch("stop");
+      store.dispatch("showBlocks");
+      store.dispatch("selectBlock", Number(this.scrubber.value), false);
     });
     return player;
   }
 
   render() {
-    const st = this.app.state;
+    const st = this.store.state, m = this.data.model;
     markTargets([this.overlayRow, this.headRow, this.playerRow], st.targets);
     this.overlayButtons.forEach((b) => b.classList.toggle("on", b.dataset.overlay === st.overlay));
-    const b = this.app.model.blocks[st.block];
+    const b = m.blocks[st.block];
     // heads_off acts on self-attention blocks (xai_core.interventions); the file has no server
-    const switchable = this.app.liveSwitch && b.kind === "self";
+    const switchable = this.data.liveSwitch && b.kind === "self";
     this.headChips.forEach(({ chip, head, off }) => {
       chip.classList.toggle("on", head === st.head);
       const isOff = st.off.some(([block, h]) => block === st.block && h === head);
@@ -115,27 +115,28 @@ export class Controls {
       off.title = off.ariaLabel = isOff ? `Switch head ${head} of block ${st.block} back on`
         : `Switch head ${head} of block ${st.block} off: the model runs again without it`;
     });
-    const sinks = this.app.model.ov.sinks.heads.filter((s) => s.block === st.block);
+    const sinks = m.ov.sinks.heads.filter((s) => s.block === st.block);
     this.sinkNote.innerHTML = sinks.length ? `Attention ${sinks.length > 1 ? "sinks" : "sink"} here: ` +
       sinks.map((s) => `head ${s.head} sends ${attentionShare(s.score)} to ${esc(s.key)}`).join("; ") : "";
     this.playButton.textContent = st.playing ? "❚❚" : "▶";
     this.playButton.setAttribute("aria-label", st.playing ? "Pause" : "Play");
     this.scrubber.value = String(st.block);
-    this.blockNum.textContent = `${st.block} of 0–${this.app.model.blocks.length - 1}`;
+    this.blockNum.textContent = `${st.block} of 0–${m.blocks.length - 1}`;
     this.headsNote.textContent = st.overlay === "attention" ? "" : `${st.overlay === "rollout" ? "Rollout" : "DAAM"} ` +
       "uses all heads together; a head you pick applies when you point at a patch.";
   }
 
   /** Each head chip's map: the row of the query token pointed at, else the block's row. */
   draw() {
-    const app = this.app, st = app.state, b = app.model.blocks[st.block], detail = app.details.get(st.block);
+    const st = this.store.state, maps = this.maps, b = this.data.model.blocks[st.block];
+    const detail = this.data.details.get(st.block);
     this.headRow.classList.toggle("vx-dim", st.overlay !== "attention" && st.hover === null && st.pinned === null);
-    const query = app.maps.queryToken(st.block);
+    const query = maps.queryToken(st.block);
     this.headChips.forEach(({ canvas, head, chip }) => {
       let row;
-      if (query && detail && !(b.kind === "class" && query.qi > 0)) row = app.maps.attentionRow(detail, query.qi, head);
-      else row = app.maps.queryRow(st.block, head);
-      app.painter.paintMap(canvas.getContext("2d"), row.patch, canvas.width, canvas.height, { opaque: true });
+      if (query && detail && !(b.kind === "class" && query.qi > 0)) row = maps.attentionRow(detail, query.qi, head);
+      else row = maps.queryRow(st.block, head);
+      this.painter.paintMap(canvas.getContext("2d"), row.patch, canvas.width, canvas.height, { opaque: true });
       chip.classList.toggle("previewing", head === st.previewHead);
     });
   }

@@ -9,8 +9,10 @@ import { FeatureNotes, HeadNotes, PredictionNotes } from "./prediction.js";
 import { ImageNotes, PatchNotes, TokenNotes } from "./stage-notes.js";
 
 export class DetailPanel {
-  constructor(app) {
-    this.app = app;
+  constructor(parts) {
+    this.parts = parts;  // handed on to the view it builds
+    this.store = parts.store;
+    this.data = parts.data;
     this.element = el("div", "vx-card vx-detail");
     this.element.dataset.part = "detail";
     this.key = null;
@@ -18,7 +20,7 @@ export class DetailPanel {
   }
 
   render() {
-    const st = this.app.state, detail = this.app.details.get(st.block);
+    const st = this.store.state, detail = this.data.details.get(st.block);
     const key = `${st.stage}:${st.stage === "blocks" ? st.block : ""}:${st.stage === "blocks" && !!detail}:${st.head}` +
       (st.stage === "top5" ? `:${st.off.join(";")}` : "");  // its note names the heads off
     if (key !== this.key) this.rebuild(key);
@@ -29,14 +31,14 @@ export class DetailPanel {
 
   /** Faded while the player runs: the panel shows the block the player left. */
   renderPlaying() {
-    this.element.classList.toggle("vx-stale", this.app.state.playing);
+    this.element.classList.toggle("vx-stale", this.store.state.playing);
   }
 
   rebuild(key) {
-    const app = this.app, st = app.state, detail = app.details.get(st.block);
+    const st = this.store.state, detail = this.data.details.get(st.block);
     this.key = key;
     if (this.view && this.view.dispose) this.view.dispose();
-    if (st.stage !== "blocks") app.sync.qkVisible = false;  // else: the rebuilt panel reports soon
+    if (st.stage !== "blocks") this.store.dispatch("forgetQk");  // else: the rebuilt panel reports soon
     this.element.innerHTML = "";
     const builders = { image: () => this.detailView(ImageNotes), patches: () => this.detailView(PatchNotes),
       tokens: () => this.detailView(TokenNotes), blocks: () => this.detailView(BlockDetail, detail),
@@ -46,7 +48,7 @@ export class DetailPanel {
   }
 
   detailView(View, detail) {
-    return new View(this.app, this.element, detail);
+    return new View(this.parts, this.element, detail);
   }
 
   /** The parts of the panel that follow the pointer. */

@@ -7,8 +7,8 @@ import { maxOf } from "./format.js";
 import { REDRAW } from "./store.js";
 
 export class AttentionMatrix {
-  constructor(app, block) {
-    this.app = app;
+  constructor({ store, data, maps }, block) {
+    Object.assign(this, { store, data, maps });
     const H = block.heads, left = el("div");
     left.dataset.part = "matrix";
     left.innerHTML = `<div class="vx-axis">Attention matrix, ${H > 1 ? "<span class='vx-matrix-head'></span>" : ""}: rows = queries ↓, columns = keys →</div>`;
@@ -18,8 +18,8 @@ export class AttentionMatrix {
     if (block.nq === 1) matrix.style.height = "40px";
     matrix.addEventListener("mousemove", (event) => this.hover(event));
     matrix.addEventListener("mouseleave", () => {
-      app.store.set({ hoverKey: null }, REDRAW.none);
-      app.setHover(null, null);
+      store.set({ hoverKey: null }, REDRAW.none);
+      store.dispatch("hover", null, null);
     });
     this.canvas = matrix;
     left.appendChild(matrix);
@@ -31,16 +31,16 @@ export class AttentionMatrix {
   }
 
   hover(event) {
-    const app = this.app, detail = app.details.get(app.state.block);
+    const store = this.store, detail = this.data.details.get(store.state.block);
     if (!detail) return;
     const rect = this.canvas.getBoundingClientRect();
     const qi = Math.min(detail.nq - 1, Math.floor((event.clientY - rect.top) / rect.height * detail.nq));
     const kj = Math.min(detail.nk - 1, Math.floor((event.clientX - rect.left) / rect.width * detail.nk));
     const P = detail.prefix;
-    app.store.set({ hoverKey: kj - P }, REDRAW.none);
-    if (detail.nq === 1) app.setHover(null, null, event);
-    else if (qi < P) app.setHover(null, qi, event);
-    else app.setHover(qi - P, null, event);
+    store.set({ hoverKey: kj - P }, REDRAW.none);
+    if (detail.nq === 1) store.dispatch("hover", null, null, event);
+    else if (qi < P) store.dispatch("hover", null, qi, event);
+    else store.dispatch("hover", qi - P, null, event);
   }
 
   draw(detail, head, qi) {
@@ -54,7 +54,7 @@ export class AttentionMatrix {
     ctx.putImageData(this.image, 0, 0);
     ctx.fillStyle = "rgba(34, 211, 238, 0.9)";
     if (qi !== null && detail.nq > 1) ctx.fillRect(0, qi, detail.nk, 1);
-    const hoverKey = this.app.state.hoverKey;
+    const hoverKey = this.store.state.hoverKey;
     if (hoverKey !== null) {
       ctx.fillStyle = "rgba(253, 224, 71, 0.8)";
       ctx.fillRect(hoverKey + detail.prefix, 0, 1, detail.nq);
@@ -63,9 +63,9 @@ export class AttentionMatrix {
 
   /** Every query's row of one head (or the mean), each scaled to its largest value. */
   paint(ctx, detail, head) {
-    const img = ctx.createImageData(detail.nk, detail.nq), lut = this.app.model.lut, P = detail.prefix;
+    const img = ctx.createImageData(detail.nk, detail.nq), lut = this.data.model.lut, P = detail.prefix;
     for (let q = 0; q < detail.nq; q++) {
-      const row = this.app.maps.attentionRow(detail, q, head);
+      const row = this.maps.attentionRow(detail, q, head);
       const top = Math.max(maxOf(row.patch), maxOf(row.prefix)) || 1;
       for (let k = 0; k < detail.nk; k++) {
         const v = k < P ? row.prefix[k] : row.patch[k - P];

@@ -5,9 +5,9 @@ import { el } from "./dom.js";
 import { fmt } from "./format.js";
 
 export class NormChart {
-  constructor(app, box) {
-    this.app = app;
-    const ov = app.model.ov;
+  constructor({ store, data }, box) {
+    Object.assign(this, { store, data });
+    const ov = data.model.ov;
     box.innerHTML = `<h3>Final LayerNorm <span class="mono">${ov.layout.tokens}×${ov.dims.width}</span></h3>` +
       `<p>After the last block every token is normalised: its ${ov.dims.width} numbers are shifted to mean 0 and ` +
       `scaled to variance 1, then multiplied by a learned gain and shifted by a learned bias. ` +
@@ -24,7 +24,7 @@ export class NormChart {
 
   /** The lines to draw: point 0 is the tokens entering block 0, point i block i-1's output. */
   series() {
-    const m = this.app.model, st = this.app.state;
+    const m = this.data.model, st = this.store.state;
     const traces = [m.embedNorms, ...m.normOut];
     const patchStart = (v) => v.length - m.np;
     const medianPatch = traces.map((v) => {
@@ -46,7 +46,7 @@ export class NormChart {
    * length entering the first block and at its last point, and the marked patch's length
    * over the median in the block where it stands out most. */
   labels(series, x, y, font) {
-    const median = series[0].values, st = this.app.state, marks = this.app.model.ov.high_norm;
+    const median = series[0].values, st = this.store.state, marks = this.data.model.ov.high_norm;
     const last = median.reduce((found, v, i) => (v !== null ? i : found), 0);
     const text = (tx, ty, words, anchor, colour) => `<text x="${tx}" y="${ty}" font-size="${font}" ` +
       `text-anchor="${anchor}" font-weight="700" fill="${colour}" data-label="value">${words}</text>`;
@@ -64,9 +64,9 @@ export class NormChart {
   draw() {
     const svg = this.svg;
     if (!svg.isConnected) return;
-    const app = this.app, rect = svg.getBoundingClientRect(), W = rect.width || 500, H = rect.height || 170;
-    const font = Math.round(11 * (app.root.classList.contains("present") ? 1.6 : 1));
-    const pad = { l: 4.2 * font, r: font, t: 10, b: 2.6 * font }, n = app.model.blocks.length;  // r: room for the last tick label
+    const data = this.data, rect = svg.getBoundingClientRect(), W = rect.width || 500, H = rect.height || 170;
+    const font = Math.round(11 * (data.presenting ? 1.6 : 1));
+    const pad = { l: 4.2 * font, r: font, t: 10, b: 2.6 * font }, n = data.model.blocks.length;  // r: room for the last tick label
     const series = this.series();
     const all = series.flatMap((s) => s.values.filter((v) => v !== null));
     const top = Math.max(...all) * 1.05;
@@ -86,7 +86,7 @@ export class NormChart {
       html += `<polyline fill="none" stroke="${s.colour}" stroke-width="${s.width}" points="${points}"/>`;
     }
     html += this.labels(series, x, y, font);
-    const block = app.state.block;
+    const block = this.store.state.block;
     html += `<line x1="${x(block + 1)}" x2="${x(block + 1)}" y1="${pad.t}" y2="${H - pad.b}" stroke="#f59e0b" stroke-dasharray="4 3"/>`;
     svg.innerHTML = html;
   }

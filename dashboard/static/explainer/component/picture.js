@@ -9,9 +9,9 @@ import { REDRAW } from "./store.js";
 const PLAIN_STAGES = ["image", "patches", "tokens"];  // they show the picture without a map
 
 export class Picture {
-  constructor(app) {
-    this.app = app;
-    const m = app.model, card = el("div", "vx-card vx-view");
+  constructor({ store, data, maps, painter }) {
+    Object.assign(this, { store, data, maps, painter });
+    const m = data.model, card = el("div", "vx-card vx-view");
     const [H, W] = m.ov.layout.input;
     const canvas = el("canvas", "vx-image");
     canvas.width = 800;
@@ -21,10 +21,10 @@ export class Picture {
     canvas.dataset.part = "image";
     canvas.setAttribute("role", "img");  // labelled with its caption (drawCaption)
     canvas.addEventListener("mousemove", (event) => this.hover(event));
-    canvas.addEventListener("mouseleave", () => app.setHover(null, null));
+    canvas.addEventListener("mouseleave", () => store.dispatch("hover", null, null));
     canvas.addEventListener("click", (event) => {
       const p = this.patchAt(event);
-      app.store.set({ pinned: app.state.pinned === p ? null : p }, REDRAW.live);
+      store.set({ pinned: store.state.pinned === p ? null : p }, REDRAW.live);
     });
     this.canvas = canvas;
     card.appendChild(canvas);
@@ -36,13 +36,13 @@ export class Picture {
     this.legendMax = legend.querySelector(".vx-legend-max");
     this.legendMin = legend.querySelector(".vx-legend-min");
     this.legend = legend;
-    app.painter.paintLegend(legend.querySelector("canvas"));
+    painter.paintLegend(legend.querySelector("canvas"));
     card.appendChild(legend);
     this.element = card;
   }
 
   patchAt(event) {
-    const rect = this.canvas.getBoundingClientRect(), [rows, cols] = this.app.model.grid;
+    const rect = this.canvas.getBoundingClientRect(), [rows, cols] = this.data.model.grid;
     const c = Math.min(cols - 1, Math.max(0, Math.floor((event.clientX - rect.left) / rect.width * cols)));
     const r = Math.min(rows - 1, Math.max(0, Math.floor((event.clientY - rect.top) / rect.height * rows)));
     return r * cols + c;
@@ -50,30 +50,31 @@ export class Picture {
 
   /** Where a patch is on screen (viewport coordinates). */
   patchRect(patch) {
-    const rect = this.canvas.getBoundingClientRect(), [rows, cols] = this.app.model.grid;
+    const rect = this.canvas.getBoundingClientRect(), [rows, cols] = this.data.model.grid;
     const row = Math.floor(patch / cols), col = patch % cols;
     const top = rect.top + row * rect.height / rows, left = rect.left + col * rect.width / cols;
     return { top, bottom: top + rect.height / rows, left, right: left + rect.width / cols };
   }
 
   hover(event) {
-    const p = this.patchAt(event), st = this.app.state;
+    const p = this.patchAt(event), st = this.store.state;
     if (p === st.hover && st.hoverPrefix === null) return;
-    this.app.setHover(p, null, event);
+    this.store.dispatch("hover", p, null, event);
   }
 
-  /** The picture, its map (kept as app.lastMap for the sequence and "Save PNG") and marks. */
+  /** The picture, its map (the store's `shown`: the sequence and "Save PNG" follow it) and
+   * marks. */
   draw() {
-    const app = this.app, canvas = this.canvas, ctx = canvas.getContext("2d"), st = app.state, m = app.model;
-    const W = canvas.width, H = canvas.height, painter = app.painter;
+    const store = this.store, canvas = this.canvas, ctx = canvas.getContext("2d"), st = store.state;
+    const m = this.data.model, W = canvas.width, H = canvas.height, painter = this.painter;
     ctx.imageSmoothingEnabled = true;
     ctx.fillStyle = "#222";
     ctx.fillRect(0, 0, W, H);
     if (m.image.complete && m.image.naturalWidth) ctx.drawImage(m.image, 0, 0, W, H);
     const stage = st.stage;
     const showMap = !PLAIN_STAGES.includes(stage) || st.playing || st.previewBlock !== null;
-    const map = showMap ? app.maps.currentMap() : null;
-    app.lastMap = map;
+    const map = showMap ? this.maps.currentMap() : null;
+    store.set({ shown: map }, REDRAW.none);
     if (map && map.patch) painter.paintMap(ctx, map.patch, W, H, map.normalised ? { max: 1 } : {});
     if (["patches", "tokens"].includes(stage) || st.hover !== null || st.pinned !== null) painter.drawGridLines(ctx, W, H);
     const query = st.hover !== null ? st.hover : st.pinned;
@@ -83,15 +84,15 @@ export class Picture {
     for (const patch of st.marks) if (patch !== query) painter.outlinePatch(ctx, patch, W, H, "#f59e0b", true);
     this.drawCaption(map);
     markTargets([canvas, this.caption], st.targets);
-    app.mark("hover", st.hover === null ? "" : String(st.hover));
-    app.mark("mapSum", map && map.patch ? checksum(map.patch) : "");
+    store.dispatch("mark", "hover", st.hover === null ? "" : String(st.hover));
+    store.dispatch("mark", "mapSum", map && map.patch ? checksum(map.patch) : "");
   }
 
   /** How far the chosen head of the open block looks on average (page 3's mean attention
    * distance, measured for the first and last self-attention blocks), as the tour quotes it;
    * not for a sink head, whose map is its sink key whatever the query. */
   distanceText() {
-    const st = this.app.state, ov = this.app.model.ov, measured = ov.distance;
+    const st = this.store.state, ov = this.data.model.ov, measured = ov.distance;
     const at = measured.blocks.indexOf(st.block);
     const sink = ov.sinks.heads.some((s) => s.block === st.block && s.head === st.head);
     if (st.overlay !== "attention" || st.head < 0 || at < 0 || sink || st.previewBlock !== null) return "";
@@ -100,7 +101,7 @@ export class Picture {
   }
 
   drawCaption(map) {
-    const st = this.app.state, m = this.app.model;
+    const st = this.store.state, m = this.data.model;
     if (!map) {
       const [rows, cols] = m.grid, [ph, pw] = m.ov.layout.patch;
       const p = st.hover !== null ? st.hover : st.pinned;

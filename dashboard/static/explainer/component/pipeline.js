@@ -5,9 +5,9 @@ import { el, markTargets } from "./dom.js";
 import { esc, pct } from "./format.js";
 
 export class Pipeline {
-  constructor(app) {
-    this.app = app;
-    const ov = app.model.ov, box = el("div", "vx-overview");
+  constructor({ store, data }) {
+    this.store = store;
+    const ov = data.model.ov, box = el("div", "vx-overview");
     box.dataset.part = "pipeline";
     const row = el("div", "vx-pipeline");
     this.stageEls = {};
@@ -23,7 +23,7 @@ export class Pipeline {
         : stage.note ? `<div class="vx-stage-shape">${esc(stage.note)}</div>` : "";
       node.innerHTML = `<div class="vx-stage-title">${esc(stage.title)}</div>` +
         `<div class="vx-stage-shape">${esc(stage.shape)}</div>${extra}`;
-      node.addEventListener("click", () => app.selectStage(stage.id));
+      node.addEventListener("click", () => store.dispatch("selectStage", stage.id));
       this.stageEls[stage.id] = node;
       row.appendChild(node);
     });
@@ -46,8 +46,8 @@ export class Pipeline {
   }
 
   render() {
-    const stage = this.app.state.stage;
+    const st = this.store.state, stage = st.stage;
     Object.entries(this.stageEls).forEach(([id, node]) => node.classList.toggle("selected", id === stage));
-    markTargets([this.element], this.app.state.targets);
+    markTargets([this.element], st.targets);
   }
 }

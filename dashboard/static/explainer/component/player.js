@@ -7,53 +7,54 @@ import { REDRAW } from "./store.js";
 const BLOCKS_PER_SECOND = 1.25;  // slow enough to read each block
 
 export class Player {
-  constructor(app) {
-    this.app = app;
+  /** `connected`: whether the Explainer is still on the page (a frame after it left stops). */
+  constructor({ store, data, connected }) {
+    Object.assign(this, { store, data, connected });
     this.raf = null;
     this.lastTick = 0;
     // whoever stops the player (a tour step, stop()) says so in the store: no frame follows
-    app.store.subscribe(() => { if (!app.state.playing) cancelAnimationFrame(this.raf); });
+    store.subscribe(() => { if (!store.state.playing) cancelAnimationFrame(this.raf); });
   }
 
   play() {
-    const app = this.app, st = app.state;
-    if (st.overlay === "daam" && !app.model.daam) return;
-    app.showBlocks();
-    let position = app.maps.frameIndexOf(st.block);
-    if (position >= app.maps.frameBlocks().length - 1) position = 0;
-    app.store.set({ playing: true, pinned: null, position }, REDRAW.none);
+    const store = this.store, st = store.state, maps = this.data.maps;  // this overview's
+    if (st.overlay === "daam" && !this.data.model.daam) return;
+    store.dispatch("showBlocks");
+    let position = maps.frameIndexOf(st.block);
+    if (position >= maps.frameBlocks().length - 1) position = 0;
+    store.set({ playing: true, pinned: null, position }, REDRAW.none);
     this.lastTick = performance.now();
     METRICS.frames = [];
     const tick = (now) => {
-      if (!st.playing || !app.root.isConnected) return;
+      if (!st.playing || !this.connected()) return;
       // a frame's timestamp can precede the click that started playing: never step back
       const seconds = Math.max(0, now - this.lastTick) / 1000;
       this.lastTick = Math.max(now, this.lastTick);
-      const frames = app.maps.frameBlocks();
+      const frames = maps.frameBlocks();
       st.position = (st.position + seconds * BLOCKS_PER_SECOND) % frames.length;
       const block = frames[Math.floor(st.position)];
-      if (block !== st.block) app.store.set({ block }, REDRAW.chrome);
-      app.store.notify(REDRAW.frame);
+      if (block !== st.block) store.set({ block }, REDRAW.chrome);
+      store.notify(REDRAW.frame);
       METRICS.frames.push(now);
       if (METRICS.frames.length > 600) METRICS.frames.splice(0, 300);
       this.raf = requestAnimationFrame(tick);
     };
-    app.store.notify(REDRAW.chrome);  // the play button, the detail panel's faded look
+    store.notify(REDRAW.chrome);  // the play button, the detail panel's faded look
     this.raf = requestAnimationFrame(tick);
   }
 
   /** Stop where the map is, and fetch that block's detail. */
   stop() {
-    const app = this.app, st = app.state;
+    const store = this.store, st = store.state;
     if (!st.playing) return;
     this.halt();
     st.position = Math.floor(st.position);
-    app.sync.requestBlock(st.block);
-    app.store.notify(REDRAW.all);
+    store.dispatch("requestBlock", st.block);
+    store.notify(REDRAW.all);
   }
 
   /** Stop without fetching or drawing (the caller sets the view itself, and redraws). */
   halt() {
-    this.app.store.set({ playing: false }, REDRAW.none);
+    this.store.set({ playing: false }, REDRAW.none);
   }
 }

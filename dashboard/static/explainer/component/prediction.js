@@ -8,8 +8,8 @@ import { el } from "./dom.js";
 import { esc, fmt, pct } from "./format.js";
 
 export class FeatureNotes {
-  constructor(app, box) {
-    const m = app.model, ov = m.ov, top = ov.prediction.top[0];
+  constructor({ data }, box) {
+    const m = data.model, ov = m.ov, top = ov.prediction.top[0];
     const shape = ov.stages.find((s) => s.id === "feature");
     box.innerHTML = `<h3>Feature <span class="mono">${esc(shape.shape)}</span></h3><p>The model's summary of the image is ` +
       `${esc(shape.sentence)}, taken after the final norm: <b>${ov.dims.width}</b> numbers${ov.layout.prefix_names.includes("[DIST]") ? " each" : ""}.</p>`;
@@ -27,10 +27,10 @@ export class FeatureNotes {
 }
 
 export class HeadNotes {
-  constructor(app, box) {
-    const p = app.model.ov.prediction;
+  constructor({ data }, box) {
+    const p = data.model.ov.prediction;
     if (p.head !== "knn") {
-      box.innerHTML = `<h3>Linear head <span class="mono">${app.model.ov.dims.width}→${p.output_shape.at(-1)}</span></h3>` +
+      box.innerHTML = `<h3>Linear head <span class="mono">${data.model.ov.dims.width}→${p.output_shape.at(-1)}</span></h3>` +
         `<p>One matrix multiplication gives a score (logit) for each of the ${p.classes} ImageNet classes; ` +
         `softmax turns the scores into probabilities that sum to 1.</p>`;
       return;
@@ -54,8 +54,8 @@ export class HeadNotes {
 }
 
 export class PredictionNotes {
-  constructor(app, box) {
-    const p = app.model.ov.prediction;
+  constructor({ store, data }, box) {
+    const p = data.model.ov.prediction;
     box.innerHTML = `<h3>Prediction <span class="mono">top 5 of ${p.classes}</span></h3>`;
     const answer = el("div", "vx-prediction");  // what the tour's prediction step points at
     answer.dataset.part = "prediction";
@@ -69,7 +69,7 @@ export class PredictionNotes {
       ? "Shares of the k-NN vote (weights exp(cos/T) summed per class), not calibrated probabilities."
       : "Softmax probabilities of the model's logits."));
     const nearest = p.head === "knn" && p.neighbours.length ? p.neighbours[0] : null;
-    if (nearest && !app.model.ov.model.random) {
+    if (nearest && !data.model.ov.model.random) {
       answer.appendChild(el("div", "vx-note", `Nearest bank entry: ${esc(nearest.source)} (${esc(nearest.label)}), ` +
         `cosine similarity ${nearest.similarity.toFixed(3)}` + (nearest.similarity > 0.999
           ? ": this very picture, so the vote finds it rather than recognises it. A fair test: on Home, " +
@@ -80,17 +80,17 @@ export class PredictionNotes {
       answer.appendChild(el("div", "vx-note vx-unknown", `This picture looks like none of what the model knows: ` +
         `${esc(p.open_set.why)}. The bars are guesses, not an answer.`));
     }
-    const other = app.secondOpinion;
+    const other = data.secondOpinion;
     if (other) {  // a model trained on ImageNet's 1000 classes, beside a bank of a few
       answer.appendChild(el("div", "vx-note vx-second", `${esc(other.model)}, trained on ImageNet's ` +
         `${other.classes} classes, answers <b>${esc(other.label)}</b> (${pct(other.share)}).`));
     }
-    const off = app.state.off;
+    const off = store.state.off;
     if (off.length) {
       box.appendChild(el("div", "vx-note", `These are the trained model's answers; with ${esc(headsText(off))} ` +
         "off, the answer bars under the head chips show what it says now."));
     }
-    box.appendChild(readoutTable(app.model.ov.readout));
+    box.appendChild(readoutTable(data.model.ov.readout));
   }
 }
 

@@ -7,16 +7,14 @@ import { el } from "./dom.js";
 import { esc, fmt, pct } from "./format.js";
 
 export class QKPanel {
-  constructor(app) {
-    this.app = app;
+  constructor({ store, data, maps }) {
+    Object.assign(this, { store, data, maps });
     const right = el("div", "vx-qk");
     right.dataset.part = "qk";
     this.element = right;
-    this.observer = new IntersectionObserver((entries) => {
-      app.sync.qkVisible = entries[entries.length - 1].isIntersecting;
-      app.mark("qkInView", String(app.sync.qkVisible));
-      app.sync.requestVectors();
-    });
+    // in view or not: the server is asked for q and k only while it is (sync.js)
+    this.observer = new IntersectionObserver((entries) =>
+      store.dispatch("qkVisible", entries[entries.length - 1].isIntersecting));
     this.observer.observe(right);
   }
 
@@ -26,7 +24,7 @@ export class QKPanel {
 
   /** The key shown: the one under the pointer in the matrix, else the most attended. */
   keyToken(detail, captured) {
-    const P = detail.prefix, hoverKey = this.app.state.hoverKey;
+    const P = detail.prefix, hoverKey = this.store.state.hoverKey;
     const key = hoverKey !== null ? hoverKey + P : -1;
     if (key >= 0 && key < detail.nk) return key;
     let best = 0;
@@ -35,11 +33,11 @@ export class QKPanel {
   }
 
   draw(detail, head, qi) {
-    const box = this.element, m = this.app.model, h = head >= 0 ? head : 0, d = detail.head_dim;
+    const box = this.element, m = this.data.model, h = head >= 0 ? head : 0, d = detail.head_dim;
     const names = m.ov.layout.prefix_names, [, cols] = m.grid, P = detail.prefix;
     const tokenName = (t) => t < P ? names[t] : `patch ${t - P} (r${Math.floor((t - P) / cols)}, c${(t - P) % cols})`;
     if (!detail.vectors) {  // asked for while this panel is in view
-      this.app.sync.requestVectors();
+      this.store.dispatch("requestVectors");
       box.innerHTML = `<h3>Query · key, head ${h}</h3><p class="vx-loading">Fetching this ` +
         `block's queries and keys…</p>`;
       return;
@@ -54,7 +52,7 @@ export class QKPanel {
       for (let i = 0; i < d; i++) s += qv[i] * kv[i];
       logits[j] = s / Math.sqrt(d);
     }
-    const row = this.app.maps.attentionRow(detail, q, h);
+    const row = this.maps.attentionRow(detail, q, h);
     const captured = (j) => j < P ? row.prefix[j] : row.patch[j - P];
     const key = this.keyToken(detail, captured);
     keys.row(h * detail.nk + key, kv);

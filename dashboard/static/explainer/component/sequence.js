@@ -5,8 +5,8 @@ import { el, markTargets } from "./dom.js";
 import { maxOf, patchName } from "./format.js";
 
 export class Sequence {
-  constructor(app) {
-    this.app = app;
+  constructor({ store, data, painter }) {
+    Object.assign(this, { store, data, painter });
     const card = el("div", "vx-card vx-seq");
     card.dataset.part = "sequence";
     card.appendChild(el("div", "vx-seq-caption",
@@ -14,7 +14,7 @@ export class Sequence {
       `Prefix tokens first, then the patches in raster order (row by row).</span><span class="vx-seq-info muted"></span>`));
     const canvas = el("canvas");
     canvas.addEventListener("mousemove", (event) => this.hover(event));
-    canvas.addEventListener("mouseleave", () => app.setHover(null, null));
+    canvas.addEventListener("mouseleave", () => store.dispatch("hover", null, null));
     this.canvas = canvas;
     this.info = card.querySelector(".vx-seq-info");
     card.appendChild(canvas);
@@ -23,36 +23,36 @@ export class Sequence {
   }
 
   presenting() {
-    return this.app.root.classList.contains("present");
+    return this.data.presenting;
   }
 
   layout() {
-    const app = this.app, W = this.canvas.width, b = app.model.blocks[app.state.block];
-    const P = b.nk - app.model.np, gap = P ? 6 * devicePixelRatio : 0;
+    const m = this.data.model, W = this.canvas.width, b = m.blocks[this.store.state.block];
+    const P = b.nk - m.np, gap = P ? 6 * devicePixelRatio : 0;
     const prefixW = P ? Math.min(64 * devicePixelRatio * (this.presenting() ? 1.5 : 1), W * 0.08) : 0;
-    const cell = (W - P * prefixW - gap) / app.model.np;
+    const cell = (W - P * prefixW - gap) / m.np;
     return { P, prefixW, gap, cell, start: P * prefixW + gap };
   }
 
   hover(event) {
-    const rect = this.canvas.getBoundingClientRect(), app = this.app;
+    const rect = this.canvas.getBoundingClientRect(), store = this.store;
     const x = (event.clientX - rect.left) * (this.canvas.width / rect.width);
     const lay = this.layout();
-    if (x < lay.P * lay.prefixW) return app.setHover(null, Math.floor(x / lay.prefixW), event);
-    const p = Math.min(app.model.np - 1, Math.max(0, Math.floor((x - lay.start) / lay.cell)));
-    if (p !== app.state.hover) app.setHover(p, null, event);
+    if (x < lay.P * lay.prefixW) return store.dispatch("hover", null, Math.floor(x / lay.prefixW), event);
+    const p = Math.min(this.data.model.np - 1, Math.max(0, Math.floor((x - lay.start) / lay.cell)));
+    if (p !== store.state.hover) store.dispatch("hover", p, null, event);
   }
 
   draw() {
-    const canvas = this.canvas, app = this.app;
-    if (!app.model) return;
-    markTargets([this.element], app.state.targets);
+    const canvas = this.canvas, st = this.store.state, m = this.data.model;
+    if (!m) return;
+    markTargets([this.element], st.targets);
     const dpr = devicePixelRatio || 1, rect = canvas.getBoundingClientRect();
     const W = Math.max(200, Math.round(rect.width * dpr)), H = Math.round(rect.height * dpr) || 34;
     if (canvas.width !== W || canvas.height !== H) { canvas.width = W; canvas.height = H; }
-    const ctx = canvas.getContext("2d"), m = app.model, st = app.state, painter = app.painter;
+    const ctx = canvas.getContext("2d"), painter = this.painter;
     const lay = this.layout(), names = m.ov.layout.prefix_names;
-    const map = app.lastMap && app.lastMap.patch ? app.lastMap : null;
+    const map = st.shown && st.shown.patch ? st.shown : null;
     const top = map ? (map.normalised ? 1 : maxOf(map.patch) || 1) : 1;
     const cellH = Math.round(H * 0.62);
     const text = dpr * (this.presenting() ? 1.6 : 1);  // label size, in canvas pixels
@@ -77,7 +77,7 @@ export class Sequence {
 
   /** A tick at the start of every row of patches, labelled as often as there is room. */
   drawRows(ctx, lay, cellH, H, text) {
-    const m = this.app.model, [, cols] = m.grid;
+    const m = this.data.model, [, cols] = m.grid;
     ctx.fillStyle = "rgba(120,120,120,0.9)";
     ctx.textAlign = "left";
     ctx.textBaseline = "top";
@@ -92,7 +92,7 @@ export class Sequence {
 
   /** The query token (cyan), the key under the pointer in the matrix (yellow), the label. */
   drawMarks(ctx, lay, cellH, dpr) {
-    const m = this.app.model, st = this.app.state, names = m.ov.layout.prefix_names, [, cols] = m.grid;
+    const m = this.data.model, st = this.store.state, names = m.ov.layout.prefix_names, [, cols] = m.grid;
     const mark = (x, w, stroke) => {
       ctx.save();
       ctx.strokeStyle = stroke;

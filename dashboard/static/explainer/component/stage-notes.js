@@ -6,9 +6,9 @@ import { el } from "./dom.js";
 import { esc, fmt, minMax, pct } from "./format.js";
 
 export class ImageNotes {
-  constructor(app, box) {
-    this.app = app;
-    const ov = app.model.ov, [H, W] = ov.layout.input, pre = ov.preprocess, pic = ov.picture;
+  constructor({ data }, box) {
+    this.data = data;
+    const ov = data.model.ov, [H, W] = ov.layout.input, pre = ov.preprocess, pic = ov.picture;
     const [w0, h0] = pic.size, [sw, sh] = pic.source;
     box.innerHTML = `<h3>Image <span class="mono">${H}×${W}×3</span></h3>`;
     const two = el("div", "vx-twocol");
@@ -36,7 +36,7 @@ export class ImageNotes {
 
   /** The learner's whole picture with the part the model keeps (ov.picture.crop), once. */
   drawPicture() {
-    const canvas = this.canvas, m = this.app.model, img = m.picture;
+    const canvas = this.canvas, m = this.data.model, img = m.picture;
     if (!canvas.isConnected || !img.complete || !img.naturalWidth || canvas.dataset.drawn) return;
     canvas.dataset.drawn = "1";
     const pic = m.ov.picture, [w0, h0] = pic.size, scale = devicePixelRatio || 1;
@@ -58,10 +58,9 @@ export class ImageNotes {
 }
 
 export class PatchNotes {
-  constructor(app, box) {
-    this.app = app;
-    this.box = box;
-    const ov = app.model.ov, [rows, cols] = ov.layout.grid, [ph, pw] = ov.layout.patch;
+  constructor({ store, data }, box) {
+    Object.assign(this, { store, data, box });
+    const ov = data.model.ov, [rows, cols] = ov.layout.grid, [ph, pw] = ov.layout.patch;
     box.innerHTML = `<h3>Patches <span class="mono">${rows}×${cols} patches of ${ph}×${pw}×3</span></h3>`;
     const two = el("div", "vx-twocol");
     const tile = el("canvas", "vx-tile");
@@ -79,7 +78,7 @@ export class PatchNotes {
   /** The patch pointed at (else the pinned one, else the middle one), enlarged. */
   draw() {
     if (!this.tile.isConnected) return;
-    const m = this.app.model, [rows, cols] = m.grid, st = this.app.state;
+    const m = this.data.model, [rows, cols] = m.grid, st = this.store.state;
     const p = st.hover !== null ? st.hover : st.pinned !== null ? st.pinned : (rows >> 1) * cols + (cols >> 1);
     const r = Math.floor(p / cols), c = p % cols;
     const ctx = this.tile.getContext("2d"), img = m.image;
@@ -95,10 +94,9 @@ export class PatchNotes {
 }
 
 export class TokenNotes {
-  constructor(app, box) {
-    this.app = app;
-    this.box = box;
-    const m = app.model, ov = m.ov, [rows, cols] = ov.layout.grid, [ph, pw] = ov.layout.patch;
+  constructor({ store, data, painter }, box) {
+    Object.assign(this, { store, data, painter, box });
+    const m = data.model, ov = m.ov, [rows, cols] = ov.layout.grid, [ph, pw] = ov.layout.patch;
     const names = ov.layout.prefix_names, D = ov.dims.width, late = ov.layout.cls_joins_late;
     const seqLen = late ? m.np : ov.layout.tokens;
     box.innerHTML = `<h3>Tokens <span class="mono">${seqLen}×${D}</span></h3>`;
@@ -122,11 +120,11 @@ export class TokenNotes {
 
   draw() {
     if (!this.canvas.isConnected) return;
-    const app = this.app, m = app.model, P = m.embedNorms.length - m.np, values = m.embedNorms.subarray(P);
+    const painter = this.painter, m = this.data.model, P = m.embedNorms.length - m.np, values = m.embedNorms.subarray(P);
     const canvas = this.canvas, ctx = canvas.getContext("2d");
-    app.painter.paintMap(ctx, values, canvas.width, canvas.height, { opaque: true, minmax: true });
-    const st = app.state, p = st.hover !== null ? st.hover : st.pinned;
-    if (p !== null) app.painter.outlinePatch(ctx, p, canvas.width, canvas.height, "#22d3ee");
+    painter.paintMap(ctx, values, canvas.width, canvas.height, { opaque: true, minmax: true });
+    const st = this.store.state, p = st.hover !== null ? st.hover : st.pinned;
+    if (p !== null) painter.outlinePatch(ctx, p, canvas.width, canvas.height, "#22d3ee");
     const [lo, hi] = minMax(values);
     this.box.querySelector(".vx-token-info").textContent = (p !== null
       ? `patch ${p}: ‖x‖ = ${fmt(values[p])}; ` : "") + `patch tokens range ${fmt(lo)}–${fmt(hi)}` +

@@ -6,8 +6,9 @@
 const SETTLE_MS = 180;  // a run of clicks or scrubbing asks once, for where it ends
 
 export class Sync {
-  constructor(app) {
-    this.app = app;
+  /** `host`: the host's { setStateValue, setTriggerValue } now (null before a mount). */
+  constructor({ store, data, host }) {
+    Object.assign(this, { store, data, host });
     this.timer = null;
     this.asked = 0;
     this.vectorsAsked = null;  // the detail whose q and k were asked for
@@ -16,15 +17,20 @@ export class Sync {
 
   /** Ask Python for a block's detail (one fragment rerun), unless it is here already. */
   requestBlock(block) {
-    if (this.app.details.has(block)) return;
+    if (this.data.details.has(block)) return;
     this.later();
+  }
+
+  /** The query · key panel is in view (q and k are asked for only then), or not. */
+  panelInView(visible) {
+    this.qkVisible = visible;
   }
 
   /** Ask for the shown block's q and k while its query · key panel is in view. */
   requestVectors() {
-    const detail = this.app.details.get(this.app.state.block);
+    const detail = this.data.details.get(this.store.state.block);
     if (!this.qkVisible || !detail || detail.vectors || this.vectorsAsked === detail ||
-        this.app.state.playing) return;  // playing never talks to the server
+        this.store.state.playing) return;  // playing never talks to the server
     this.later();
   }
 
@@ -40,15 +46,15 @@ export class Sync {
   }
 
   blocksWithVectors() {
-    return [...this.app.details].filter(([, d]) => d.vectors).map(([block]) => block);
+    return [...this.data.details].filter(([, d]) => d.vectors).map(([block]) => block);
   }
 
   /** Tell Python what is on screen and what this browser holds (so it sends only the rest). */
   sendView(extra = {}) {
-    const app = this.app;
-    if (!app.send) return;
+    const app = this.sent();
+    if (!app) return;
     // asked once per detail; a view sent with the panel out of sight asks nothing
-    const detail = app.details.get(app.state.block);
+    const detail = this.data.details.get(this.store.state.block);
     this.vectorsAsked = this.qkVisible && detail && !detail.vectors ? detail : null;
     app.send.setStateValue("view", { block: app.state.block, tour: app.state.tour,
       have: app.signature, blocks: [...app.details.keys()], qk: this.blocksWithVectors(),
@@ -59,9 +65,17 @@ export class Sync {
    * again, saying it holds nothing (three times at most). */
   requestEverything() {
     this.asked += 1;
-    const app = this.app;
-    if (!app.send || this.asked > 3) return;
-    app.showLoading();
+    const app = this.sent();
+    if (!app || this.asked > 3) return;
+    this.store.dispatch("loading");
     app.send.setStateValue("view", { block: null, tour: null, have: null, blocks: [], ask: this.asked });
+  }
+
+  /** What a view message is made of (the host's functions, the state, what this browser
+   * holds), or null while no host is mounted. */
+  sent() {
+    const send = this.host();
+    return send && { send, state: this.store.state, signature: this.data.signature,
+      details: this.data.details };
   }
 }

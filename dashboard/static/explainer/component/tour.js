@@ -6,7 +6,7 @@
  * targets are taller than the room left, it shrinks the picture (down to half) first.
  * Keys: → starts or resumes it, ← → (or a presenter's clicker) move, Esc closes. */
 
-import { el, isEditable, scroller } from "./dom.js";
+import { el, isEditable } from "./dom.js";
 import { esc, rich } from "./format.js";
 import { sameHeads } from "./answer.js";
 import { REDRAW } from "./store.js";
@@ -16,8 +16,10 @@ const SMALLEST_PICTURE = 0.5;  // of its own size: a step may shrink the picture
 const SETTLE_MS = 4000;  // how long after a step late layout changes (data) re-place it
 
 export class Tour {
-  constructor(app, steps) {
-    this.app = app;
+  /** `page` (app.js): what placing a step measures and changes (its targets, the picture's
+   * size, the element that scrolls); the tour writes only its own box and offer. */
+  constructor({ store, maps, page }, steps) {
+    Object.assign(this, { store, maps, page });
     this.steps = steps;
     this.resume = null;  // the step to offer resuming at (after a deeper page)
     this.shownAt = 0;  // when the step on screen was applied
@@ -29,7 +31,7 @@ export class Tour {
     this.settling = false;
     // the targets' boxes change while a block's detail or the picture arrives: place again
     this.resizes = new ResizeObserver(() => this.placeSoon());
-    this.resizes.observe(app.root);
+    page.observeResize(this.resizes);
   }
 
   goTo(step) {
@@ -40,29 +42,29 @@ export class Tour {
   /** Close the tour; the heads a switching step turned off go back on (the learner did not
    * switch them, and the next switch would find two heads off). */
   close() {
-    const st = this.app.state, s = this.steps[st.tour - 1];
+    const st = this.store.state, s = this.steps[st.tour - 1];
     const offByStep = s && s.switch && !s.switch.error && sameHeads(st.off, s.switch.off);
-    this.app.store.set({ tour: 0, targets: [], marks: [], ...(offByStep ? { off: [] } : {}) }, REDRAW.none);
+    this.store.set({ tour: 0, targets: [], marks: [], ...(offByStep ? { off: [] } : {}) }, REDRAW.none);
     this.resume = null;
-    this.app.fitPicture(null);
-    this.app.store.notify(REDRAW.all);
-    this.app.sync.sendView({ dismissed: true });
+    this.page.fitPicture(null);
+    this.store.notify(REDRAW.all);
+    this.store.dispatch("sendView", { dismissed: true });
   }
 
   applyStep(step, send) {
-    const s = this.steps[step - 1], app = this.app;
+    const s = this.steps[step - 1];
     if (!s) return;
-    // a step that switches its head off carries the result: no round trip, also offline
-    if (s.switch) app.switchResult = s.switch;
     this.expanded = false;
+    // a step that switches its head off carries the result: no round trip, also offline;
     // playing: false stops the player (its next frame sees it)
-    app.store.set({ tour: step, playing: false, stage: s.stage, block: s.block, head: s.head, overlay: s.overlay,
+    this.store.set({ ...(s.switch ? { switchResult: s.switch } : {}), tour: step, playing: false,
+      stage: s.stage, block: s.block, head: s.head, overlay: s.overlay,
       off: s.switch && !s.switch.error ? s.switch.off : [], pinned: s.patch, hover: null, hoverPrefix: null,
       previewBlock: null, previewHead: null, targets: s.targets, marks: s.patches,
-      position: app.maps.frameIndexOf(s.block, s.overlay) });
+      position: this.maps.frameIndexOf(s.block, s.overlay) });
     this.shownAt = performance.now();
     this.placeSoon();
-    if (send) app.sync.sendNow();
+    if (send) this.store.dispatch("sendNow");
   }
 
   /** A reply (a block's detail, q and k) arriving just after a step changes the page: place
@@ -73,7 +75,7 @@ export class Tour {
 
   /** Place the view at the next frame, while the step on screen is new. */
   placeSoon() {
-    if (!this.app.state.tour || this.settling || performance.now() - this.shownAt > SETTLE_MS) return;
+    if (!this.store.state.tour || this.settling || performance.now() - this.shownAt > SETTLE_MS) return;
     this.settling = true;
     requestAnimationFrame(() => { this.settling = false; this.place(); });
   }
@@ -81,11 +83,11 @@ export class Tour {
   /** The step the tour offers to resume at (after a visit to a deeper page), or 0. */
   resumeStep() {
     const step = this.resume;
-    return !this.app.state.tour && step >= 1 && step <= this.steps.length ? step : 0;
+    return !this.store.state.tour && step >= 1 && step <= this.steps.length ? step : 0;
   }
 
   handleKey(event) {
-    const st = this.app.state, forward = ["ArrowRight", "PageDown"].includes(event.key);
+    const st = this.store.state, forward = ["ArrowRight", "PageDown"].includes(event.key);
     if (event.altKey || event.ctrlKey || event.metaKey) return;
     if (isEditable(event.composedPath()[0])) return;
     if (!st.tour) {
@@ -102,8 +104,8 @@ export class Tour {
 
   renderOffer() {
     const box = this.offer, steps = this.steps, resume = this.resumeStep();
-    box.classList.toggle("hidden", !!this.app.state.tour || !steps.length);  // no steps (yet): no offer
-    const key = `${this.app.state.tour}:${resume}:${steps.length}`;
+    box.classList.toggle("hidden", !!this.store.state.tour || !steps.length);  // no steps (yet): no offer
+    const key = `${this.store.state.tour}:${resume}:${steps.length}`;
     if (box.dataset.key === key) return;
     box.dataset.key = key;
     box.innerHTML = resume
@@ -120,7 +122,7 @@ export class Tour {
   }
 
   render() {
-    const st = this.app.state, steps = this.steps, box = this.box;
+    const st = this.store.state, steps = this.steps, box = this.box;
     this.renderOffer();
     box.classList.toggle("hidden", !st.tour);
     if (!st.tour) return;
@@ -147,7 +149,7 @@ export class Tour {
 
   /** One listener for the box's buttons (it is redrawn with every step). */
   onBoxClick(event) {
-    const st = this.app.state, target = event.target.closest("button");
+    const st = this.store.state, target = event.target.closest("button");
     if (!target || !st.tour) return;
     const s = this.steps[st.tour - 1], act = target.dataset.act;
     if (target.dataset.term) return this.showTerm(target);
@@ -159,14 +161,14 @@ export class Tour {
       this.expanded = !this.expanded;
       this.render();
       this.place();
-    } else if (act === "deeper") this.app.send.setTriggerValue("navigate", s.page.file);
+    } else if (act === "deeper") this.store.dispatch("navigate", s.page.file);
   }
 
   /** The popover of a marked term (its words, from the step's glossary), or none. */
   showTerm(button) {
     const pop = this.box.querySelector(".vx-term-pop");
     if (!pop) return;
-    const s = this.steps[this.app.state.tour - 1], term = button && s.terms[button.dataset.term];
+    const s = this.steps[this.store.state.tour - 1], term = button && s.terms[button.dataset.term];
     if (!term || pop.dataset.term === button.dataset.term && !pop.hidden) {
       pop.hidden = true;
       pop.dataset.term = "";
@@ -179,7 +181,7 @@ export class Tour {
 
   /** Where the sticky tour box stops: just under the host page's fixed header. */
   stickyTop() {
-    const scrolling = scroller(this.app.root);
+    const scrolling = this.page.scroller();
     const top = scrolling === document.scrollingElement ? 0 : scrolling.getBoundingClientRect().top;
     const header = document.querySelector('[data-testid="stHeader"]');
     const bottom = header ? header.getBoundingClientRect().bottom : 0;
@@ -188,7 +190,7 @@ export class Tour {
 
   /** The room between the stuck tour box and the screen's bottom edge (viewport px). */
   room() {
-    const scrolling = scroller(this.app.root);
+    const scrolling = this.page.scroller();
     const frame = scrolling === document.scrollingElement ? { top: 0, bottom: innerHeight }
       : scrolling.getBoundingClientRect();
     return { scrolling, top: frame.top + this.stickyTop() + this.box.offsetHeight + GAP,
@@ -198,20 +200,20 @@ export class Tour {
   /** Place the view for the step on screen: every target whole between the box and the
    * screen's bottom edge, shrinking the picture when they are too tall together. */
   place() {
-    const app = this.app, st = app.state;
-    if (!st.tour || !app.root.isConnected) return;
-    const nodes = [...app.root.querySelectorAll("[data-tour-target]")];
+    const page = this.page, st = this.store.state;
+    if (!st.tour || !page.connected()) return;
+    const nodes = page.targets();
     if (!nodes.length) return;
     const room = this.room(), height = room.bottom - room.top;
-    app.fitPicture(null);
+    page.fitPicture(null);
     let span = spanOf(nodes);
     for (let tries = 0; tries < 2 && span.bottom - span.top > height; tries++) {
-      const picture = app.picture.canvas.getBoundingClientRect();
+      const picture = page.pictureRect();
       if (picture.bottom <= span.top || picture.top >= span.bottom) break;  // not among them
-      const natural = app.pictureSize(), over = span.bottom - span.top - height;
+      const natural = page.pictureSize(), over = span.bottom - span.top - height;
       const size = Math.max(natural * SMALLEST_PICTURE, picture.width - over - 2);
       if (size >= picture.width - 1) break;
-      app.fitPicture(size);
+      page.fitPicture(size);
       span = spanOf(nodes);
     }
     // an absolute target: a quick run of clicker presses ends where the last step wants
@@ -220,7 +222,7 @@ export class Tour {
     const scrolling = room.scrolling, most = scrolling.scrollHeight - scrolling.clientHeight;
     if (scrolling.scrollTop + delta > most + 2) setTimeout(() => this.placeSoon(), 300);  // the page is still growing
     if (Math.abs(delta) > 2) scrolling.scrollTo({ top: scrolling.scrollTop + delta, behavior: "smooth" });
-    app.mark("placed", `${st.tour}:${Math.round(room.scrolling.scrollTop + delta)}`);
+    this.store.dispatch("mark", "placed", `${st.tour}:${Math.round(room.scrolling.scrollTop + delta)}`);
   }
 }
 

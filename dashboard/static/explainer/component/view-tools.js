@@ -4,9 +4,9 @@
 import { el } from "./dom.js";
 
 export class ViewTools {
-  constructor(app, picture) {
-    this.app = app;
-    this.picture = picture;
+  /** `picture`: the picture's canvas and the text of its colour scale's top. */
+  constructor({ store, data }, picture) {
+    Object.assign(this, { store, data, picture });
     const tools = el("div", "vx-tools",
       `<button class="vx-btn vx-save" title="Save the picture with its map and caption as a PNG">Save PNG</button>` +
       `<button class="vx-btn vx-copy" title="A link that opens this block, head, map and pinned patch">Copy link</button>` +
@@ -19,11 +19,11 @@ export class ViewTools {
   /** The picture as drawn (map, outlined patch), with its caption, the colour scale and the
    * model under it, downloaded as a PNG: what an instructor puts on a slide. */
   savePicture() {
-    const m = this.app.model, st = this.app.state, picture = this.picture.canvas;
+    const m = this.data.model, st = this.store.state, picture = this.picture.canvas;
     const label = m.ov.model.label + (m.ov.model.random ? " (RANDOM WEIGHTS)" : "");
-    const map = this.app.lastMap && this.app.lastMap.patch ? this.app.lastMap : null;
+    const map = st.shown && st.shown.patch ? st.shown : null;
     const lines = [map ? map.title : "What the model sees",
-      ...(map ? [`Colours: 0 (dark) to ${this.picture.legendMax.textContent} (yellow)`] : []), `${label} · ViT Lens`];
+      ...(map ? [`Colours: 0 (dark) to ${this.picture.scaleText()} (yellow)`] : []), `${label} · ViT Lens`];
     const line = 30, out = document.createElement("canvas");
     out.width = picture.width;
     out.height = picture.height + 12 + lines.length * line;
@@ -46,7 +46,7 @@ export class ViewTools {
    * left out), shown selected beside the button and put on the clipboard where the browser
    * allows it (a secure page: https or localhost). */
   copyLink() {
-    const st = this.app.state, url = new URL(window.location.href), params = url.searchParams;
+    const st = this.store.state, url = new URL(window.location.href), params = url.searchParams;
     params.delete("tour");
     const values = { block: st.block, head: st.head >= 0 ? st.head : null, patch: st.pinned,
       map: st.overlay !== "attention" ? st.overlay : null };
@@ -55,7 +55,7 @@ export class ViewTools {
       else params.set(`vx_${name}`, String(value));
     }
     // an upload stays on the server: the link opens this view on a sample instead, and says so
-    const sample = this.app.link && this.app.link.sample;
+    const sample = this.data.link && this.data.link.sample;
     if (sample) params.set("image_choice", sample.id);
     const input = this.element.querySelector("input"), note = this.element.querySelector("span");
     const caveat = sample ? ` · your picture is not in the link: it opens this view on the sample “${sample.title}”` : "";
