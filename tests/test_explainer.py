@@ -17,8 +17,8 @@ import torch
 from PIL import Image
 from test_distance import brute_force_mean_pairwise, keras_mean_attention_distance
 
-from dashboard import explainer_tour as tour
-from dashboard.explainer_glossary import plain
+from dashboard.explainer import tour
+from dashboard.explainer.glossary import plain
 from dashboard.page_list import PAGES, PAGE_LIST
 from xai_core.lessons import explainer
 from xai_core import pipeline

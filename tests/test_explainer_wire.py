@@ -131,10 +131,10 @@ def test_one_module_linker():
 
 
 def test_every_host_starts_with_the_linker():
-    from dashboard import explainer_component, lesson_export
+    from dashboard.explainer import component, lesson_export
 
     linker = assets.linker_js()
-    assert explainer_component.loader_js().startswith(linker)
+    assert component.loader_js().startswith(linker)
     page = lesson_export.render_page.__code__  # the lesson's host: linker + lesson.js
     assert "linker_js" in page.co_names
     for host in ("loader.js", "lesson.js"):

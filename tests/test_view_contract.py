@@ -178,7 +178,7 @@ def test_the_source_reading_sees_keys_constants_and_patterns(tmp_path):
 def test_every_view_picker_is_drawn_from_a_declaration():
     """No page or dashboard module passes `ui.view_picker` a literal list of views."""
     found = []
-    for path in [*sorted(PAGES_DIR.glob("*.py")), *sorted((ROOT / "dashboard").glob("*.py"))]:
+    for path in [*sorted(PAGES_DIR.glob("*.py")), *sorted((ROOT / "dashboard").rglob("*.py"))]:
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Call) and call_name(node) == ("ui", "view_picker"):
                 if node.args or any(k.arg is not None for k in node.keywords):
@@ -460,14 +460,14 @@ def test_after_warmup_opening_every_declared_view_runs_no_pass(tiny, text_model,
                 ran[f"{page.file} {declared.deep_link or declared.id}"] = count.total
     assert opened == len(every_view())
     # Left: the Explainer tour's head switches. Which heads its steps switch off is decided
-    # in dashboard/explainer_tour.py, out of the warm-up's reach until the tour's facts move
+    # in dashboard/explainer/tour.py, out of the warm-up's reach until the tour's facts move
     # into xai_core (issue 39's Explainer part); counted here by the tour's own code.
     assert ran == explainer_tour_switches(models["vit"], text_model)
 
 
 def explainer_tour_switches(vit, *others) -> dict:
     """{page 0's view: the images the tour's head switches send through the model}, or {}."""
-    from dashboard.explainer_tour import resolve_steps, switcher
+    from dashboard.explainer.tour import resolve_steps, switcher
     from xai_core.images import DEFAULT_SAMPLE, load_sample
     from xai_core.lessons import explainer
     from xai_core.studies import interventions

@@ -21,8 +21,8 @@ from explainer_driver import (ROOT, Traffic, check_tour_above, choose_random_vit
                               wait_for_state)
 from PIL import Image
 
-from dashboard.explainer_component import loader_js
-from dashboard.explainer_tour import TOUR
+from dashboard.explainer.component import loader_js
+from dashboard.explainer.tour import TOUR
 
 SHOTS = ARTIFACTS / "screenshots"
 # what Streamlit sends with each rerun: the CSS and the loader (the code comes over HTTP)

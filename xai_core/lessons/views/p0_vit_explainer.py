@@ -1,5 +1,5 @@
 """Page 0 (pages/0_vit_explainer.py): the ViT Explainer, one view of its own; its deep links
-(`tour`, `vx_*`) are the component's (`dashboard/explainer_component.py`)."""
+(`tour`, `vx_*`) are the component's (`dashboard/explainer/component.py`)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-/* The wire format: what a server (dashboard/explainer_component.py, the offline lesson's
+/* The wire format: what a server (dashboard/explainer/component.py, the offline lesson's
  * host, the model in the browser) sends the component. One binary frame per message
  * ("VXB1", the header's length, a JSON header, the arrays' bytes: xai_core/lessons/
  * explainer.encode_message) whose header holds FIELDS. The fields are declared in
@@ -31,7 +31,7 @@ export function message(fields) {
     [name, name in fields ? fields[name] : structuredClone(nothing)]));
 }
 
-/** What a server sends for the component's `view` state (explainer_component.component_data):
+/** What a server sends for the component's `view` state (explainer/component.component_data):
  * whether the browser holds this picture's overview (`signature`), and whether `block`'s
  * detail and its queries and keys must travel. */
 export function wants(view, signature, block) {

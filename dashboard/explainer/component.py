@@ -24,7 +24,7 @@ from pathlib import Path
 import streamlit as st
 
 from dashboard import assets, literal, state, ui
-from dashboard.explainer_tour import TOUR, resolve_steps, step_from_query, switcher
+from dashboard.explainer.tour import TOUR, resolve_steps, step_from_query, switcher
 from dashboard.page_list import PAGE_LIST, PAGES
 from xai_core.lessons import explainer
 from xai_core import pipeline
@@ -258,7 +258,7 @@ def _lesson_key(model, image, head, title: str) -> tuple:
 def _built_lesson(model, image, head, title: str, progress=None) -> bytes:
     """The lesson file of this model and picture, built once for every session (and again
     only if it has left `LESSONS`); the memory its building used is given back after."""
-    from dashboard.lesson_export import LessonImage, build_lesson
+    from dashboard.explainer.lesson_export import LessonImage, build_lesson
 
     def build() -> bytes:
         try:
@@ -271,8 +271,8 @@ def _built_lesson(model, image, head, title: str, progress=None) -> bytes:
 @st.fragment
 def lesson_export(model, image, head) -> None:
     """"Export lesson": the Explainer for this model and picture as one HTML file that opens
-    offline (dashboard/lesson_export.py), built on click under a progress bar, then offered
-    for download. The file is built once for every session asking for the same model and
+    offline (dashboard/explainer/lesson_export.py), built on click under a progress bar, then
+    offered for download. The file is built once for every session asking for the same model and
     picture (`LESSONS`); a session keeps only its signature and size, and the download
     button asks for the file when it is pressed (Streamlit's deferred download)."""
     sig = signature(model, image, head)

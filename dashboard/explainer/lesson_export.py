@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Callable
 
 from dashboard import assets
-from dashboard.explainer_tour import browser_tour, resolve_steps, switcher
+from dashboard.explainer.tour import browser_tour, resolve_steps, switcher
 from xai_core import __version__
 from xai_core.lessons import explainer
 from xai_core.capture import transformer_blocks

@@ -9,7 +9,7 @@ topic. Texts are templates filled with facts read from the live overview payload
 and image on screen; a step's `lead` is the one line its compact box shows. What the
 browser needs besides words comes as data: the patches a step names (numbers) and the
 measured numbers it quotes, each labelled on a part it points at. `**bold**` and the
-glossary's marks (`⟦term⟧`, dashboard/explainer_glossary.py) are the only markup; the
+glossary's marks (`⟦term⟧`, dashboard/explainer/glossary.py) are the only markup; the
 component escapes the rest.
 
 Importable without running the app (no streamlit here).
@@ -25,7 +25,7 @@ from typing import Callable
 import numpy as np
 
 from dashboard import literal
-from dashboard.explainer_glossary import explain_first_uses, terms_of
+from dashboard.explainer.glossary import explain_first_uses, terms_of
 from dashboard.page_list import PAGE_LIST
 from xai_core.capture import centre_patch as capture_centre_patch
 from xai_core.analysis.entropy import entropy
@@ -432,7 +432,7 @@ def browser_tour(overview: dict) -> dict:
     browser, so the tour speaks as the app does (`live`)."""
     from dataclasses import asdict
 
-    from dashboard.explainer_glossary import GLOSSARY
+    from dashboard.explainer.glossary import GLOSSARY
 
     return {"steps": [asdict(step) for step in TOUR],
             "glossary": {key: {"term": t.term, "words": t.words, "taught": t.taught}
