@@ -67,24 +67,17 @@ def shown_block() -> int | None:
 
 
 def _view() -> dict:
-    """What the browser reported: the block and tour step on screen, the signature of the
-    overview it holds ("have"), the blocks whose detail ("blocks") and queries and keys
-    ("qk") it keeps, whether the query · key panel is in view ("want_qk") and whether the
-    learner dismissed the tour. Anything else, or of another type, is ignored."""
+    """What the browser reported, read field by field as `explainer.VIEW_FIELDS` declares
+    them: the block and tour step on screen, the signature of the overview it holds
+    ("have"), the blocks whose detail ("blocks") and queries and keys ("qk") it keeps,
+    whether the query · key panel is in view ("want_qk"), the heads switched off and whether
+    the learner dismissed the tour. Anything else, or of another kind, is ignored: an "int"
+    or "text" field is left out, a "flag" is false, "ints" and "pairs" keep their own."""
     view = _component_value("view")
     if not isinstance(view, dict):
         return {}
-    clean = {key: view[key] for key in ("block", "tour")
-             if isinstance(view.get(key), int) and not isinstance(view.get(key), bool)}
-    if isinstance(view.get("have"), str):
-        clean["have"] = view["have"]
-    for name in ("blocks", "qk"):
-        if isinstance(view.get(name), list):
-            clean[name] = {b for b in view[name] if isinstance(b, int)}
-    clean["dismissed"] = view.get("dismissed") is True
-    clean["want_qk"] = view.get("want_qk") is True
-    clean["off"] = switched_off(view.get("off"))
-    return clean
+    read = {name: _READ[kind](view.get(name)) for name, kind in explainer.VIEW_FIELDS.items()}
+    return {name: value for name, value in read.items() if value is not None}
 
 
 MAX_HEADS_OFF = 64  # a link or a script cannot make one rerun switch off more
@@ -99,6 +92,17 @@ def switched_off(value) -> list[tuple[int, int]]:
     pairs = {tuple(pair) for pair in value[:MAX_HEADS_OFF] if isinstance(pair, list)
              and len(pair) == 2 and all(type(n) is int for n in pair)}
     return sorted(pairs)
+
+
+# how each kind of view field is read (None: left out)
+_READ = {
+    "int": lambda value: value if type(value) is int else None,
+    "text": lambda value: value if isinstance(value, str) else None,
+    "ints": lambda value: ({n for n in value if type(n) is int}
+                           if isinstance(value, list) else None),
+    "pairs": switched_off,
+    "flag": lambda value: value is True,
+}
 
 
 def _on_view() -> None:

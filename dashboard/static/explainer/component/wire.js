@@ -3,7 +3,8 @@
  * ("VXB1", the header's length, a JSON header, the arrays' bytes: xai_core/lessons/
  * explainer.encode_message) whose header holds FIELDS. The fields are declared in
  * xai_core/lessons/explainer.MESSAGE_FIELDS (what each holds) and mirrored here, checked
- * equal by tests/test_explainer_wire.py; nothing else lists them. */
+ * equal by tests/test_explainer_wire.py; nothing else lists them. The `view` state the
+ * component sends back is declared the same way (VIEW_FIELDS, built with `view`). */
 
 export const MAGIC = "VXB1";
 
@@ -29,6 +30,29 @@ export function message(fields) {
   if (unknown.length) throw new Error(`not fields of an Explainer message: ${unknown.join(", ")}`);
   return Object.fromEntries(Object.entries(FIELDS).map(([name, nothing]) =>
     [name, name in fields ? fields[name] : structuredClone(nothing)]));
+}
+
+// each field of the component's `view` state and its kind: xai_core/lessons/explainer.VIEW_FIELDS
+export const VIEW_FIELDS = Object.freeze({
+  "block": "int",
+  "tour": "int",
+  "have": "text",
+  "blocks": "ints",
+  "qk": "ints",
+  "want_qk": "flag",
+  "off": "pairs",
+  "dismissed": "flag",
+  "ask": "int"
+});
+const NOTHING = Object.freeze({ int: null, text: null, ints: [], pairs: [], flag: false });
+
+/** The component's `view` state: the fields given, every other at its kind's "nothing"
+ * (null, [] or false; what the server reads as absent). A name it lacks is an error. */
+export function view(fields) {
+  const unknown = Object.keys(fields).filter((name) => !(name in VIEW_FIELDS));
+  if (unknown.length) throw new Error(`not fields of an Explainer view: ${unknown.join(", ")}`);
+  return Object.fromEntries(Object.entries(VIEW_FIELDS).map(([name, kind]) =>
+    [name, name in fields ? fields[name] : structuredClone(NOTHING[kind])]));
 }
 
 /** What a server sends for the component's `view` state (explainer/component.component_data):

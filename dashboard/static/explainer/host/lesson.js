@@ -102,7 +102,7 @@ const host = { image: 0, presentation: false, saved: null, view: {}, linked: nul
   start: manifest.tour ? 1 : null, mount: null, queue: Promise.resolve() };
 
 function request(view) {
-  host.view = view || {};
+  host.view = wire.view(view || {});
   const asked = host.view;
   host.queue = host.queue.then(() => reply(asked)).catch(fail);
 }
