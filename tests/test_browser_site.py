@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 
 from dashboard.explainer import lesson_model
-from dashboard.explainer.lesson_export import (LessonImage, build_lesson, read_manifest, unescape_bytes)
+from dashboard.explainer.lesson_export import (LessonImage, build_lesson, read_manifest,
+                                               unescape_bytes)
 from xai_core.lessons import explainer
 from xai_core.browser_model import bundle
 from xai_core.images import load_sample

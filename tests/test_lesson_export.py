@@ -16,11 +16,12 @@ import pytest
 from tiny_models import images as tiny_images
 from tiny_models import tiny_vit
 
-from dashboard import assets, lesson_export
+from dashboard import assets
+from dashboard.explainer import lesson_export
 from dashboard.explainer.tour import resolve_steps, switcher
-from dashboard.explainer.lesson_export import (LESSON_FORMAT, LessonError, LessonImage, build_lesson,
-                                     escape_bytes, read_manifest, read_part,
-                                     unescape_bytes)
+from dashboard.explainer.lesson_export import (LESSON_FORMAT, LessonError, LessonImage,
+                                               build_lesson, escape_bytes, read_manifest,
+                                               read_part, unescape_bytes)
 from xai_core.lessons import explainer
 
 ROOT = Path(__file__).resolve().parents[1]

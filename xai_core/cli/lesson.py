@@ -121,8 +121,8 @@ def cmd_export_site(args) -> None:
 def build_page(args, with_model: str | None):
     """The lesson page's bytes, the model and its pictures; `with_model`: None, "inline"
     (the one file) or "files" (a site; the pack is left on args.site_pack)."""
-    from dashboard.explainer.lesson_export import (LessonError, LessonImage, build_lesson, parse_blocks,
-                                         sample_title)
+    from dashboard.explainer.lesson_export import (LessonError, LessonImage, build_lesson,
+                                                   parse_blocks, sample_title)
     from ..infra.errors import OptionError
     from ..models import get_spec
 

@@ -89,7 +89,7 @@ function sinkPatch(ov, tour) {
   return s.score < tour.sink_threshold || !s.on_patch ? null : s.patch;
 }
 
-/** The (block, head) each switching step turns off (explainer/tour.switched_heads). */
+/** The (block, head) each switching step turns off (xai_core/lessons/tour_choices.switched_heads). */
 export function switchedHeads(md, ov, tour) {
   const pairs = [];
   for (const step of tour.steps.filter((s) => s.switch_off)) {
