@@ -61,6 +61,13 @@ def test_a_message_has_every_field_and_only_those():
 def test_the_browser_declares_the_same_view_fields_as_python():
     assert js_fields("VIEW_FIELDS") == explainer.VIEW_FIELDS
     assert list(js_fields("VIEW_FIELDS")) == list(explainer.VIEW_FIELDS)
+    # every kind has a reader in Python and a "nothing" in the browser, and no other
+    from dashboard.explainer import component
+
+    nothing = re.search(r"^const NOTHING = Object\.freeze\(\{(.*?)\}\);$", WIRE_JS.read_text(),
+                        re.M)[1]
+    kinds = set(explainer.VIEW_FIELDS.values())
+    assert set(component._READ) == kinds == set(re.findall(r"(\w+):", nothing))
 
 
 def read_view(monkeypatch, sent):
