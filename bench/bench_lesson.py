@@ -1,4 +1,4 @@
-"""The offline lesson (dashboard/lesson_export.py) on DINOv2-S/14 with every block:
+"""The offline lesson (dashboard/explainer/lesson_export.py) on DINOv2-S/14 with every block:
 
 - export time for one picture (the capture, overview, DAAM and every block's detail and
   queries and keys computed, the on-disk result store left out, then packed), and for a
@@ -28,7 +28,7 @@ FOUR = ["chelsea", "coffee", "astronaut", "motorcycle"]
 
 
 def _export(model, samples: list[str]) -> tuple[bytes, float]:
-    from dashboard.lesson_export import LessonImage, build_lesson, sample_title
+    from dashboard.explainer.lesson_export import LessonImage, build_lesson, sample_title
     from xai_core.images import load_sample
 
     pictures = [LessonImage(sample_title(s), load_sample(s)) for s in samples]
@@ -39,7 +39,7 @@ def _export(model, samples: list[str]) -> tuple[bytes, float]:
 
 def _part_sizes(page: bytes) -> dict[str, float]:
     """Mean deflated MB of one block's detail and of its queries and keys, from the manifest."""
-    from dashboard.lesson_export import read_manifest
+    from dashboard.explainer.lesson_export import read_manifest
 
     entry = read_manifest(page)["images"][0]
     return {kind: statistics.mean(length for _, length, _ in entry[kind].values()) / 1e6

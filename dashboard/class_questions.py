@@ -14,7 +14,7 @@ from dashboard import literal, state, ui
 from dashboard.class_state import (CODE, KEY, PICKED, RUN_PLACE, TOKEN, forget_place,
                                    refusals_in_words, store)
 from dashboard.clicks import apply_chart_click
-from dashboard.explainer_component import shown_block
+from dashboard.explainer.component import shown_block
 from xai_core.classroom import checks
 from xai_core.classroom.report import report_csv
 from xai_core.classroom.store import KINDS, ClassError

@@ -3,8 +3,8 @@
 import streamlit as st
 
 from dashboard import ui
-from dashboard.explainer_component import explainer_view, lesson_export
-from dashboard.explainer_tour import TOUR
+from dashboard.explainer.component import explainer_view, lesson_export
+from dashboard.explainer.tour import TOUR
 from xai_core.lessons.explainer import QUANTISATION
 
 st.title("ViT Explainer")

@@ -1,4 +1,4 @@
-"""The model in the lesson and on a static site (dashboard/lesson_model.py): what
+"""The model in the lesson and on a static site (dashboard/explainer/lesson_model.py): what
 `export-lesson --with-model` packs is byte for byte the model, its data and the vendored
 runtime; `export-site` writes content-named files beside its page and the headers file;
 bad input exits 2 with one line; the vendored runtime is the pinned one; the nginx recipe
@@ -15,8 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from dashboard import lesson_model
-from dashboard.lesson_export import (LessonImage, build_lesson, read_manifest, unescape_bytes)
+from dashboard.explainer import lesson_model
+from dashboard.explainer.lesson_export import (LessonImage, build_lesson, read_manifest,
+                                               unescape_bytes)
 from xai_core.lessons import explainer
 from xai_core.browser_model import bundle
 from xai_core.images import load_sample

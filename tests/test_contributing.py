@@ -21,8 +21,8 @@ RECIPES = {
     "Add a page": {"pages/<N>_<page>.py", "dashboard/page_list.py",
                    "xai_core/lessons/views/p<N>_<page>.py", "docs/deep-links.md",
                    "tests/test_<page>_page.py"},
-    "Add a tour step": {"dashboard/explainer_tour.py", "docs/explainer.md",
-                        "docs/deep-links.md"},
+    "Add a tour step": {"dashboard/explainer/tour.py", "xai_core/lessons/tour_choices.py",
+                        "docs/explainer.md", "docs/deep-links.md"},
     "Add a JS part": {"dashboard/static/explainer/component/<part>.js",
                       "dashboard/static/explainer/component/app.js",
                       "dashboard/static/explainer/component/explainer.css", "DEVELOPERS.md",
@@ -121,7 +121,7 @@ def test_every_view_is_declared_in_its_pages_module():
 
 
 def test_the_tour_has_the_length_the_docs_give_and_points_at_real_pages():
-    from dashboard.explainer_tour import TOUR
+    from dashboard.explainer.tour import TOUR
     from dashboard.page_list import PAGE_LIST
 
     steps = len(TOUR)

@@ -17,10 +17,10 @@ import torch
 from PIL import Image
 from test_distance import brute_force_mean_pairwise, keras_mean_attention_distance
 
-from dashboard import explainer_tour as tour
-from dashboard.explainer_glossary import plain
+from dashboard.explainer import tour
+from dashboard.explainer.glossary import plain
 from dashboard.page_list import PAGES, PAGE_LIST
-from xai_core.lessons import explainer
+from xai_core.lessons import explainer, tour_choices
 from xai_core import pipeline
 from xai_core.capture import transformer_blocks
 from xai_core.images import fit_to_model, load_sample, load_upload, model_crop_box
@@ -326,6 +326,13 @@ def test_signed_quantiser_bound_signs_and_zero_rows():
 
 # --- the tour -----------------------------------------------------------------------------------
 
+def test_the_switching_steps_are_the_ones_xai_core_declares():
+    """Page 0's view (and the gallery warm-up) runs the switches of TOUR_SWITCHES: they are
+    exactly the tour's switching steps, with the same block and head choices."""
+    switching = {step.id: (step.block, step.head) for step in tour.TOUR if step.switch_off}
+    assert switching == tour_choices.TOUR_SWITCHES
+
+
 def test_tour_is_an_ordered_list_of_steps_naming_real_controls():
     assert isinstance(tour.TOUR, list) and len(tour.TOUR) >= 12
     pages = {name for name, _, _ in PAGE_LIST}
@@ -333,7 +340,7 @@ def test_tour_is_an_ordered_list_of_steps_naming_real_controls():
         assert isinstance(step, tour.Step)
         assert step.stage in explainer.STAGE_IDS, number
         assert step.overlay in explainer.OVERLAYS, number
-        assert step.block in tour.BLOCKS and step.head in tour.HEADS, number
+        assert step.block in tour_choices.BLOCKS and step.head in tour_choices.HEADS, number
         assert step.patch in tour.PATCHES, number
         assert step.page in pages and step.page[0] in "123456789", number
         assert (PAGES / step.page).exists(), number

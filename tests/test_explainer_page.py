@@ -8,8 +8,8 @@ from streamlit.testing.v1 import AppTest
 import numpy as np
 from PIL import Image
 
-from dashboard.explainer_component import KEY, TOUR_STEP_KEY
-from dashboard.explainer_tour import TOUR, share_label
+from dashboard.explainer.component import KEY, TOUR_STEP_KEY
+from dashboard.explainer.tour import TOUR, share_label
 from dashboard.state import UPLOAD_CHOICE
 from xai_core.images import load_sample
 from xai_core.lessons import explainer

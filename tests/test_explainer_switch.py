@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from dashboard import explainer_tour as tour
-from dashboard.explainer_glossary import plain
-from dashboard.explainer_component import MAX_HEADS_OFF, switched_off
+from dashboard.explainer import tour
+from dashboard.explainer.glossary import plain
+from dashboard.explainer.component import MAX_HEADS_OFF, switched_off
 from xai_core.lessons import explainer
 from xai_core.models import knn
 from xai_core.pipeline import predictions_of, prepare

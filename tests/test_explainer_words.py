@@ -1,5 +1,5 @@
 """The tour's words (issue 40): every term a first-year student cannot place is one of the
-glossary's (dashboard/explainer_glossary.py), marked in the step that uses it (a popover
+glossary's (dashboard/explainer/glossary.py), marked in the step that uses it (a popover
 explains it there) and explained in words where the tour first uses it; a step's one-line
 lead quotes no measured number that is not labelled on a part it points at."""
 
@@ -9,8 +9,8 @@ import re
 
 import pytest
 
-from dashboard import explainer_glossary as glossary
-from dashboard import explainer_tour as tour
+from dashboard.explainer import glossary
+from dashboard.explainer import tour
 from xai_core import pipeline
 from xai_core.lessons import explainer
 from xai_core.images import load_sample

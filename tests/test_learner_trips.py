@@ -14,8 +14,8 @@ from apptest_helpers import (chart_title, element_text, keyed_chart, numbers, op
                              quoting, show)
 from PIL import Image, ImageDraw
 
-from dashboard.explainer_glossary import plain
-from dashboard.explainer_tour import share_label
+from dashboard.explainer.glossary import plain
+from dashboard.explainer.tour import share_label
 from xai_core.lessons import explainer
 from xai_core import pipeline
 from xai_core.figures.export import find_browser

@@ -1,4 +1,4 @@
-"""The offline lesson file (dashboard/lesson_export.py, `python -m xai_core export-lesson`):
+"""The offline lesson file (dashboard/explainer/lesson_export.py, `python -m xai_core export-lesson`):
 the bytes it packs read back equal to what the live page sends, its modules are ordered by
 their imports, it names no other resource, and bad input exits 2 with one line and leaves
 no file. The browser side (file://, every request blocked) is tests/e2e/test_lesson_export.py."""
@@ -16,11 +16,12 @@ import pytest
 from tiny_models import images as tiny_images
 from tiny_models import tiny_vit
 
-from dashboard import assets, lesson_export
-from dashboard.explainer_tour import resolve_steps, switcher
-from dashboard.lesson_export import (LESSON_FORMAT, LessonError, LessonImage, build_lesson,
-                                     escape_bytes, read_manifest, read_part,
-                                     unescape_bytes)
+from dashboard import assets
+from dashboard.explainer import lesson_export
+from dashboard.explainer.tour import resolve_steps, switcher
+from dashboard.explainer.lesson_export import (LESSON_FORMAT, LessonError, LessonImage,
+                                               build_lesson, escape_bytes, read_manifest,
+                                               read_part, unescape_bytes)
 from xai_core.lessons import explainer
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -178,7 +179,7 @@ def test_only_the_lesson_command_reaches_into_dashboard_and_nothing_loads_stream
                       if any(t.split(".")[0] == "dashboard"
                              for t in imported_modules(path, name, modules)))
     assert reaching == ["xai_core.cli.lesson"]
-    code = ("import sys, xai_core.cli.main, dashboard.lesson_export; "
+    code = ("import sys, xai_core.cli.main, dashboard.explainer.lesson_export; "
             "print('streamlit' in sys.modules)")
     loaded = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
                             text=True, check=True)
@@ -247,7 +248,7 @@ def test_bad_input_exits_2_with_one_line_and_writes_nothing(tmp_path, case):
 def test_export_lesson_button_offers_the_file_for_the_view_on_screen():
     from apptest_helpers import open_app
 
-    from dashboard.explainer_component import LESSON_KEY, LESSONS
+    from dashboard.explainer.component import LESSON_KEY, LESSONS
 
     LESSONS.clear()
     app = open_app("0_vit_explainer.py")

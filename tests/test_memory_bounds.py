@@ -51,7 +51,7 @@ def test_the_checker_sees_bounded_and_unbounded_caches(tmp_path):
 
 
 def test_every_streamlit_cache_in_the_app_has_max_entries():
-    files = sorted((ROOT / "dashboard").glob("*.py")) + sorted((ROOT / "pages").glob("*.py"))
+    files = sorted((ROOT / "dashboard").rglob("*.py")) + sorted((ROOT / "pages").glob("*.py"))
     assert any(path.name == "state.py" for path in files)
     uses = {f"{path.relative_to(ROOT)}:{line} st.{name}": bounded
             for path in files for line, name, bounded in streamlit_cache_uses(path)}

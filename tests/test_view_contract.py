@@ -178,7 +178,7 @@ def test_the_source_reading_sees_keys_constants_and_patterns(tmp_path):
 def test_every_view_picker_is_drawn_from_a_declaration():
     """No page or dashboard module passes `ui.view_picker` a literal list of views."""
     found = []
-    for path in [*sorted(PAGES_DIR.glob("*.py")), *sorted((ROOT / "dashboard").glob("*.py"))]:
+    for path in [*sorted(PAGES_DIR.glob("*.py")), *sorted((ROOT / "dashboard").rglob("*.py"))]:
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Call) and call_name(node) == ("ui", "view_picker"):
                 if node.args or any(k.arg is not None for k in node.keywords):
@@ -441,6 +441,7 @@ def test_after_warmup_opening_every_declared_view_runs_no_pass(tiny, text_model,
     assert cli_main(["warmup", "--models", *by_id, "--gallery", "--json"]) == 0
     warmed = json.loads(capsys.readouterr().out)
     assert [row["failures"] for row in warmed["gallery"]["images"]] == [[]]
+    assert tour_switch_passes(models["vit"], *by_id.values()) == {}
     opened, ran = 0, {}
     for page in PAGES.values():
         app = AppTest.from_file(ENTRY, default_timeout=300)
@@ -459,22 +460,29 @@ def test_after_warmup_opening_every_declared_view_runs_no_pass(tiny, text_model,
             if count.total:
                 ran[f"{page.file} {declared.deep_link or declared.id}"] = count.total
     assert opened == len(every_view())
-    # Left: the Explainer tour's head switches. Which heads its steps switch off is decided
-    # in dashboard/explainer_tour.py, out of the warm-up's reach until the tour's facts move
-    # into xai_core (issue 39's Explainer part); counted here by the tour's own code.
-    assert ran == explainer_tour_switches(models["vit"], text_model)
+    assert ran == {}
 
 
-def explainer_tour_switches(vit, *others) -> dict:
-    """{page 0's view: the images the tour's head switches send through the model}, or {}."""
-    from dashboard.explainer_tour import resolve_steps, switcher
+def tour_switch_passes(vit, *models) -> dict:
+    """{each head the tour switches off on the gallery picture: the images its switch sends
+    through the models}, for those that send any: each switching step of the tour, opened
+    as the page opens it (its own switch, then the step's words with both results)."""
+    from dashboard.explainer.tour import TOUR, resolve_steps, switcher
     from xai_core.images import DEFAULT_SAMPLE, load_sample
     from xai_core.lessons import explainer
-    from xai_core.studies import interventions
+    from xai_core.lessons.tour_choices import switched_heads
 
     image = load_sample(DEFAULT_SAMPLE)
     overview = explainer.overview_payload(vit, image, vit.head)
-    interventions.RESULTS.clear()
-    with ImageCount(vit, *others) as count:
-        resolve_steps(overview, switcher(vit, image, vit.head))
-    return {"0_vit_explainer.py explainer": count.total} if count.total else {}
+    chosen = switched_heads(overview)
+    assert set(chosen) == {step.id for step in TOUR if step.switch_off} and chosen
+    switch, passes = switcher(vit, image, vit.head), {}
+    for step_id, pair in chosen.items():
+        with ImageCount(*models) as count:
+            switch(*pair)
+        if count.total:
+            passes[f"{step_id} {pair}"] = count.total
+    with ImageCount(*models) as count:
+        steps = resolve_steps(overview, switch)
+    assert [step["switch"] for step in steps if step["switch"]]  # the steps carry the results
+    return {**passes, **({"resolve_steps": count.total} if count.total else {})}

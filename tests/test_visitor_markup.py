@@ -205,9 +205,9 @@ ADDRESS_USERS = {("dashboard/links.py", "_follow"), ("dashboard/links.py", "_pub
                  ("dashboard/comparison_parts.py", "ask_for_steps"),
                  ("dashboard/links.py", "prune"), ("dashboard/ui.py", "view_picker"),
                  ("dashboard/ui.py", "panel_switch"),
-                 ("dashboard/explainer_component.py", "linked_view"),
-                 ("dashboard/explainer_component.py", "component_data"),
-                 ("dashboard/explainer_component.py", "_on_view"),
+                 ("dashboard/explainer/component.py", "linked_view"),
+                 ("dashboard/explainer/component.py", "component_data"),
+                 ("dashboard/explainer/component.py", "_on_view"),
                  ("dashboard/app.py", "_sidebar_start"),  # reads `presentation`, shows nothing
                  ("dashboard/classroom.py", "start_run"), ("dashboard/classroom.py", "here")}
 
@@ -224,7 +224,7 @@ def address_users() -> set[tuple[str, str]]:
         for child in ast.iter_child_nodes(node):
             visit(child, where)
 
-    for file in sorted(ROOT.glob("dashboard/*.py")) + sorted(ROOT.glob("pages/*.py")):
+    for file in sorted(ROOT.glob("dashboard/**/*.py")) + sorted(ROOT.glob("pages/*.py")):
         path = str(file.relative_to(ROOT))
         visit(ast.parse(file.read_text(encoding="utf-8")), "<module>")
     return found
@@ -373,7 +373,7 @@ def test_the_oracle_sees_each_payload_when_it_is_not_made_literal():
 
 
 def test_every_payload_as_a_tour_value():
-    from dashboard.explainer_tour import step_from_query
+    from dashboard.explainer.tour import step_from_query
 
     for value in MARKUP_PAYLOADS:
         step, problem = step_from_query(value)

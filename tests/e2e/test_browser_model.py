@@ -492,10 +492,10 @@ def test_a_new_photo_starts_with_every_head_on(browser, lesson, dinov2, photos):
 
 def test_the_browsers_tour_is_the_servers_words(browser, lesson, dinov2, tmp_path):
     """The tour the browser writes for a photo equals, word for word and number for number,
-    what explainer_tour.resolve_steps writes from the same overview and the same two
+    what explainer.tour.resolve_steps writes from the same overview and the same two
     switches (in the app: live), on a photo the model knows, one it does not, one the bank
     holds (chelsea) and a turned one; and the browser's two switches are the server's."""
-    from dashboard.explainer_tour import resolve_steps
+    from dashboard.explainer.tour import resolve_steps
     from xai_core.lessons.explainer import head_switch
 
     context = browser.new_context(viewport={"width": 1500, "height": 1800})

@@ -21,8 +21,8 @@ from explainer_driver import (ROOT, Traffic, check_tour_above, choose_random_vit
                               wait_for_state)
 from PIL import Image
 
-from dashboard.explainer_component import loader_js
-from dashboard.explainer_tour import TOUR
+from dashboard.explainer.component import loader_js
+from dashboard.explainer.tour import TOUR
 
 SHOTS = ARTIFACTS / "screenshots"
 # what Streamlit sends with each rerun: the CSS and the loader (the code comes over HTTP)
@@ -64,6 +64,27 @@ def shot(page, name: str, whole: bool = False) -> None:
         page.locator(ROOT).screenshot(path=str(SHOTS / f"{name}.png"))
     else:
         page.screenshot(path=str(SHOTS / f"{name}.png"))
+
+
+def test_the_view_the_component_sends_has_every_declared_field(browser):
+    """wire.js `view` (every sender's builder of the `view` state) in Chromium: the fields
+    given, every other declared field at its kind's "nothing", which the live page reads as
+    absent (explainer.VIEW_FIELDS, tests/test_explainer_wire.py); a misspelt field throws."""
+    from xai_core.lessons import explainer
+
+    wire = (REPO / "dashboard" / "static" / "explainer" / "component" / "wire.js").read_text()
+    context = browser.new_context()
+    tab = context.new_page()
+    built, error = tab.evaluate("() => {" + wire.replace("export ", "") + """
+        let error = null;
+        try { view({ blokc: 1 }); } catch (e) { error = e.message; }
+        return [view({ block: 3, off: [[6, 3]] }), error];
+    }""")
+    context.close()
+    assert list(built) == list(explainer.VIEW_FIELDS)
+    assert built == {"block": 3, "tour": None, "have": None, "blocks": [], "qk": [],
+                     "want_qk": False, "off": [[6, 3]], "dismissed": False, "ask": None}
+    assert error == "not fields of an Explainer view: blokc"
 
 
 def test_overview_hover_links_without_talking_to_the_server(app, page):

@@ -10,7 +10,7 @@ import pytest
 from e2e_helpers import running_apps, watched_tab
 from explainer_driver import ROOT, Traffic, open_explainer, state, wait_for_state
 
-from dashboard.explainer_tour import TOUR, step_number
+from dashboard.explainer.tour import TOUR, step_number
 from xai_core.lessons.explainer import head_switch
 from xai_core.images import load_sample
 from xai_core.models import get_model

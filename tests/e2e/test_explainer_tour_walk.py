@@ -12,8 +12,8 @@ import pytest
 from e2e_helpers import ARTIFACTS, running_apps, wait_app_idle, watched_tab
 from explainer_driver import ROOT, Traffic, open_explainer, state, wait_for_state
 
-from dashboard.explainer_glossary import GLOSSARY, plain
-from dashboard.explainer_tour import TOUR
+from dashboard.explainer.glossary import GLOSSARY, plain
+from dashboard.explainer.tour import TOUR
 from xai_core.lessons.explainer import head_switch
 from xai_core.images import load_sample
 from xai_core.models import get_model

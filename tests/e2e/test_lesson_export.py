@@ -25,7 +25,7 @@ from explainer_driver import ROOT, hover_patch, patch_point, state, wait_for_sta
 from PIL import Image
 from test_explainer_browser import STAGE_ROWS
 
-from dashboard.explainer_tour import TOUR, step_number
+from dashboard.explainer.tour import TOUR, step_number
 
 LIVE_PORT = 8640  # this test's own port (8640-8649)
 LINKED = "?vx_block=6&vx_head=2&vx_patch=120&vx_map=rollout"

@@ -1,6 +1,6 @@
 """`export-lesson`: the ViT Explainer for one model and some pictures as one offline HTML file.
 
-The packing lives in the dashboard layer (dashboard/lesson_export.py: it reads the
+The packing lives in the dashboard layer (dashboard/explainer/lesson_export.py: it reads the
 component's JavaScript and CSS and the tour's words, which belong there), so this is the one
 xai_core module that imports from dashboard, lazily, inside the command. Nothing it loads
 imports streamlit (tests/test_lesson_export.py checks both).
@@ -101,7 +101,7 @@ def site_folder(out: str) -> Path:
 
 def cmd_export_site(args) -> None:
     from ..models.disk_cache import os_reason
-    from dashboard.lesson_model import write_site
+    from dashboard.explainer.lesson_model import write_site
 
     folder = site_folder(args.out)
     args.images = args.images or ["sample:chelsea"]
@@ -121,8 +121,8 @@ def cmd_export_site(args) -> None:
 def build_page(args, with_model: str | None):
     """The lesson page's bytes, the model and its pictures; `with_model`: None, "inline"
     (the one file) or "files" (a site; the pack is left on args.site_pack)."""
-    from dashboard.lesson_export import (LessonError, LessonImage, build_lesson, parse_blocks,
-                                         sample_title)
+    from dashboard.explainer.lesson_export import (LessonError, LessonImage, build_lesson,
+                                                   parse_blocks, sample_title)
     from ..infra.errors import OptionError
     from ..models import get_spec
 
@@ -143,7 +143,7 @@ def build_page(args, with_model: str | None):
         raise CliError(f"{model.label} has no classifier and no k-NN memory bank to follow.")
     pack = None
     if with_model:
-        from dashboard import lesson_model
+        from dashboard.explainer import lesson_model
         from ..browser_model.graph import UnsupportedModel
 
         try:

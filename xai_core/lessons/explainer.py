@@ -143,6 +143,24 @@ MESSAGE_FIELDS: dict[str, Any] = {
     "switch": {"live": False, "result": None},  # live: this sender can switch heads off
 }
 
+# What the component sends back, its `view` state (one rerun each time it changes): each
+# field and its kind. Declared once here; wire.js VIEW_FIELDS is checked equal by
+# tests/test_explainer_wire.py, the browser builds every view with wire.js `view` and the
+# live page reads it field by field from this declaration (dashboard/explainer/component.py).
+# Kinds: "int" and "text" (absent unless one), "ints" (a set), "pairs" ((block, head) pairs),
+# "flag" (true only when true).
+VIEW_FIELDS: dict[str, str] = {
+    "block": "int",  # the block on screen
+    "tour": "int",  # the tour step on screen (none: the tour is closed)
+    "have": "text",  # the signature of the overview the browser holds
+    "blocks": "ints",  # the blocks whose detail it keeps
+    "qk": "ints",  # the blocks whose queries and keys it keeps
+    "want_qk": "flag",  # the query · key panel is in view
+    "off": "pairs",  # the heads the learner switched off, (block, head)
+    "dismissed": "flag",  # the learner closed the tour
+    "ask": "int",  # how often it asked again for everything: a new view each time
+}
+
 
 def message(**fields: Any) -> dict:
     """A message to the component: the fields given, every other at its declared "nothing

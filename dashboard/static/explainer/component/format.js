@@ -4,7 +4,7 @@ export const esc = (text) => String(text).replace(/[&<>"']/g, (c) =>
   ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" }[c]));
 
 /** Escaped text with **bold** spans and the glossary's marks, ⟦id⟧ or ⟦id|words⟧ (the
- * tour's step texts; dashboard/explainer_glossary.py), drawn as buttons that open the term's
+ * tour's step texts; dashboard/explainer/glossary.py), drawn as buttons that open the term's
  * popover; `terms`: id -> {term, words}. */
 export const rich = (text, terms = {}) => esc(text).replace(/\*\*(.+?)\*\*/g, "<b>$1</b>")
   .replace(/⟦([a-z_]+)(?:\|([^⟧]*))?⟧/g, (_, id, shown) => {
@@ -48,5 +48,5 @@ export const patchName = (patch, cols) =>
   `patch ${patch} (row ${Math.floor(patch / cols)}, col ${patch % cols})`;
 
 /** A share of attention in words, never "100%" for a share that is not all of it (as the
- * tour's texts write it: dashboard/explainer_tour.py `percent`). */
+ * tour's texts write it: dashboard/explainer/tour.py `percent`). */
 export const attentionShare = (x) => (x >= 0.9995 ? "over 99.9%" : `${(100 * x).toFixed(1)}%`);

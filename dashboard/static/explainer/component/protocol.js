@@ -1,4 +1,4 @@
-/* A message's decoding. Python (dashboard/explainer_component.py) sends one binary message
+/* A message's decoding. Python (dashboard/explainer/component.py) sends one binary message
  * per rerun (its format: wire.js, xai_core/lessons/explainer.py encode_message): a JSON
  * header, then the arrays' raw bytes. It holds the overview and the tour (only when this
  * browser lacks them), one block's detail (only when it does not keep it), that block's queries and keys

@@ -3,6 +3,8 @@
  * the rest. Only opening another block, moving through the tour, the query · key panel
  * coming into view and switching heads off talk to the server; hovering and playing never do. */
 
+import { view } from "./wire.js";
+
 const SETTLE_MS = 180;  // a run of clicks or scrubbing asks once, for where it ends
 
 export class Sync {
@@ -56,9 +58,9 @@ export class Sync {
     // asked once per detail; a view sent with the panel out of sight asks nothing
     const detail = this.data.details.get(this.store.state.block);
     this.vectorsAsked = this.qkVisible && detail && !detail.vectors ? detail : null;
-    app.send.setStateValue("view", { block: app.state.block, tour: app.state.tour,
+    app.send.setStateValue("view", view({ block: app.state.block, tour: app.state.tour,
       have: app.signature, blocks: [...app.details.keys()], qk: this.blocksWithVectors(),
-      want_qk: !!this.qkVisible, off: app.state.off, ...extra });
+      want_qk: !!this.qkVisible, off: app.state.off, ...extra }));
   }
 
   /** Python believed this browser held the overview (a page element remounted it): ask
@@ -68,7 +70,7 @@ export class Sync {
     const app = this.sent();
     if (!app || this.asked > 3) return;
     this.store.dispatch("loading");
-    app.send.setStateValue("view", { block: null, tour: null, have: null, blocks: [], ask: this.asked });
+    app.send.setStateValue("view", view({ ask: this.asked }));
   }
 
   /** What a view message is made of (the host's functions, the state, what this browser

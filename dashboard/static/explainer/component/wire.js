@@ -1,9 +1,10 @@
-/* The wire format: what a server (dashboard/explainer_component.py, the offline lesson's
+/* The wire format: what a server (dashboard/explainer/component.py, the offline lesson's
  * host, the model in the browser) sends the component. One binary frame per message
  * ("VXB1", the header's length, a JSON header, the arrays' bytes: xai_core/lessons/
  * explainer.encode_message) whose header holds FIELDS. The fields are declared in
  * xai_core/lessons/explainer.MESSAGE_FIELDS (what each holds) and mirrored here, checked
- * equal by tests/test_explainer_wire.py; nothing else lists them. */
+ * equal by tests/test_explainer_wire.py; nothing else lists them. The `view` state the
+ * component sends back is declared the same way (VIEW_FIELDS, built with `view`). */
 
 export const MAGIC = "VXB1";
 
@@ -31,7 +32,30 @@ export function message(fields) {
     [name, name in fields ? fields[name] : structuredClone(nothing)]));
 }
 
-/** What a server sends for the component's `view` state (explainer_component.component_data):
+// each field of the component's `view` state and its kind: xai_core/lessons/explainer.VIEW_FIELDS
+export const VIEW_FIELDS = Object.freeze({
+  "block": "int",
+  "tour": "int",
+  "have": "text",
+  "blocks": "ints",
+  "qk": "ints",
+  "want_qk": "flag",
+  "off": "pairs",
+  "dismissed": "flag",
+  "ask": "int"
+});
+const NOTHING = Object.freeze({ int: null, text: null, ints: [], pairs: [], flag: false });
+
+/** The component's `view` state: the fields given, every other at its kind's "nothing"
+ * (null, [] or false; what the server reads as absent). A name it lacks is an error. */
+export function view(fields) {
+  const unknown = Object.keys(fields).filter((name) => !(name in VIEW_FIELDS));
+  if (unknown.length) throw new Error(`not fields of an Explainer view: ${unknown.join(", ")}`);
+  return Object.fromEntries(Object.entries(VIEW_FIELDS).map(([name, kind]) =>
+    [name, name in fields ? fields[name] : structuredClone(NOTHING[kind])]));
+}
+
+/** What a server sends for the component's `view` state (explainer/component.component_data):
  * whether the browser holds this picture's overview (`signature`), and whether `block`'s
  * detail and its queries and keys must travel. */
 export function wants(view, signature, block) {

@@ -1,10 +1,10 @@
 /* ViT Lens lesson: the standalone host of the ViT Explainer component in one offline HTML
- * file (written by dashboard/lesson_export.py after the module linker, link.js; this file
+ * file (written by dashboard/explainer/lesson_export.py after the module linker, link.js; this file
  * must stay ASCII: the page is windows-1252).
  *
  * The component is the live page's own code, mounted exactly as Streamlit mounts it:
  * mount({ parentElement, data, setStateValue, setTriggerValue }). This host plays the
- * server: it answers the component's `view` state as explainer_component.component_data
+ * server: it answers the component's `view` state as explainer/component.component_data
  * does (the overview when the component lacks it, the shown block's detail unless kept, its
  * queries and keys while their panel is in view), from messages packed in the page; it
  * composes each answer from the packed messages (one header, the arrays re-offset) with the
@@ -13,7 +13,7 @@
  */
 
 const manifest = JSON.parse(document.getElementById("lesson-manifest").textContent);
-const FORMAT = 2;  // the lesson layout this host reads (dashboard/lesson_export.LESSON_FORMAT)
+const FORMAT = 2;  // the lesson layout this host reads (dashboard/explainer/lesson_export.LESSON_FORMAT)
 const ESCAPE = 0x3d;  // "=": the next byte, less 64, is the real one
 const root = document.getElementById("lesson-explainer");
 const notice = document.getElementById("lesson-notice");
@@ -102,7 +102,7 @@ const host = { image: 0, presentation: false, saved: null, view: {}, linked: nul
   start: manifest.tour ? 1 : null, mount: null, queue: Promise.resolve() };
 
 function request(view) {
-  host.view = view || {};
+  host.view = wire.view(view || {});
   const asked = host.view;
   host.queue = host.queue.then(() => reply(asked)).catch(fail);
 }
@@ -111,7 +111,7 @@ function fail(error) {
   root.textContent = `The lesson could not open: ${error && error.message ? error.message : error}.`;
 }
 
-/** What the live server answers to a `view` (dashboard/explainer_component.component_data). */
+/** What the live server answers to a `view` (dashboard/explainer/component.component_data). */
 async function reply(view) {
   if (host.own) {  // the learner's own photo: dashboard/static/explainer/host/model-host.js answers
     host.mount({ parentElement: root, data: await host.own.reply(view, host.presentation), setStateValue, setTriggerValue });

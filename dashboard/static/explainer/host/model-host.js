@@ -1,5 +1,5 @@
 /* ViT Lens lesson: the model in the browser (written into the page by
- * dashboard/lesson_export.py when the lesson carries the model, after lesson.js; ASCII only).
+ * dashboard/explainer/lesson_export.py when the lesson carries the model, after lesson.js; ASCII only).
  * It loads the browser-model modules (dashboard/static/explainer/model/, inlined and linked
  * as the component's are, by lesson.js's linker), gives them the model's bytes (packed in this page, or as files beside a
  * static site's page) and shows the learner's own photo through the same component. */

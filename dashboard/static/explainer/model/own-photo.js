@@ -132,7 +132,7 @@ class OwnPicture {
     if (shown()) await refresh();
   }
 
-  /** What the server would answer to the component's `view` (explainer_component.component_data). */
+  /** What the server would answer to the component's `view` (explainer/component.component_data). */
   async reply(view, presentation) {
     const last = this.md.blocks - 1, wire = this.setup.api.wire;
     const block = Number.isInteger(view.block) && view.block >= 0 && view.block <= last ? view.block : last;
@@ -326,7 +326,7 @@ function decodeTop(md, feature) {
 }
 
 /** api: {mountPanel(element), modelMessage(), templateOverview(), sources (worker, runtime,
- * wasm, model bytes), tour (dashboard/explainer_tour.browser_tour), show(own, name),
+ * wasm, model bytes), tour (dashboard/explainer/tour.browser_tour), show(own, name),
  * isShown(own), refresh()}. */
 export default function setup(api) {
   const own = new OwnPhoto(api);

@@ -1,11 +1,11 @@
 /* The guided tour for the learner's own photo, written in the browser from the photo's
- * overview and the two heads it switches off, as dashboard/explainer_tour.py writes it for
+ * overview and the two heads it switches off, as dashboard/explainer/tour.py writes it for
  * a picture on the server (resolve_steps, picture_facts, the glossary's explain_first_uses).
  * The words of the steps, the glossary and the facts that depend on the model only come
- * from Python (`tour`: explainer_tour.browser_tour); this file computes the picture's facts.
+ * from Python (`tour`: explainer/tour.browser_tour); this file computes the picture's facts.
  * It follows the models the browser runs: self-attention blocks with a [CLS] token, a k-NN
  * head, trained weights. tests/e2e/test_browser_model.py checks every step's words and
- * numbers against explainer_tour.resolve_steps for the same overview. */
+ * numbers against explainer/tour.resolve_steps for the same overview. */
 
 import { valuesOf } from "./message.js";
 import { fixed, general, pyRound } from "./pyformat.js";
@@ -89,7 +89,7 @@ function sinkPatch(ov, tour) {
   return s.score < tour.sink_threshold || !s.on_patch ? null : s.patch;
 }
 
-/** The (block, head) each switching step turns off (explainer_tour.switched_heads). */
+/** The (block, head) each switching step turns off (xai_core/lessons/tour_choices.switched_heads). */
 export function switchedHeads(md, ov, tour) {
   const pairs = [];
   for (const step of tour.steps.filter((s) => s.switch_off)) {
@@ -378,7 +378,7 @@ function switchFacts(ov, switchOf, tour, stepNumber) {
     compare_sentence: compareSentence(sink, sharp, results, stepNumber) };
 }
 
-/** explainer_tour.picture_facts for the photo (no second opinion: no CNN in the browser). */
+/** explainer/tour.picture_facts for the photo (no second opinion: no CNN in the browser). */
 function pictureFacts(ov, switchOf, tour, stepNumber) {
   const prediction = ov.prediction, middle = resolveBlock("middle", ov);
   const [growthLead, growthSentence] = growthWords(ov), [sinkLead, sinkSentence] = sinkSentences(ov, tour);
@@ -402,7 +402,7 @@ function pictureFacts(ov, switchOf, tour, stepNumber) {
 
 const marked = (text) => [...text.matchAll(MARK)].map((m) => m[1]);
 
-/** explainer_glossary.explain_first_uses. */
+/** explainer/glossary.explain_first_uses. */
 function explainFirstUses(texts, glossary) {
   const seen = new Set();
   const firstMarks = (stepId, text) => {
@@ -463,7 +463,7 @@ function stepQuotes(ov, step, result, tour) {
   return [];
 }
 
-/** explainer_tour.resolve_steps for the photo's overview; `switchOf(block, head)`: the
+/** explainer/tour.resolve_steps for the photo's overview; `switchOf(block, head)`: the
  * explainer.head_switch result of that head off (run in the browser). */
 export function resolveSteps(ov, switchOf, tour) {
   const ids = tour.steps.map((s) => s.id), stepNumber = (id) => 1 + ids.indexOf(id);

@@ -4,7 +4,7 @@
  * that block's weights; `block_grad` and `ending_grad` for DAAM's backward. A classic worker
  * script (no import statement): a page opened from disk can start a worker only from a blob:
  * URL, and Chromium refuses module workers and module imports there, so the one-file lesson
- * puts the runtime's classic build (`self.ort`, dashboard/lesson_model.classic_runtime)
+ * puts the runtime's classic build (`self.ort`, dashboard/explainer/lesson_model.classic_runtime)
  * before this code; a site's worker imports the runtime's module from its URL.
  *
  * Messages in: {type: "init", runtime (a module URL, or null when self.ort is there), wasm

@@ -9,7 +9,7 @@ topic. Texts are templates filled with facts read from the live overview payload
 and image on screen; a step's `lead` is the one line its compact box shows. What the
 browser needs besides words comes as data: the patches a step names (numbers) and the
 measured numbers it quotes, each labelled on a part it points at. `**bold**` and the
-glossary's marks (`⟦term⟧`, dashboard/explainer_glossary.py) are the only markup; the
+glossary's marks (`⟦term⟧`, dashboard/explainer/glossary.py) are the only markup; the
 component escapes the rest.
 
 Importable without running the app (no streamlit here).
@@ -25,21 +25,16 @@ from typing import Callable
 import numpy as np
 
 from dashboard import literal
-from dashboard.explainer_glossary import explain_first_uses, terms_of
+from dashboard.explainer.glossary import explain_first_uses, terms_of
 from dashboard.page_list import PAGE_LIST
 from xai_core.capture import centre_patch as capture_centre_patch
-from xai_core.analysis.entropy import entropy
 from xai_core.lessons.explainer import decode, head_switch
+from xai_core.lessons.tour_choices import (TOUR_SWITCHES, head_distances, kept_heads,
+                                           nearest_head, resolve_block, resolve_head,
+                                           sink_heads, switched_heads)
 from xai_core.analysis.attention_sinks import SINK_THRESHOLD
 from xai_core.analysis.token_marks import HIGH_NORM_GAP, HIGH_NORM_RATIO
 
-# resolved against the model's blocks; sink: the block of the strongest sink head
-BLOCKS = ("first", "middle", "last", "last_self", "sink")
-# sharpest: the lowest-entropy [CLS] row in that block; sink: the strongest sink head;
-# nearest: the head with the smallest mean attention distance among the block's heads that
-# are not sink heads (xai_core.analysis.attention_sinks: a sink head's map is its sink key whatever
-# the query)
-HEADS = ("mean", "first", "sharpest", "sink", "nearest")
 # centre: the patch in the middle of the grid; longest: the patch token with the largest
 # norm / median (a flagged high-norm token when there is one, xai_core.analysis.token_marks)
 PATCHES = (None, "centre", "longest")
@@ -57,8 +52,8 @@ class Step:
     lead: str  # one line: what the compact tour box shows
     text: str  # the rest, shown after the lead under "more"
     stage: str
-    block: str
-    head: str
+    block: str  # a choice of xai_core/lessons/tour_choices.BLOCKS
+    head: str  # a choice of tour_choices.HEADS
     patch: str | None  # the patch it pins
     overlay: str
     targets: tuple[str, ...]  # the parts it points at: on screen, whole, beside the box
@@ -71,6 +66,13 @@ class Step:
 
 # (block, head) -> `xai_core.lessons.explainer.head_switch` of that one head
 Switch = Callable[[int, int], dict]
+
+
+def switching(step_id: str) -> dict:
+    """A step that switches a head off: its id, block and head as xai_core declares them
+    (`tour_choices.TOUR_SWITCHES`, which page 0's view and the gallery warm-up run)."""
+    block, head = TOUR_SWITCHES[step_id]
+    return {"id": step_id, "block": block, "head": head, "switch_off": True}
 
 
 def switcher(model, image, head) -> Switch:
@@ -164,13 +166,13 @@ TOUR: list[Step] = [
          text="{sink_sentence}",
          stage="blocks", block="sink", head="sink", patch=None, overlay="attention",
          targets=("image", "heads"), page="4_rollout_heads.py", names="sink"),
-    Step(id="switch_sink", title="Switch that head off",
+    Step(**switching("switch_sink"), title="Switch that head off",
          lead="{sink_switch_lead}",
          text="A map says where a head looks, not whether the answer needs it. "
               "{sink_switch_sentence} {two_scores} {switch_how} Page 9 switches every head "
               "off in turn.",
-         stage="blocks", block="sink", head="sink", patch=None, overlay="attention",
-         targets=("heads", "answer"), page="9_interventions.py", switch_off=True),
+         stage="blocks", patch=None, overlay="attention",
+         targets=("heads", "answer"), page="9_interventions.py"),
     # after the sinks: the first block's mean of heads can be one sink patch, so distance is
     # taught on a head that is not a sink, and the step says which heads it leaves out
     Step(id="distance", title="Near and far: how far the heads look",
@@ -237,14 +239,14 @@ TOUR: list[Step] = [
               "pixels and watch the score drop answer that second question.",
          stage="blocks", block="last", head="mean", patch=None, overlay="attention",
          targets=("image",), page="5_gradcam.py"),
-    Step(id="test_claim", title="Test a claim",
+    Step(**switching("test_claim"), title="Test a claim",
          lead="{sharp_switch_lead}",
          text="Head {sharpest} of {middle_label} has the most focused attention (step "
               "{heads_step}): a map would call it important. {sharp_switch_sentence} "
               "{compare_sentence} {switch_yourself} Page 9 ranks every head by what the answer "
               "loses without it, beside what the maps claim.",
-         stage="blocks", block="middle", head="sharpest", patch=None, overlay="attention",
-         targets=("heads", "answer"), page="9_interventions.py", switch_off=True),
+         stage="blocks", patch=None, overlay="attention",
+         targets=("heads", "answer"), page="9_interventions.py"),
 ]
 STEP_IDS = [step.id for step in TOUR]
 
@@ -267,68 +269,6 @@ def whole(value: float) -> int:
     """Rounded as the browser's Math.round rounds (halves up), so a number the tour quotes
     is the one the component labels."""
     return math.floor(value + 0.5)
-
-
-def query_row_values(overview: dict, block: int) -> np.ndarray:
-    """(heads, patches) [CLS] (or mean patch) rows of a block, dequantised."""
-    rows = overview["query_rows"][block]
-    codes = decode(rows["codes"]).astype(np.float64)
-    return codes * decode(rows["scale"]).astype(np.float64)[:, None] / 255.0
-
-
-def resolve_block(choice: str, overview: dict) -> int:
-    blocks = overview["blocks"]
-    selfs = [b["index"] for b in blocks if b["kind"] == "self"]
-    if choice == "sink":
-        return overview["sinks"]["strongest"]["block"]
-    return {"first": 0, "middle": selfs[len(selfs) // 2], "last": len(blocks) - 1,
-            "last_self": selfs[-1]}[choice]
-
-
-def resolve_head(choice: str, overview: dict, block: int) -> int:
-    """-1 for the mean of the heads, else a head index."""
-    if choice == "mean":
-        return -1
-    if choice == "first":
-        return 0
-    if choice == "sink":
-        strongest = overview["sinks"]["strongest"]
-        return strongest["head"] if strongest["block"] == block else -1
-    if choice == "nearest":
-        return nearest_head(overview, block)
-    return int(np.argmin([entropy(row / row.sum()) for row in query_row_values(overview, block)]))
-
-
-def sink_heads(overview: dict, block: int) -> dict[int, dict]:
-    """The sink heads of one block (head -> its sink facts), from the sink analysis."""
-    return {s["head"]: s for s in overview["sinks"]["heads"] if s["block"] == block}
-
-
-def _head_distances(overview: dict, block: int) -> list[float] | None:
-    """Mean attention distance (px) of each head of a self-attention block, or None."""
-    measured = overview["distance"]
-    if block not in measured["blocks"]:
-        return None
-    return measured["mad"][measured["blocks"].index(block)]
-
-
-def kept_heads(overview: dict, block: int) -> list[int]:
-    """The heads whose distance means something: not sink heads. A sink head's map is its
-    sink key whatever the query, and attention to a prefix token adds no distance (page 3's
-    convention), so either kind would read as a distance the head does not look. All heads
-    when every one is a sink."""
-    heads = range(len(_head_distances(overview, block)))
-    sinks = sink_heads(overview, block)
-    return [h for h in heads if h not in sinks] or list(heads)
-
-
-def nearest_head(overview: dict, block: int) -> int:
-    """The non-sink head of the block with the smallest mean attention distance (-1, the
-    mean of the heads, in a block that has no distance: class attention)."""
-    mad = _head_distances(overview, block)
-    if mad is None:
-        return -1
-    return min(kept_heads(overview, block), key=lambda h: mad[h])
 
 
 # How a learner switches heads: in the app (`live`), or not at all in an offline lesson, where
@@ -432,7 +372,7 @@ def browser_tour(overview: dict) -> dict:
     browser, so the tour speaks as the app does (`live`)."""
     from dataclasses import asdict
 
-    from dashboard.explainer_glossary import GLOSSARY
+    from dashboard.explainer.glossary import GLOSSARY
 
     return {"steps": [asdict(step) for step in TOUR],
             "glossary": {key: {"term": t.term, "words": t.words, "taught": t.taught}
@@ -444,16 +384,6 @@ def browser_tour(overview: dict) -> dict:
 
 def step_number(step_id: str) -> int:
     return 1 + STEP_IDS.index(step_id)
-
-
-def switched_heads(overview: dict) -> dict[str, tuple[int, int]]:
-    """The (block, head) each switching step turns off, by the step's own choices."""
-    chosen = {}
-    for step in TOUR:
-        if step.switch_off:
-            block = resolve_block(step.block, overview)
-            chosen[step.id] = (block, resolve_head(step.head, overview, block))
-    return chosen
 
 
 def _switch_facts(overview: dict, switch: Switch) -> dict[str, str]:
@@ -840,7 +770,7 @@ def _near_head_lead(overview: dict) -> str:
     head = nearest_head(overview, block)
     if head < 0:
         return f"How far do the heads of {label} look from their query on the picture?"
-    mad = _head_distances(overview, block)[head]
+    mad = head_distances(overview, block)[head]
     return (f"Head {head} of {label}, its nearest-looking head, looks "
             f"{distance_label(mad)} from its query on average.")
 
@@ -854,7 +784,7 @@ def _near_head_sentence(overview: dict) -> str:
         return f"The picture shows the mean of the heads of {label.lower()}."
     text = f"The picture shows head {head} of {label.lower()}, its nearest-looking head."
     sinks = sink_heads(overview, block)
-    if not sinks or len(sinks) == len(_head_distances(overview, block)):
+    if not sinks or len(sinks) == len(head_distances(overview, block)):
         return text
     left_out = "; ".join(
         f"head {h} ({percent(s['score'])} to {key_words(s['key'])}: "
@@ -1010,7 +940,7 @@ def step_quotes(overview: dict, step: Step, switch_result: dict | None,
     if step.id == "distance":
         block = resolve_block("first", overview)
         head = nearest_head(overview, block)
-        return [distance_label(_head_distances(overview, block)[head])] if head >= 0 else []
+        return [distance_label(head_distances(overview, block)[head])] if head >= 0 else []
     if step.id == "residual":
         before, after, _ = growth(overview)
         return [f"{before:.3g}", f"{after:.3g}", outlier_quote(overview)]

@@ -7,7 +7,7 @@ page serves), the messages Python sends the live component (`explainer.encode_me
 pre-encoded per image: the overview, each chosen block's detail and its queries and keys),
 the tour text filled per image, the model card and a footer. A small host
 (`dashboard/static/explainer/host/lesson.js`) plays the server's part in the browser: it answers the
-component's `view` state from the embedded messages as `explainer_component.component_data`
+component's `view` state from the embedded messages as `explainer/component.component_data`
 does, so the component cannot tell the file from the live page.
 
 How the bytes travel. Each message is deflated (the queries and keys are 8-bit codes, as on
@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Callable
 
 from dashboard import assets
-from dashboard.explainer_tour import browser_tour, resolve_steps, switcher
+from dashboard.explainer.tour import browser_tour, resolve_steps, switcher
 from xai_core import __version__
 from xai_core.lessons import explainer
 from xai_core.capture import transformer_blocks
@@ -223,7 +223,7 @@ def build_lesson(model, images: list[LessonImage], head=None, blocks: list[int] 
     """The lesson as the bytes of one HTML file. `blocks`: None for every block;
     `tour`: open on step 1 of the guided tour (its text is always in the file);
     `progress(fraction, what)` after each step; `model_pack`: the model in the browser
-    (`dashboard.lesson_model`: packed in the file, or files beside a site's page)."""
+    (`dashboard.explainer.lesson_model`: packed in the file, or files beside a site's page)."""
     if not images:
         raise LessonError("A lesson needs at least one picture.")
     head = head_of(model, head)

@@ -1,11 +1,11 @@
 """The model in the lesson: what `export-lesson --with-model` packs into the one HTML file
-and what `export-site` writes beside its page (dashboard/lesson_export.py calls these).
+and what `export-site` writes beside its page (dashboard/explainer/lesson_export.py calls these).
 
 The browser side is plain ES modules (dashboard/static/explainer/model/, entry own-photo.js,
 and worker.js for the Web Worker), the vendored onnxruntime-web (WebAssembly build, pinned,
 dashboard/static/vendor/onnxruntime-web/ with its licence), the model (its ONNX graphs and
 weights) and its data (xai_core/browser_model), and the tour's words and the model's facts
-it quotes (dashboard/explainer_tour.browser_tour, added by the lesson's packer). In the one file they travel deflated in one
+it quotes (dashboard/explainer/tour.browser_tour, added by the lesson's packer). In the one file they travel deflated in one
 `<script type="application/octet-stream">` (escaped as the pictures' bytes are); on a site
 they are plain files named by their content's hash, so a browser or CDN may keep them.
 """

@@ -24,7 +24,7 @@ from pathlib import Path
 import streamlit as st
 
 from dashboard import assets, literal, state, ui
-from dashboard.explainer_tour import TOUR, resolve_steps, step_from_query, switcher
+from dashboard.explainer.tour import TOUR, resolve_steps, step_from_query, switcher
 from dashboard.page_list import PAGE_LIST, PAGES
 from xai_core.lessons import explainer
 from xai_core import pipeline
@@ -67,24 +67,17 @@ def shown_block() -> int | None:
 
 
 def _view() -> dict:
-    """What the browser reported: the block and tour step on screen, the signature of the
-    overview it holds ("have"), the blocks whose detail ("blocks") and queries and keys
-    ("qk") it keeps, whether the query · key panel is in view ("want_qk") and whether the
-    learner dismissed the tour. Anything else, or of another type, is ignored."""
+    """What the browser reported, read field by field as `explainer.VIEW_FIELDS` declares
+    them: the block and tour step on screen, the signature of the overview it holds
+    ("have"), the blocks whose detail ("blocks") and queries and keys ("qk") it keeps,
+    whether the query · key panel is in view ("want_qk"), the heads switched off and whether
+    the learner dismissed the tour. Anything else, or of another kind, is ignored: an "int"
+    or "text" field is left out, a "flag" is false, "ints" and "pairs" keep their own."""
     view = _component_value("view")
     if not isinstance(view, dict):
         return {}
-    clean = {key: view[key] for key in ("block", "tour")
-             if isinstance(view.get(key), int) and not isinstance(view.get(key), bool)}
-    if isinstance(view.get("have"), str):
-        clean["have"] = view["have"]
-    for name in ("blocks", "qk"):
-        if isinstance(view.get(name), list):
-            clean[name] = {b for b in view[name] if isinstance(b, int)}
-    clean["dismissed"] = view.get("dismissed") is True
-    clean["want_qk"] = view.get("want_qk") is True
-    clean["off"] = switched_off(view.get("off"))
-    return clean
+    read = {name: _READ[kind](view.get(name)) for name, kind in explainer.VIEW_FIELDS.items()}
+    return {name: value for name, value in read.items() if value is not None}
 
 
 MAX_HEADS_OFF = 64  # a link or a script cannot make one rerun switch off more
@@ -99,6 +92,17 @@ def switched_off(value) -> list[tuple[int, int]]:
     pairs = {tuple(pair) for pair in value[:MAX_HEADS_OFF] if isinstance(pair, list)
              and len(pair) == 2 and all(type(n) is int for n in pair)}
     return sorted(pairs)
+
+
+# how each kind of view field is read (None: left out)
+_READ = {
+    "int": lambda value: value if type(value) is int else None,
+    "text": lambda value: value if isinstance(value, str) else None,
+    "ints": lambda value: ({n for n in value if type(n) is int}
+                           if isinstance(value, list) else None),
+    "pairs": switched_off,
+    "flag": lambda value: value is True,
+}
 
 
 def _on_view() -> None:
@@ -258,7 +262,7 @@ def _lesson_key(model, image, head, title: str) -> tuple:
 def _built_lesson(model, image, head, title: str, progress=None) -> bytes:
     """The lesson file of this model and picture, built once for every session (and again
     only if it has left `LESSONS`); the memory its building used is given back after."""
-    from dashboard.lesson_export import LessonImage, build_lesson
+    from dashboard.explainer.lesson_export import LessonImage, build_lesson
 
     def build() -> bytes:
         try:
@@ -271,8 +275,8 @@ def _built_lesson(model, image, head, title: str, progress=None) -> bytes:
 @st.fragment
 def lesson_export(model, image, head) -> None:
     """"Export lesson": the Explainer for this model and picture as one HTML file that opens
-    offline (dashboard/lesson_export.py), built on click under a progress bar, then offered
-    for download. The file is built once for every session asking for the same model and
+    offline (dashboard/explainer/lesson_export.py), built on click under a progress bar, then
+    offered for download. The file is built once for every session asking for the same model and
     picture (`LESSONS`); a session keeps only its signature and size, and the download
     button asks for the file when it is pressed (Streamlit's deferred download)."""
     sig = signature(model, image, head)
