@@ -52,11 +52,14 @@ WAIT_STEP_S = 0.25  # how often a waiting visitor's progress line moves
 SETTINGS_TTL_S = 2.0  # the settings are read again at most this often (every model call asks)
 MAX_ACCOUNTS = 10_000  # the least recently used beyond it are forgotten (their buckets refill)
 # A request declared this heavy (KernelSHAP's 400 samples, Occlusion, head importance) runs
-# the rest of its page run at this nice value: on a core shared with other visitors' pages
-# the kernel gives them the CPU first (weight 110 against 1024) and the heavy one what is left.
-# Streamlit runs each page run in a thread of its own, so the next run starts at 0 again.
+# the rest of its page run at the lowest priority, as the gallery's warm-up does: on a core
+# shared with other visitors' pages the kernel gives them the CPU first (weight 15 against
+# 1024) and the heavy one what is left, which on a server between a class's clicks is most.
+# (At nice 10, weight 110, the students' pages beside a greedy visitor were 1.54x slower at
+# p95 in one of two quiet runs.) Streamlit runs each page run in a thread of its own, so the
+# next run starts at 0 again.
 HEAVY_PASSES = 64
-HEAVY_NICE = 10
+HEAVY_NICE = priority.BACKGROUND_NICE
 
 
 @dataclass(frozen=True)
