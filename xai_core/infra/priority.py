@@ -10,6 +10,7 @@ work runs at full speed whenever the server is otherwise idle. Elsewhere it does
 from __future__ import annotations
 
 import os
+import sys
 import threading
 
 BACKGROUND_NICE = 19  # the lowest priority: runs only on CPU time nobody else wants
@@ -17,17 +18,19 @@ BACKGROUND_NICE = 19  # the lowest priority: runs only on CPU time nobody else w
 
 def lower_this_thread(nice: int = BACKGROUND_NICE) -> bool:
     """Give the calling thread (and the torch workers it will start) the nice value `nice`;
-    False where the platform has no per-thread priority."""
-    set_priority = getattr(os, "setpriority", None)
-    if set_priority is None:
+    False where the platform has no per-thread priority. Linux only: elsewhere
+    `setpriority(PRIO_PROCESS, id)` takes the id for a process's, which could be another's."""
+    if not sys.platform.startswith("linux"):
         return False
     try:
-        set_priority(os.PRIO_PROCESS, threading.get_native_id(), nice)
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), nice)
     except OSError:
         return False
     return True
 
 
-def thread_nice(native_id: int | None = None) -> int:
-    """The nice value of a thread of this process (default: the calling one)."""
+def thread_nice(native_id: int | None = None) -> int | None:
+    """The nice value of a thread of this process (default: the calling one); None off Linux."""
+    if not sys.platform.startswith("linux"):
+        return None
     return os.getpriority(os.PRIO_PROCESS, native_id or threading.get_native_id())
