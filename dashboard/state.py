@@ -89,8 +89,11 @@ def load_model_or_explain(model_id: str, random_weights: bool = False):
     """The loaded model, or None after telling the user in words why it cannot load."""
     # loaded already (every run but the process's first): no check, no spinner (a spinner
     # starts a timer thread: two per run of every page, 100 at once when a class follows)
-    model = loaded_model(model_id, random_weights) or _load_or_explain(model_id, random_weights)
-    if model is not None and model.random_weights:
+    if loaded_model(model_id, random_weights) is None and not _load_or_explain(
+            model_id, random_weights):
+        return None
+    model = get_model(model_id, random_weights=random_weights)  # loaded: a look-up
+    if model.random_weights:
         st.error(f"{model.label}: this model has untrained random weights (seed {model.seed}, "
                  "derived from the model id, so every server and every run builds the same "
                  "one). Its maps show the token layout and the code path only - they explain "
@@ -98,7 +101,8 @@ def load_model_or_explain(model_id: str, random_weights: bool = False):
     return model
 
 
-def _load_or_explain(model_id: str, random_weights: bool):
+def _load_or_explain(model_id: str, random_weights: bool) -> bool:
+    """Load the model under a spinner; False after saying in words why it cannot load."""
     spec = get_spec(model_id)
     if not random_weights:
         status = availability(model_id)
@@ -106,13 +110,14 @@ def _load_or_explain(model_id: str, random_weights: bool):
             hint = (" Tick *random weights* in the sidebar to explore its token layout with "
                     "untrained weights." if spec.family != "text" else "")
             st.warning(f"**{spec.display_name} is unavailable.** {status.reason}{hint}")
-            return None
+            return False
     try:
         with st.spinner(f"Loading {spec.display_name}..."):
-            return get_model(model_id, random_weights=random_weights)
+            get_model(model_id, random_weights=random_weights)
     except (ModelUnavailableError, ModelOutOfMemory) as error:
         st.warning(f"**{spec.display_name} is unavailable.** {error}")
-        return None
+        return False
+    return True
 
 
 def current_vit():
