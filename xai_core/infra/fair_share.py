@@ -56,8 +56,9 @@ MAX_ACCOUNTS = 10_000  # the least recently used beyond it are forgotten (their 
 # shared with other visitors' pages the kernel gives them the CPU first (weight 15 against
 # 1024) and the heavy one what is left, which on a server between a class's clicks is most.
 # (At nice 10, weight 110, the students' pages beside a greedy visitor were 1.54x slower at
-# p95 in one of two quiet runs.) Streamlit runs each page run in a thread of its own, so the
-# next run starts at 0 again.
+# p95 in one of two quiet runs.) Streamlit's script thread ends when the session has no rerun
+# waiting, and the next click starts a new one at the normal priority; a rerun queued during
+# the heavy run runs in the same thread, lowered too.
 HEAVY_PASSES = 64
 HEAVY_NICE = priority.BACKGROUND_NICE
 
