@@ -23,13 +23,19 @@ export const FIELDS = Object.freeze({
   "switch": {"live": false, "result": null}
 });
 
+/** The fields given, every other declared one at its `nothings` value; a name not declared
+ * is an error (`what`: "message" or "view", for its words). */
+function filled(what, nothings, fields) {
+  const unknown = Object.keys(fields).filter((name) => !(name in nothings));
+  if (unknown.length) throw new Error(`not fields of an Explainer ${what}: ${unknown.join(", ")}`);
+  return Object.fromEntries(Object.entries(nothings).map(([name, nothing]) =>
+    [name, name in fields ? fields[name] : structuredClone(nothing)]));
+}
+
 /** A message: the fields given, every other at its "nothing new" value (as Python's
  * explainer.message). A name the wire format lacks is an error. */
 export function message(fields) {
-  const unknown = Object.keys(fields).filter((name) => !(name in FIELDS));
-  if (unknown.length) throw new Error(`not fields of an Explainer message: ${unknown.join(", ")}`);
-  return Object.fromEntries(Object.entries(FIELDS).map(([name, nothing]) =>
-    [name, name in fields ? fields[name] : structuredClone(nothing)]));
+  return filled("message", FIELDS, fields);
 }
 
 // each field of the component's `view` state and its kind: xai_core/lessons/explainer.VIEW_FIELDS
@@ -45,14 +51,13 @@ export const VIEW_FIELDS = Object.freeze({
   "ask": "int"
 });
 const NOTHING = Object.freeze({ int: null, text: null, ints: [], pairs: [], flag: false });
+const VIEW_NOTHINGS = Object.fromEntries(
+  Object.entries(VIEW_FIELDS).map(([name, kind]) => [name, NOTHING[kind]]));
 
 /** The component's `view` state: the fields given, every other at its kind's "nothing"
  * (null, [] or false; what the server reads as absent). A name it lacks is an error. */
 export function view(fields) {
-  const unknown = Object.keys(fields).filter((name) => !(name in VIEW_FIELDS));
-  if (unknown.length) throw new Error(`not fields of an Explainer view: ${unknown.join(", ")}`);
-  return Object.fromEntries(Object.entries(VIEW_FIELDS).map(([name, kind]) =>
-    [name, name in fields ? fields[name] : structuredClone(NOTHING[kind])]));
+  return filled("view", VIEW_NOTHINGS, fields);
 }
 
 /** What a server sends for the component's `view` state (explainer/component.component_data):
