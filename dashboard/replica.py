@@ -72,6 +72,12 @@ def cookie_path() -> str:
     return f"/{base}" if base else "/"
 
 
+def cookie_header() -> str:
+    """The replica cookie as a Set-Cookie value, as the beacon below writes it (no HttpOnly:
+    the beacon rewrites it after a failover)."""
+    return f"{COOKIE}={replica_name()}; Path={cookie_path()}; SameSite=Lax"
+
+
 def session_token() -> str:
     """A random id for this Streamlit session (never reused, tells sessions apart)."""
     return st.session_state.setdefault(TOKEN_KEY, uuid.uuid4().hex)

@@ -2,6 +2,13 @@
 nginx that asks whether the replica is warm (`dashboard/readiness.py`), and a WebSocket
 from a foreign Origin.
 
+A warm replica's answer to that health check also names itself in the replica cookie
+(`dashboard/replica.py`) when the browser has none yet: the browser's WebSocket, a separate
+request that nginx routes by that cookie, then follows its health check. Without it nginx
+hashed the WebSocket again, and a browser whose health check was sent past a warming replica
+reached that replica with its WebSocket once nginx's fail_timeout had run out in between
+(a class arriving over more than 10 s).
+
 Streamlit refuses a WebSocket whose Origin is not the page's own host, but on the way it
 asks for the machine's external address (an HTTP request to a public service, 1 s timeout,
 twice, and a DNS look-up before either) on the server's event loop, and remembers only a
@@ -18,7 +25,7 @@ from __future__ import annotations
 
 from urllib.parse import urlsplit
 
-from dashboard import readiness
+from dashboard import readiness, replica
 
 LOOPBACK = ("localhost", "127.0.0.1", "0.0.0.0", "::1")  # noqa: S104  names, not a bind
 
@@ -77,7 +84,21 @@ class RequestGuard:
             if not ready:
                 await _plain(send, 503, words)
                 return
+            if not _has_cookie(_header(scope, b"cookie"), replica.COOKIE):
+                send = _with_header(send, b"set-cookie", replica.cookie_header().encode())
         await self.app(scope, receive, send)
+
+
+def _has_cookie(cookies: str | None, name: str) -> bool:
+    return any(part.strip().split("=", 1)[0] == name for part in (cookies or "").split(";"))
+
+
+def _with_header(send, name: bytes, value: bytes):
+    async def sending(message):
+        if message["type"] == "http.response.start":
+            message = {**message, "headers": [*message.get("headers", ()), (name, value)]}
+        await send(message)
+    return sending
 
 
 async def _plain(send, status: int, text: str) -> None:

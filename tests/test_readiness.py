@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from dashboard import readiness, request_guard
+from dashboard import readiness, replica, request_guard
 from dashboard.page_list import existing_pages, url_path
 
 
@@ -69,6 +69,38 @@ def test_the_guard_answers_nginxs_readiness_question_and_nothing_else():
         readiness.page_finished(url_path(name))
     response = client.get("/vit-lens/_stcore/health", headers=asked)
     assert (response.status_code, response.text) == (200, "ok")
+    assert response.headers["set-cookie"] == replica.cookie_header()
+    assert "set-cookie" not in client.get("/vit-lens/_stcore/health").headers  # not asked
+
+
+def test_a_warm_answer_pins_a_new_browser_to_this_replica(monkeypatch):
+    """The readiness answer names this replica in the replica cookie (its WebSocket, routed by
+    that cookie, then follows), only for a browser that has none: one already pinned
+    elsewhere keeps its replica (its session lives there)."""
+    from starlette.applications import Starlette
+    from starlette.middleware import Middleware
+    from starlette.responses import PlainTextResponse
+    from starlette.routing import Route
+    from starlette.testclient import TestClient
+
+    monkeypatch.setenv(replica.REPLICA_ENV, "8502")
+    monkeypatch.setattr(readiness, "_STARTED", time.monotonic() - readiness.READY_AFTER_S)
+
+    async def streamlit_health(request):
+        return PlainTextResponse("ok")
+
+    app = Starlette(routes=[Route("/_stcore/health", streamlit_health)],
+                    middleware=[Middleware(request_guard.RequestGuard,
+                                           health_path="/_stcore/health")])
+    asked = {readiness.HEADER: "1"}
+    fresh = TestClient(app).get("/_stcore/health", headers=asked)
+    assert fresh.headers["set-cookie"].startswith(f"{replica.COOKIE}=8502; Path=/;")
+    assert fresh.cookies.get(replica.COOKIE) == "8502"
+    pinned = TestClient(app, cookies={"vit_lens_uid": "x", replica.COOKIE: "8501"})
+    response = pinned.get("/_stcore/health", headers=asked)
+    assert response.text == "ok" and "set-cookie" not in response.headers
+    other = TestClient(app, cookies={f"{replica.COOKIE}_old": "8501"})  # a name that only begins
+    assert other.get("/_stcore/health", headers=asked).cookies.get(replica.COOKIE) == "8502"
 
 
 @pytest.mark.parametrize("origin, host, allowed", [

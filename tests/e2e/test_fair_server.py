@@ -23,7 +23,7 @@ import pytest
 from e2e_helpers import ROOT, AppProcess, app_env, wait_app_idle, watched_tab
 from proxy_helpers import PREFIX, get, nginx_in_front
 
-from dashboard import readiness
+from dashboard import readiness, replica
 from dashboard.page_visit import open_page, run_in_thread
 from dashboard.state import UPLOAD_CHOICE, image_title
 from dashboard.warm_replica import warm
@@ -62,10 +62,11 @@ def status_of(url: str, headers: dict | None = None) -> tuple[int, str]:
         return error.code, error.read().decode()
 
 
-def first_visits(proxy, count: int) -> list[str]:
+def first_visits(proxy, count: int, pause_s: float = 0) -> list[str]:
     """`count` new browsers, as Streamlit's client arrives: the health check through nginx
-    (which gives the browser its id), then the page over the WebSocket with that id. Returns
-    the replica (upstream address) each WebSocket reached."""
+    (which gives the browser its id, and the warm replica that answered it names itself in the
+    replica cookie), then, `pause_s` later, the page over the WebSocket with those cookies.
+    Returns the replica (upstream address) each WebSocket reached."""
     skip = len(proxy.access_log.read_text().splitlines())
 
     async def one() -> None:
@@ -73,8 +74,11 @@ def first_visits(proxy, count: int) -> list[str]:
         response, body = await loop.run_in_executor(
             None, lambda: get(proxy.port, f"/{PREFIX}/_stcore/health"))
         assert (response.status, body) == (200, b"ok")
-        uid = re.search(r"vit_lens_uid=([^;]+)", response.getheader("Set-Cookie") or "")[1]
-        run = await open_page(proxy.url, "", "", cookies={"vit_lens_uid": uid}, timeout=240)
+        set_cookies = response.getheader("Set-Cookie") or ""
+        cookies = dict(re.findall(rf"(vit_lens_uid|{replica.COOKIE})=([^;,]+)", set_cookies))
+        assert set(cookies) == {"vit_lens_uid", replica.COOKIE}, set_cookies
+        await asyncio.sleep(pause_s)
+        run = await open_page(proxy.url, "", "", cookies=cookies, timeout=240)
         assert run.error == "" and run.exceptions == 0, run
 
     async def all_of_them() -> None:
@@ -89,7 +93,8 @@ def first_visits(proxy, count: int) -> list[str]:
 
 def test_a_warming_replica_gets_no_new_visitor(stack):
     """One replica warm (every page run, as its unit's warm-up does), the other cold: 16 new
-    browsers all reach the warm one; once the other has warmed too (and nginx's 10 s of
+    browsers all reach the warm one, also those whose WebSocket comes after nginx stopped
+    leaving the cold one out (CI saw one of 16 reach it before the replica cookie); once the other has warmed too (and nginx's 10 s of
     leaving it out are over) new browsers reach both again."""
     apps, proxy, _, _ = stack
     warm_one, cold = apps
@@ -103,6 +108,10 @@ def test_a_warming_replica_gets_no_new_visitor(stack):
     assert status_of(cold.url + "_stcore/health") == (200, "ok")  # alive all the same
     reached = first_visits(proxy, 16)
     assert len(reached) == 16 and set(reached) == {f"127.0.0.1:{warm_one.port}"}, reached
+    # browsers whose WebSocket comes after nginx's fail_timeout (10 s) has run out: nginx
+    # would try the warming replica again, but the WebSocket follows the health check
+    reached = first_visits(proxy, 4, pause_s=11)
+    assert len(reached) == 4 and set(reached) == {f"127.0.0.1:{warm_one.port}"}, reached
 
     assert all(not run.error for _, run in warm(cold.url))
     assert ready(cold) == (200, "ok")
