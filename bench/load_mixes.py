@@ -132,10 +132,12 @@ def upload_rows(label: str, uploads: list[Upload], peaks: dict[int, float]) -> l
 
 # --- lesson exports --------------------------------------------------------------------------------
 
-async def export_lesson(base: str, query: str, timeout: float = 600) -> tuple[float, int, str]:
+async def export_lesson(base: str, query: str, timeout: float = 600,
+                        meanwhile=None) -> tuple[float, int, str]:
     """Open the Explainer, press Export lesson (a rerun of its fragment with the button's
-    trigger), then ask for the file as the download button does (the deferred file's
-    address) and fetch it: (seconds from the press to the last byte, bytes, error)."""
+    trigger), then fetch the file at the address its download button gives, as a browser
+    does (after awaiting `meanwhile()`, when given): (seconds from the press to the last
+    byte, bytes, error)."""
     from streamlit.proto.BackMsg_pb2 import BackMsg
     from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 
@@ -144,13 +146,11 @@ async def export_lesson(base: str, query: str, timeout: float = 600) -> tuple[fl
         async with asyncio.timeout(timeout):
             async with app_socket(base, cookies, timeout) as socket:
                 await socket.send(rerun_request("vit_explainer", query, base + "vit_explainer"))
-                button = fragment = session = None
+                button = fragment = None
                 async for payload in socket:
                     message = ForwardMsg.FromString(payload)
-                    kind = message.WhichOneof("type")
-                    if kind == "new_session":
-                        session = message.new_session.initialize.session_id
-                    elif kind == "delta" and message.delta.WhichOneof("type") == "new_element":
+                    if message.WhichOneof("type") == "delta" and \
+                            message.delta.WhichOneof("type") == "new_element":
                         element = message.delta.new_element
                         if element.WhichOneof("type") == "button" and \
                                 "explainer_lesson_make" in element.button.id:
@@ -166,28 +166,19 @@ async def export_lesson(base: str, query: str, timeout: float = 600) -> tuple[fl
                 state = press.rerun_script.widget_states.widgets.add()
                 state.id, state.trigger_value = button, True
                 await socket.send(press.SerializeToString())
-                deferred = None
+                url = ""
                 async for payload in socket:
                     message = ForwardMsg.FromString(payload)
                     if message.WhichOneof("type") == "delta" and \
                             message.delta.WhichOneof("type") == "new_element" and \
                             message.delta.new_element.WhichOneof("type") == "download_button":
-                        deferred = message.delta.new_element.download_button.deferred_file_id
+                        url = message.delta.new_element.download_button.url
                     if fragment_run_done(message):
                         break
-                if not deferred:
-                    return float("nan"), 0, "no download button after the press"
-                ask = BackMsg()
-                ask.backend_operation_request.request_id = "export-1"
-                ask.backend_operation_request.session_id = session
-                ask.backend_operation_request.deferred_file.file_id = deferred
-                await socket.send(ask.SerializeToString())
-                async for payload in socket:
-                    message = ForwardMsg.FromString(payload)
-                    if message.WhichOneof("type") == "backend_operation_response":
-                        answer = message.backend_operation_response
-                        break
-                url = _download_url(answer)
+                if not url:
+                    return float("nan"), 0, "no file address on the download button"
+                if meanwhile is not None:
+                    await meanwhile()
                 size = await _fetch(base, url, cookies, timeout)
                 return time.perf_counter() - started, size, ""
     except Exception as error:  # noqa: BLE001  a failed student is a result
@@ -201,18 +192,6 @@ def fragment_run_done(message) -> bool:
 
     return message.WhichOneof("type") == "script_finished" and \
         message.script_finished in RUN_DONE | {FINISHED.FINISHED_FRAGMENT_RUN_SUCCESSFULLY}
-
-
-def _download_url(answer) -> str:
-    """The file's address in a backend operation's answer (whichever field holds it)."""
-    for field, value in answer.ListFields():
-        if hasattr(value, "ListFields"):
-            for inner, found in value.ListFields():
-                if isinstance(found, str) and "media" in found:
-                    return found
-        elif isinstance(value, str) and "media" in value:
-            return value
-    raise OSError(f"no file address in the answer: {answer}")
 
 
 async def _fetch(base: str, url: str, cookies: dict[str, str], timeout: float) -> int:

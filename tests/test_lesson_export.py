@@ -256,17 +256,18 @@ def test_export_lesson_button_offers_the_file_for_the_view_on_screen():
     assert not [b for b in app.get("download_button")]  # nothing built before the click
     app.button(key="explainer_lesson_make").click().run()
     assert not app.exception, app.exception
-    _, size = app.session_state[LESSON_KEY]  # the session keeps no copy of the file
     [page] = [value for value, _ in LESSONS._items.values()]
-    assert len(page) == size
+    assert app.session_state[LESSON_KEY][1] is page  # the shared file, not a copy of it
     manifest = read_manifest(page)
     assert manifest["model"]["id"] == "dinov2-s14" and manifest["blocks"] == list(range(12))
     assert [entry["title"] for entry in manifest["images"]] == ["Chelsea the cat"]
-    labels = [b.proto.label for b in app.get("download_button")]
-    assert labels == [f"Download the lesson ({len(page) / 1e6:.1f} MB)"]
+    [button] = app.get("download_button")
+    assert button.proto.label == f"Download the lesson ({len(page) / 1e6:.1f} MB)"
+    # the file itself, at an address (a deferred file is deleted by any two runs that end)
+    assert button.proto.url.endswith(".html") and not button.proto.deferred_file_id
     # a second student exporting the same picture: no second build, no second copy
     built = LESSONS.misses
     other = open_app("0_vit_explainer.py")
     other.button(key="explainer_lesson_make").click().run()
-    assert not other.exception and other.session_state[LESSON_KEY][1] == size
+    assert not other.exception and other.session_state[LESSON_KEY][1] is page
     assert len(LESSONS) == 1 and LESSONS.misses == built

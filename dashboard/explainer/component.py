@@ -248,7 +248,7 @@ def explainer_view(model, image, head) -> None:
         st.switch_page(PAGES / goto)
 
 
-LESSON_KEY = "explainer_lesson"  # (signature, size): this session's last export
+LESSON_KEY = "explainer_lesson"  # (signature, file): this session's last export
 # Built lessons, shared by every session (20 students exporting the gallery's cat get one
 # build and one copy, not 20 of each): a few MB each, the last few kept
 LESSONS = BoundedCache(4, 160 * 2**20)
@@ -277,8 +277,11 @@ def lesson_export(model, image, head) -> None:
     """"Export lesson": the Explainer for this model and picture as one HTML file that opens
     offline (dashboard/explainer/lesson_export.py), built on click under a progress bar, then
     offered for download. The file is built once for every session asking for the same model and
-    picture (`LESSONS`); a session keeps only its signature and size, and the download
-    button asks for the file when it is pressed (Streamlit's deferred download)."""
+    picture (`LESSONS`) and the sessions hold that one object. The button is given the file
+    itself, not Streamlit's deferred download: a deferred file is referenced by no session once
+    made, so any two script runs that end in the process (another student's page, a class's
+    polling) delete it, and 2 of 20 students exporting at once got HTTP 404 for their download.
+    Held until the session shows another model or picture, or ends."""
     sig = signature(model, image, head)
     title = state.image_title(state.selection().image_choice)
     if st.button("Export lesson", key="explainer_lesson_make",
@@ -286,17 +289,15 @@ def lesson_export(model, image, head) -> None:
                       "it opens in a browser with no server and no network."):
         bar = st.progress(0.0, text="Packing the lesson")
         with ui.friendly_errors():
-            page = _built_lesson(model, image, head, title, progress=lambda done, what:
-                                 bar.progress(done, text=literal.text(what)))
-            st.session_state[LESSON_KEY] = (sig, len(page))
-            del page
+            st.session_state[LESSON_KEY] = (sig, _built_lesson(
+                model, image, head, title,
+                progress=lambda done, what: bar.progress(done, text=literal.text(what))))
         bar.empty()
     held = st.session_state.get(LESSON_KEY)
     if held and held[0] != sig:  # another model or picture now: the old file goes
         del st.session_state[LESSON_KEY]
-    elif held:  # the file is asked for when the button is pressed, in Streamlit's own thread
-        st.download_button(f"Download the lesson ({held[1] / 1e6:.1f} MB)",
-                           data=lambda: _built_lesson(model, image, head, title),
+    elif held:
+        st.download_button(f"Download the lesson ({len(held[1]) / 1e6:.1f} MB)", data=held[1],
                            file_name=f"vit-lens-lesson-{model.spec.id}.html", mime="text/html",
                            on_click="ignore", key="explainer_lesson_download")
 
