@@ -325,8 +325,7 @@ def run(steps=STEPS, pages=tuple(PAGES), mixes=MIXES, smoke: bool = False) -> li
     sizes = SMOKE_SIZES if smoke else MIX_SIZES
     steps = (SMOKE_STUDENTS,) if smoke else steps
     pages = list(pages)
-    rows: list[dict] = [] if smoke else [warm_gallery()]
-    print_rows(rows)
+    rows: list[dict] = [] if smoke else [warm_gallery()]  # printed with the client's check
     with running_apps(2, base_path=PREFIX, log_name="bench-load", env=replica_env(smoke)) as apps, \
             precompressed_bundle() as bundle, \
             nginx_in_front(apps, log_name="bench-load-nginx", bundle=bundle) as proxy, \
