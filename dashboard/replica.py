@@ -32,9 +32,9 @@ DISMISSED_KEY = "session_restart_dismissed"
 
 _JS = """
 export default function ({ data, setTriggerValue }) {
-  const { token, replica, cookie, path } = data;
-  if (replica) {
-    document.cookie = `${cookie}=${replica}; path=${path}; SameSite=Lax`;
+  const { token, cookie } = data;
+  if (cookie) {
+    document.cookie = cookie;
   }
   window.__vitLensSession = token;
   // Streamlit's client posts WEBSOCKET_DISCONNECTED / WEBSOCKET_CONNECTED to its host
@@ -73,9 +73,10 @@ def cookie_path() -> str:
 
 
 def cookie_header() -> str:
-    """The replica cookie as a Set-Cookie value, as the beacon below writes it (no HttpOnly:
-    the beacon rewrites it after a failover)."""
-    return f"{COOKIE}={replica_name()}; Path={cookie_path()}; SameSite=Lax"
+    """The replica cookie, written by the beacon below and by the request guard's readiness
+    answer (no HttpOnly: the beacon rewrites it after a failover); "" without a name."""
+    name = replica_name()
+    return f"{COOKIE}={name}; Path={cookie_path()}; SameSite=Lax" if name else ""
 
 
 def session_token() -> str:
@@ -87,8 +88,7 @@ def track_session() -> None:
     """Mount the beacon (call once per run, in the sidebar: it draws nothing) and note a
     restart: the tab reports the session it had, and it is not this one."""
     result = _beacon(key=BEACON_KEY, height=0,
-                     data={"token": session_token(), "replica": replica_name(),
-                           "cookie": COOKIE, "path": cookie_path()},
+                     data={"token": session_token(), "cookie": cookie_header()},
                      on_previous_session_change=lambda: None)
     previous = getattr(result, "previous_session", None)
     if previous and previous != session_token():

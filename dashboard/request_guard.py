@@ -84,8 +84,9 @@ class RequestGuard:
             if not ready:
                 await _plain(send, 503, words)
                 return
-            if not _has_cookie(_header(scope, b"cookie"), replica.COOKIE):
-                send = _with_header(send, b"set-cookie", replica.cookie_header().encode())
+            pin = replica.cookie_header()
+            if pin and not _has_cookie(_header(scope, b"cookie"), replica.COOKIE):
+                send = _with_header(send, b"set-cookie", pin.encode())
         await self.app(scope, receive, send)
 
 
